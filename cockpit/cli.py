@@ -1,0 +1,126 @@
+"""`cockpit`: opens the app; its subcommands run the same core headless.
+
+Exit status everywhere: 0 ok, 1 the check found problems, 2 usage or connection error.
+Errors are one sentence on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Callable, Sequence
+
+from cockpit import __version__
+from cockpit.errors import CockpitError, UsageError
+
+EXAMPLES = """\
+examples:
+  cockpit                                   open the cockpit on the units of your config
+  cockpit --host gpu1 --unit sglang-k26     open it on one unit of an ssh_config host
+  cockpit lab up                            boot the local lab host (root) and its SGLang stand-in
+  cockpit lab ssh -- systemctl status sglang-demo
+  cockpit lab down
+
+config: --config FILE, $COCKPIT_CONFIG, ~/.config/cockpit/config.toml or ./cockpit.toml
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors exit 2 with one sentence, like every other error here."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def _add_lab(sub: argparse._SubParsersAction) -> None:
+    lab = sub.add_parser("lab", help="the local lab host: a real systemd in a container (root)",
+                         description="A disposable systemd host with sshd and the SGLang stand-in, "
+                                     "reachable as `--host cockpit-lab` once up.")
+    lab_sub = lab.add_subparsers(dest="lab_command", required=True, parser_class=_Parser)
+    up = lab_sub.add_parser("up", help="build the image once, boot the lab, write its ssh_config")
+    up.add_argument("--name", default=None, help="lab name and ssh alias (default cockpit-lab)")
+    up.add_argument("--sglang-version", default=None, help="SGLang release whose source the lab holds (0.5.23 or 0.5.9)")
+    up.add_argument("--json", action="store_true", help="print the lab's facts as JSON")
+    down = lab_sub.add_parser("down", help="stop the lab and remove its namespace and cgroups")
+    down.add_argument("--name", default=None)
+    status = lab_sub.add_parser("status", help="is the lab up, and where")
+    status.add_argument("--name", default=None)
+    status.add_argument("--json", action="store_true")
+    ssh = lab_sub.add_parser("ssh", help="ssh into the lab (`-- CMD...` runs a command)")
+    ssh.add_argument("--name", default=None)
+    ssh.add_argument("--user", default="root", choices=["root", "operator"])
+    ssh.add_argument("command", nargs=argparse.REMAINDER)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="cockpit", description="A keyboard-driven cockpit for SGLang servers run as systemd units.",
+                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
+    parser.add_argument("--config", help="the config file to read")
+    parser.add_argument("--host", help="a config host or an ssh_config alias")
+    parser.add_argument("--unit", help="a systemd unit on that host")
+    parser.add_argument("--read-only", action="store_true", help="refuse every action that changes a host")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    _add_lab(sub)
+    return parser
+
+
+def _cmd_lab(args: argparse.Namespace) -> int:
+    from cockpit.lab.lab import DEFAULT_SGLANG, Lab, running_labs
+    from cockpit.lab.paths import DEFAULT_NAME
+
+    lab = Lab(args.name or DEFAULT_NAME)
+    if args.lab_command == "up":
+        info = lab.up(sglang_version=args.sglang_version or DEFAULT_SGLANG,
+                      progress=lambda m: print(m, file=sys.stderr))
+        if args.json:
+            print(json.dumps(info.to_json()))
+        else:
+            print(f"lab {info.name} is up at {info.address} (SGLang {info.sglang_version} source, stand-in server)")
+            print(f"  ssh -F {info.ssh_config} {info.name}")
+            print(f"  cockpit --host {info.name} --unit sglang-demo.service")
+        return 0
+    if args.lab_command == "down":
+        stopped = lab.down()
+        print(f"lab {lab.name} {'stopped' if stopped else 'was not running; cleaned up'}")
+        return 0
+    if args.lab_command == "status":
+        labs = running_labs() if args.name is None else [i for i in [lab.info()] if i]
+        if args.json:
+            print(json.dumps([i.to_json() for i in labs]))
+        elif not labs:
+            print("no lab is up" if args.name is None else f"lab {lab.name} is not up")
+        for info in labs if not args.json else []:
+            print(f"{info.name}: up at {info.address}, pid {info.pid}, SGLang {info.sglang_version}, "
+                  f"ssh_config {info.ssh_config}")
+        return 0 if labs else 1
+    if args.lab_command == "ssh":
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        argv = lab.ssh_argv(args.user, command, shell=True)
+        os.execvp(argv[0], argv)
+    raise UsageError(f"unknown lab command {args.lab_command}")
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "lab": _cmd_lab,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            from cockpit.ui.launch import run_app  # the only path that loads Textual
+            return run_app(args)
+        return COMMANDS[args.command](args)
+    except UsageError as e:
+        print(f"cockpit: {e}", file=sys.stderr)
+        return 2
+    except CockpitError as e:
+        print(f"cockpit: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

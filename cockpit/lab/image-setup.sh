@@ -1,0 +1,46 @@
+#!/bin/sh
+# Runs once inside the freshly debootstrapped rootfs (chroot). Its bytes are part of the
+# image's cache key, so any change here rebuilds the image.
+set -eu
+
+echo cockpit-lab > /etc/hostname
+# Host keys come from the lab's state dir at boot (bind-mounted at /etc/ssh/lab), so that
+# every lab has its own key and known_hosts can be written before the first connection.
+rm -f /etc/ssh/ssh_host_*
+cat > /etc/ssh/sshd_config.d/cockpit-lab.conf <<'CONF'
+HostKey /etc/ssh/lab/ssh_host_ed25519_key
+AuthorizedKeysFile .ssh/authorized_keys /etc/ssh/lab/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+CONF
+
+# `operator`: the non-root path. Reads the journal; may change units only through sudo -n.
+useradd --create-home --shell /bin/bash --gid operator --groups systemd-journal operator
+passwd --lock operator >/dev/null
+cat > /etc/sudoers.d/operator <<'CONF'
+operator ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/install
+CONF
+chmod 0440 /etc/sudoers.d/operator
+
+# Where the fixture tracebacks say SGLang lives; the source of one release is bind-mounted
+# into site-packages at boot.
+python3 -m venv --without-pip /opt/sglang/venv
+mkdir -p /opt/sglang/venv/lib/python3.11/site-packages/sglang /opt/cockpit /opt/cockpit-lab/guest
+
+# The provisioning hook: a generator runs before units are loaded, so the demo unit it
+# installs from the bind-mounted guest directory starts in the same boot, with no reload.
+mkdir -p /etc/systemd/system-generators
+cat > /etc/systemd/system-generators/cockpit-lab-provision <<'GEN'
+#!/bin/sh
+[ -x /opt/cockpit-lab/guest/provision ] && exec /opt/cockpit-lab/guest/provision "$@"
+exit 0
+GEN
+chmod 0755 /etc/systemd/system-generators/cockpit-lab-provision
+
+# Nothing in the lab needs these at boot; they only slow it down.
+systemctl mask systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer \
+  e2scrub_all.timer fstrim.timer man-db.timer >/dev/null 2>&1 || true
+apt-get clean
+rm -rf /var/lib/apt/lists/*

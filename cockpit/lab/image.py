@@ -1,0 +1,156 @@
+"""The lab's root filesystem and the SGLang source it shows, built once and cached.
+
+The image is keyed by a hash of its recipe (suite, mirror, packages, the setup script), so a
+changed recipe builds a new image and an unchanged one is never rebuilt; each boot runs on a
+throw-away overlay of it. The SGLang source of a release is fetched with
+`pip download --no-deps` and kept beside the images, to be bind-mounted at boot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from cockpit.errors import CockpitError
+
+HERE = Path(__file__).parent
+SETUP_SCRIPT = HERE / "image-setup.sh"
+LAB_PYTHON = "python3.11"  # Debian bookworm's; the fixture tracebacks name this site-packages
+SITE_PACKAGES = f"/opt/sglang/venv/lib/{LAB_PYTHON}/site-packages"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("COCKPIT_LAB_CACHE", "/var/cache/cockpit-lab"))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    suite: str = "bookworm"
+    mirror: str = "http://deb.debian.org/debian"
+    packages: tuple[str, ...] = ("systemd", "systemd-sysv", "dbus", "openssh-server", "python3",
+                                 "python3-venv", "sudo", "iproute2", "procps")
+
+    def base_key(self) -> str:
+        """The debootstrap stage: the slow part, kept when only the setup script changes."""
+        h = hashlib.sha256()
+        for part in (self.suite, self.mirror, ",".join(sorted(self.packages))):
+            h.update(part.encode() + b"\0")
+        return h.hexdigest()[:16]
+
+    def key(self) -> str:
+        h = hashlib.sha256(self.base_key().encode())
+        h.update(SETUP_SCRIPT.read_bytes())
+        return h.hexdigest()[:16]
+
+
+def image_dir(recipe: Recipe = Recipe()) -> Path:
+    return cache_root() / "images" / recipe.key()
+
+
+def rootfs(recipe: Recipe = Recipe()) -> Path:
+    return image_dir(recipe) / "rootfs"
+
+
+def is_built(recipe: Recipe = Recipe()) -> bool:
+    return (image_dir(recipe) / "complete").is_file()
+
+
+def _run(argv: list[str], log) -> None:
+    log.write(f"$ {' '.join(argv)}\n")
+    log.flush()
+    proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise CockpitError(f"building the lab image failed at `{' '.join(argv[:3])} ...` "
+                           f"(exit {proc.returncode}); see {log.name}")
+
+
+def _base(recipe: Recipe, log) -> Path:
+    """The debootstrapped tree, before the setup script (cached on its own key)."""
+    base = cache_root() / "images" / f"base-{recipe.base_key()}"
+    if (base / "complete").is_file():
+        return base / "rootfs"
+    work = Path(tempfile.mkdtemp(prefix=f".base-{recipe.base_key()}-", dir=base.parent))
+    try:
+        _run(["debootstrap", "--variant=minbase", f"--include={','.join(recipe.packages)}",
+              recipe.suite, str(work / "rootfs"), recipe.mirror], log)
+        (work / "complete").write_text(recipe.base_key() + "\n")
+        if base.exists():
+            shutil.rmtree(base)
+        work.rename(base)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return base / "rootfs"
+
+
+def build(recipe: Recipe = Recipe(), progress=print) -> Path:
+    """Build the image unless it exists; returns its rootfs. Needs root and debootstrap."""
+    final = image_dir(recipe)
+    if is_built(recipe):
+        return final / "rootfs"
+    if shutil.which("debootstrap") is None:
+        raise CockpitError("debootstrap is not installed: run `apt-get install debootstrap systemd-container` "
+                           "(make deps does it)")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    log_path = final.parent / f"build-{recipe.key()}.log"
+    progress(f"building the lab image {recipe.key()} (once; about 90 s), log in {log_path}")
+    work = Path(tempfile.mkdtemp(prefix=f".build-{recipe.key()}-", dir=final.parent))
+    try:
+        with open(log_path, "w") as log:
+            base = _base(recipe, log)
+            root = work / "rootfs"
+            _run(["cp", "-a", str(base), str(root)], log)
+            shutil.copy(SETUP_SCRIPT, root / "tmp" / "image-setup.sh")
+            # A private mount namespace: /proc and /dev for the chroot vanish with it.
+            _run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                  f'mount -t proc proc "{root}/proc" && mount --bind /dev "{root}/dev" && '
+                  f'chroot "{root}" /bin/sh /tmp/image-setup.sh'], log)
+            (root / "tmp" / "image-setup.sh").unlink()
+        (work / "complete").write_text(recipe.key() + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        work.rename(final)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return final / "rootfs"
+
+
+def sglang_source(version: str, progress=print) -> Path:
+    """A directory holding `sglang/` and its dist-info for `version`: the real release's source."""
+    target = cache_root() / "sglang" / version
+    if (target / "complete").is_file():
+        return target
+    wheels = cache_root() / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
+    if not found:
+        progress(f"downloading the SGLang {version} source (pip download --no-deps sglang=={version})")
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                               f"sglang=={version}", "-d", str(wheels)], capture_output=True, text=True)
+        found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
+        if proc.returncode != 0 or not found:
+            raise CockpitError(f"could not download SGLang {version}: {proc.stderr.strip().splitlines()[-1:] or 'no wheel'}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=target.parent))
+    try:
+        with zipfile.ZipFile(found[-1]) as wheel:
+            for name in wheel.namelist():
+                top = name.split("/", 1)[0]
+                if name.endswith(".py") and top == "sglang" or top.endswith(".dist-info"):
+                    wheel.extract(name, work)
+        (work / "complete").write_text(found[-1].name + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        work.rename(target)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return target

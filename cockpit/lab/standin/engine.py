@@ -1,0 +1,189 @@
+"""The stand-in's decode loop: one batched step for all running requests, like a real server.
+
+Each step gives every running request `accept_len` tokens (on average; 1 without speculative
+decoding). A step takes `accept_len / tokens_per_s`, or longer when the batch would exceed
+`capacity` tokens/s, so one stream decodes at `tokens_per_s` and the server at
+`min(n * tokens_per_s, capacity)`: the numbers a load run must measure back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from cockpit.lab.standin.log import Logger
+
+WORDS = ("the", "stand", "in", "decodes", "tokens", "at", "a", "set", "rate", "for", "the", "cockpit",
+         "lab", "no", "gpu", "is", "used", "here")
+MAX_TOTAL_NUM_TOKENS = 412345
+
+
+@dataclass
+class Request:
+    """One generation in flight; `emit` delivers each chunk of new tokens to its HTTP response."""
+
+    prompt_tokens: int
+    max_tokens: int
+    emit: Callable[[str, int], None]  # (text, tokens in this chunk)
+    is_closed: Callable[[], bool]
+    generated: int = 0
+    carry: float = 0.0  # fractional accepted tokens kept between steps
+    finish_reason: str | None = None
+    admitted: asyncio.Future[None] | None = None  # set while queued behind --max-running-requests
+    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    def text_for(self, start: int, count: int) -> str:
+        return "".join(" " + WORDS[(start + i) % len(WORDS)] for i in range(count))
+
+
+class Engine:
+    def __init__(self, log: Logger, *, tokens_per_s: float, capacity: float, accept_len: float,
+                 prefill_tokens_per_s: float, ttft_base_ms: float, early_stop: int,
+                 decode_log_interval: int, max_running: int | None, spec_steps: int | None) -> None:
+        self.log = log
+        self.tokens_per_s = tokens_per_s
+        self.capacity = capacity
+        self.accept_len = max(1.0, accept_len)
+        self.prefill_tokens_per_s = prefill_tokens_per_s
+        self.ttft_base_s = ttft_base_ms / 1000
+        self.early_stop = early_stop
+        self.decode_log_interval = max(1, decode_log_interval)
+        self.max_running = max_running
+        self.spec_steps = spec_steps
+        self.running: list[Request] = []
+        self.waiting: collections.deque[Request] = collections.deque()
+        self.prefilling = 0
+        self.completed = 0
+        self.aborted = 0
+        self.total_tokens = 0
+        self.last_gen_throughput = 0.0
+        self._wake = asyncio.Event()
+        self._steps = 0
+        self._log_tokens = 0
+        self._log_t = time.monotonic()
+
+    # -- admission ------------------------------------------------------------------------
+
+    async def generate(self, req: Request) -> None:
+        """Queue, prefill (TTFT), emit the first token, then decode in the batch until done."""
+        if self.max_running is not None and len(self.running) + self.prefilling >= self.max_running:
+            req.admitted = asyncio.get_running_loop().create_future()
+            self.waiting.append(req)
+            await req.admitted
+        self.prefilling += 1
+        try:
+            self.log.info(
+                f"Prefill batch, #new-seq: 1, #new-token: {req.prompt_tokens}, #cached-token: 0, "
+                f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, "
+                f"#queue-req: {len(self.waiting)}, ")
+            await asyncio.sleep(self.ttft_base_s + req.prompt_tokens / self.prefill_tokens_per_s)
+        finally:
+            self.prefilling -= 1
+        if req.is_closed():
+            self._abort(req)
+            return
+        self._emit(req, 1)
+        if req.finish_reason is None:
+            self.running.append(req)
+            self._wake.set()
+        await req.done
+
+    def _limit(self, req: Request) -> int:
+        limit = req.max_tokens
+        if self.early_stop:
+            limit = min(limit, self.early_stop)
+        return limit
+
+    def _emit(self, req: Request, count: int) -> None:
+        limit = self._limit(req)
+        count = min(count, limit - req.generated)
+        if count <= 0:
+            return
+        text = req.text_for(req.generated, count)
+        req.generated += count
+        self.total_tokens += count
+        self._log_tokens += count
+        if req.generated >= limit:
+            req.finish_reason = "length" if limit == req.max_tokens else "stop"
+        req.emit(text, count)
+        if req.finish_reason is not None:
+            self.completed += 1
+            self._finish(req)
+
+    def _finish(self, req: Request) -> None:
+        if not req.done.done():
+            req.done.set_result(None)
+        if self.waiting:
+            admitted = self.waiting.popleft().admitted
+            if admitted is not None and not admitted.done():
+                admitted.set_result(None)
+
+    def _abort(self, req: Request) -> None:
+        self.aborted += 1
+        req.finish_reason = "abort"
+        self._finish(req)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _interval(self, n: int) -> float:
+        per_stream = self.accept_len / self.tokens_per_s
+        if self.capacity > 0:
+            return max(per_stream, n * self.accept_len / self.capacity)
+        return per_stream
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_step = None
+        while True:
+            if not self.running:
+                next_step = None
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            now = loop.time()
+            interval = self._interval(len(self.running))
+            if next_step is None or next_step < now - interval:
+                next_step = now + interval
+            await asyncio.sleep(max(0.0, next_step - now))
+            next_step += interval
+            self._step()
+
+    def _step(self) -> None:
+        still = []
+        for req in self.running:
+            if req.is_closed():
+                self._abort(req)
+                continue
+            total = req.carry + self.accept_len
+            count = math.floor(total)
+            req.carry = total - count
+            self._emit(req, count)
+            if req.finish_reason is None:
+                still.append(req)
+        self.running = still
+        self._steps += 1
+        if self._steps % self.decode_log_interval == 0:
+            self._log_decode()
+
+    def _usage(self) -> float:
+        tokens = sum(r.prompt_tokens + r.generated for r in self.running)
+        return tokens / MAX_TOTAL_NUM_TOKENS
+
+    def _log_decode(self) -> None:
+        now = time.monotonic()
+        elapsed = max(now - self._log_t, 1e-9)
+        self.last_gen_throughput = self._log_tokens / elapsed
+        self._log_tokens, self._log_t = 0, now
+        tokens = sum(r.prompt_tokens + r.generated for r in self.running)
+        spec = ""
+        if self.spec_steps:
+            rate = min(1.0, (self.accept_len - 1) / self.spec_steps)
+            spec = f"accept len: {self.accept_len:.2f}, accept rate: {rate:.2f}, "
+        self.log.info(
+            f"Decode batch, #running-req: {len(self.running)}, #token: {tokens}, "
+            f"token usage: {tokens / MAX_TOTAL_NUM_TOKENS:.2f}, {spec}cuda graph: True, "
+            f"gen throughput (token/s): {self.last_gen_throughput:.2f}, #queue-req: {len(self.waiting)}")

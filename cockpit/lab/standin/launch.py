@@ -1,0 +1,97 @@
+"""What `launch_server` does before it serves: parse the real flags, apply the EAGLE rule.
+
+The parser is built from the catalog of the SGLang release installed beside the stand-in, so
+an unknown or malformed flag fails exactly as argparse fails in that release, and a flag set
+that breaks the EAGLE rule replays the traceback that release printed (`replays/`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from cockpit.sglang.flags import Catalog, Flag, load_catalog
+from cockpit.sglang.rules import eagle_violation
+
+REPLAYS = Path(__file__).with_name("replays")
+
+
+def find_sglang_root(explicit: str = "") -> Path:
+    """The directory that holds the `sglang` package (site-packages in the lab)."""
+    candidates = [explicit] if explicit else [p for p in sys.path if p]
+    for entry in candidates:
+        root = Path(entry)
+        if (root / "sglang" / "srt" / "server_args.py").is_file():
+            return root
+    where = explicit or "sys.path"
+    raise SystemExit(f"stand-in: no SGLang source found in {where}; it needs the release's "
+                     "sglang/srt/server_args.py to know the flags")
+
+
+_TYPES = {"int": int, "float": float}
+
+
+def build_parser(catalog: Catalog) -> argparse.ArgumentParser:
+    """An argparse parser with the flags of that release; prog is what SGLang's parser shows."""
+    parser = argparse.ArgumentParser(prog="launch_server.py")
+    for flag in catalog.flags:
+        parser.add_argument(*flag.names, **_argparse_kwargs(flag))
+    return parser
+
+
+def _argparse_kwargs(flag: Flag) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"dest": flag.dest, "help": argparse.SUPPRESS, "default": None}
+    if not flag.takes_value:
+        kwargs["action"] = "store_true"
+        return kwargs
+    kwargs["type"] = _TYPES.get(flag.type or "", str)
+    if flag.nargs not in (None, 0):
+        kwargs["nargs"] = flag.nargs
+    if flag.choices and all(isinstance(c, (str, int, float)) for c in flag.choices):
+        kwargs["choices"] = list(flag.choices)
+    if flag.required:
+        kwargs["required"] = True
+    return kwargs
+
+
+def given_flags(catalog: Catalog, namespace: argparse.Namespace) -> dict[str, str | None]:
+    """Canonical name -> value (None for a switch) of every flag the command line set."""
+    out: dict[str, str | None] = {}
+    for flag in catalog.flags:
+        value = getattr(namespace, flag.dest, None)
+        if value is None or value is False:
+            continue
+        out[flag.name] = None if value is True else (" ".join(map(str, value)) if isinstance(value, list) else str(value))
+    return out
+
+
+def replay_text(version: str, exception: str, pid: int) -> str:
+    """The real release's output for that failure, with today's time stamps and this PID."""
+    path = REPLAYS / version / f"{exception}.txt"
+    if not path.is_file():
+        known = sorted(p.name for p in REPLAYS.iterdir() if p.is_dir())
+        return (f"stand-in: SGLang {version} would raise {exception} here, but the stand-in has no "
+                f"recorded traceback for that release (it has: {', '.join(known)})\n")
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    text = path.read_text()
+    text = re.sub(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "[" + stamp, text, flags=re.M)
+    return re.sub(r"\b(parent_pid|pid)=\d+", lambda m: f"{m.group(1)}={pid}", text)
+
+
+def parse_or_die(argv: Sequence[str], sglang_root: str) -> tuple[Catalog, argparse.Namespace, dict[str, str | None]]:
+    """Parse like SGLang; exit 2 on bad flags, or replay the release's traceback and exit 1."""
+    catalog = load_catalog(find_sglang_root(sglang_root))
+    namespace = build_parser(catalog).parse_args(list(argv))
+    flags = given_flags(catalog, namespace)
+    violation = eagle_violation(catalog.version or "0", flags)
+    if violation is not None:
+        sys.stdout.flush()
+        sys.stderr.write(replay_text(catalog.version or "unknown", violation.exception, os.getpid()))
+        sys.stderr.flush()
+        raise SystemExit(1)
+    return catalog, namespace, flags

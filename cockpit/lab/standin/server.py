@@ -1,0 +1,328 @@
+"""The stand-in's main process: start-up sequence, rank workers, and SGLang's HTTP endpoints.
+
+A small HTTP/1.1 server on asyncio streams (keep-alive, chunked SSE), because the lab has
+only the standard library. Endpoints follow SGLang's: `/health` (503 until ready), `/ready`,
+`/model_info`, `/server_info` (args plus `internal_states`), `/v1/models`, streaming and
+non-streaming `/v1/completions` and `/v1/chat/completions`, `/metrics` with
+`--enable-metrics`; and two of its own under `/standin/` (crash, stats).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from cockpit.lab.standin.engine import MAX_TOTAL_NUM_TOKENS, Engine, Request
+from cockpit.lab.standin.launch import parse_or_die
+from cockpit.lab.standin.log import Logger, rank_prefix
+from cockpit.lab.standin.settings import Settings
+
+STANDIN_LABEL = "cockpit lab stand-in (CPU program, not SGLang)"
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Standin:
+    def __init__(self, settings: Settings, catalog: Any, args: Any, flags: dict[str, str | None]) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.args = args
+        self.flags = flags
+        self.tp_size = int(getattr(args, "tp_size", 1) or 1)
+        self.log = Logger()
+        self.rank0 = Logger(rank_prefix(0, self.tp_size))
+        self.ready = False
+        self.model = getattr(args, "served_model_name", None) or args.model_path
+        self.arch = _architecture(args.model_path)
+        spec_algo = (getattr(args, "speculative_algorithm", None) or "").upper()
+        self.spec_steps = getattr(args, "speculative_num_steps", None) or (3 if spec_algo else None)
+        accept = settings.accept_len or (2.7 if spec_algo else 1.0)
+        max_running = getattr(args, "max_running_requests", None)
+        self.engine = Engine(
+            self.rank0, tokens_per_s=settings.tokens_per_s, capacity=settings.capacity, accept_len=accept,
+            prefill_tokens_per_s=settings.prefill_tokens_per_s, ttft_base_ms=settings.ttft_base_ms,
+            early_stop=settings.early_stop, decode_log_interval=settings.decode_log_interval,
+            max_running=max_running, spec_steps=self.spec_steps if spec_algo else None)
+        self.workers: list[asyncio.subprocess.Process] = []
+        self.crashing = False
+
+    # -- start-up -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.log.info(f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in sorted(vars(self.args).items()))})")
+        self.log.info(f"Running {STANDIN_LABEL}: no model is loaded and no GPU is used.")
+        host, port = getattr(self.args, "host", None) or "127.0.0.1", int(getattr(self.args, "port", None) or 30000)
+        # The port answers 503 from the start, so /health shows "starting" rather than refusing.
+        self.server = await asyncio.start_server(self._serve, host, port, backlog=1024)
+        await self._start_workers()
+        self.rank0.info(
+            f"max_total_num_tokens={MAX_TOTAL_NUM_TOKENS}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+            f"max_running_requests={self.engine.max_running or 4096}, context_len=131072, available_gpu_mem=9.09 GB")
+        asyncio.get_running_loop().create_task(self.engine.run())
+        self.log.plain(f"INFO:     Started server process [{os.getpid()}]")
+        self.log.plain("INFO:     Waiting for application startup.")
+        self.log.plain("INFO:     Application startup complete.")
+        self.log.plain(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+        self.log.plain(f'INFO:     {host}:{port} - "GET /model_info HTTP/1.1" 200 OK')
+        self.rank0.info("Prefill batch, #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, "
+                        "#running-req: 0, #queue-req: 0, ")
+        self.log.plain(f'INFO:     {host}:{port} - "POST /generate HTTP/1.1" 200 OK')
+        self.ready = True
+        self.log.info("The server is fired up and ready to roll!")
+        if self.settings.crash_after_s > 0:
+            asyncio.get_running_loop().call_later(self.settings.crash_after_s,
+                                                  lambda: asyncio.ensure_future(self.crash()))
+
+    async def _start_workers(self) -> None:
+        streams = self.settings.worker_streams
+        if streams == "auto":
+            streams = "own" if os.environ.get("JOURNAL_STREAM") else "shared"
+        reads = []
+        for rank in range(self.tp_size):
+            r, w = os.pipe()
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "cockpit.lab.standin.worker", str(rank), str(self.tp_size), streams,
+                str(self.settings.startup_s), self.arch, str(w),
+                stdin=asyncio.subprocess.PIPE, pass_fds=(w,))
+            os.close(w)
+            self.workers.append(proc)
+            reads.append(r)
+        for r in reads:
+            line = await asyncio.get_running_loop().run_in_executor(None, os.read, r, 64)
+            os.close(r)
+            if not line.startswith(b"ready"):
+                raise SystemExit("stand-in: a rank worker died during start-up")
+
+    async def crash(self) -> None:
+        """All ranks hit an exception at once, as when a collective fails on every GPU."""
+        if self.crashing:
+            return
+        self.crashing = True
+        for proc in self.workers:
+            if proc.stdin is not None:
+                proc.stdin.write(b"crash\n")
+        await asyncio.gather(*(p.stdin.drain() for p in self.workers if p.stdin is not None), return_exceptions=True)
+        try:
+            await asyncio.wait_for(asyncio.gather(*(p.wait() for p in self.workers)), timeout=10)
+        except asyncio.TimeoutError:
+            pass
+        self.log.info("Received sigquit from a child process. It usually means the child failed.")
+        os.kill(os.getpid(), signal.SIGKILL)  # SGLang's kill_process_tree ends with the parent
+
+    # -- HTTP -----------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                method, path, version, headers = _parse_head(head)
+                body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+                status = await self._route(method, path, body, writer)
+                if self.settings.access_log:
+                    self.log.plain(f'INFO:     {peer[0]}:{peer[1]} - "{method} {path} {version}" {status} {_REASONS.get(status, "")}')
+                if headers.get("connection", "").lower() == "close" or version == "HTTP/1.0":
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    async def _route(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> int:
+        path = path.split("?", 1)[0]
+        try:
+            if path in ("/v1/completions", "/v1/chat/completions"):
+                if method != "POST":
+                    raise HttpError(405, "use POST")
+                return await self._completion(path.endswith("chat/completions"), body, writer)
+            if method == "POST" and path == "/standin/crash":
+                asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.crash()))
+                return _send_json(writer, 200, {"crashing": True, "ranks": self.tp_size})
+            if method != "GET":
+                raise HttpError(405, "use GET")
+            if path in ("/health", "/health_generate", "/ready"):
+                if not self.ready:
+                    raise HttpError(503, "the server is starting")
+                return _send_json(writer, 200, {"status": "ready"} if path == "/ready" else None)
+            if path in ("/model_info", "/get_model_info"):
+                return _send_json(writer, 200, {
+                    "model_path": self.args.model_path, "tokenizer_path": self.args.model_path,
+                    "is_generation": True, "architectures": [self.arch], "standin": STANDIN_LABEL})
+            if path in ("/server_info", "/get_server_info"):
+                return _send_json(writer, 200, self._server_info())
+            if path == "/v1/models":
+                return _send_json(writer, 200, {"object": "list", "data": [{
+                    "id": self.model, "object": "model", "created": int(time.time()), "owned_by": "sglang",
+                    "root": self.model, "max_model_len": 131072}]})
+            if path == "/metrics" and getattr(self.args, "enable_metrics", False):
+                return _send_text(writer, 200, self._metrics())
+            if path == "/standin/stats":
+                e = self.engine
+                return _send_json(writer, 200, {"running": len(e.running) + e.prefilling, "waiting": len(e.waiting),
+                                                "completed": e.completed, "aborted": e.aborted,
+                                                "output_tokens": e.total_tokens})
+            raise HttpError(404, f"no route {path}")
+        except HttpError as err:
+            return _send_json(writer, err.status, {"object": "error", "message": str(err), "code": err.status})
+
+    def _server_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {k: v for k, v in vars(self.args).items()}
+        state = {"last_gen_throughput": round(self.engine.last_gen_throughput, 2)}
+        if self.engine.spec_steps:
+            state["avg_spec_accept_length"] = self.engine.accept_len
+        info.update(internal_states=[state], version=self.catalog.version, standin=STANDIN_LABEL)
+        return info
+
+    def _metrics(self) -> str:
+        e = self.engine
+        labels = f'{{model_name="{self.model}",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"}}'
+        return "".join([
+            f"sglang:num_running_reqs{labels} {len(e.running)}\n",
+            f"sglang:num_queue_reqs{labels} {len(e.waiting)}\n",
+            f"sglang:gen_throughput{labels} {e.last_gen_throughput:.2f}\n",
+            f"sglang:token_usage{labels} {e._usage():.4f}\n",
+        ])
+
+    async def _completion(self, chat: bool, body: bytes, writer: asyncio.StreamWriter) -> int:
+        if not self.ready:
+            raise HttpError(503, "the server is starting")
+        try:
+            payload = json.loads(body or b"{}")
+        except json.JSONDecodeError as err:
+            raise HttpError(400, f"invalid JSON: {err}") from None
+        if chat:
+            messages = payload.get("messages") or []
+            prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+        else:
+            prompt = payload.get("prompt", "")
+            prompt = " ".join(prompt) if isinstance(prompt, list) else str(prompt)
+        max_tokens = int(payload.get("max_tokens") or payload.get("max_completion_tokens") or 16)
+        stream = bool(payload.get("stream"))
+        stream_options = payload.get("stream_options") or {}
+        include_usage = bool(stream_options.get("include_usage"))
+        continuous_usage = include_usage and bool(stream_options.get("continuous_usage_stats"))
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+        created = int(time.time())
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        prompt_tokens = max(1, len(prompt.split()))
+        parts: list[str] = []
+        first = [True]
+
+        def chunk(text: str, finish: str | None) -> bytes:
+            if chat:
+                delta: dict[str, Any] = {"content": text}
+                if first[0]:
+                    delta["role"] = "assistant"
+                choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            else:
+                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            first[0] = False
+            event = {"id": rid, "object": obj, "created": created, "model": self.model, "choices": [choice]}
+            if continuous_usage:
+                event["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": req.generated,
+                                  "total_tokens": prompt_tokens + req.generated}
+            return _sse(event)
+
+        req: Request
+
+        def emit(text: str, count: int) -> None:
+            if stream:
+                writer.write(_chunked(chunk(text, req.finish_reason)))
+            else:
+                parts.append(text)
+
+        req = Request(prompt_tokens=prompt_tokens, max_tokens=max_tokens, emit=emit,
+                      is_closed=writer.transport.is_closing)
+        if stream:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n")
+        await self.engine.generate(req)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": req.generated,
+                 "total_tokens": prompt_tokens + req.generated}
+        if req.finish_reason == "abort":
+            return 499
+        if not stream:
+            text = "".join(parts)
+            choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": req.finish_reason}
+                      if chat else {"index": 0, "text": text, "logprobs": None, "finish_reason": req.finish_reason})
+            return _send_json(writer, 200, {"id": rid, "object": "chat.completion" if chat else "text_completion",
+                                            "created": created, "model": self.model, "choices": [choice], "usage": usage})
+        if include_usage:
+            writer.write(_chunked(_sse({"id": rid, "object": obj, "created": created, "model": self.model,
+                                        "choices": [], "usage": usage})))
+        writer.write(_chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+        return 200
+
+
+def _architecture(model_path: str) -> str:
+    try:
+        config = json.loads((Path(model_path) / "config.json").read_text())
+        return str((config.get("architectures") or ["LlamaForCausalLM"])[0])
+    except (OSError, ValueError, AttributeError):
+        return "LlamaForCausalLM"
+
+
+def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, version = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+    return method, path, version, headers
+
+
+def _sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _chunked(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _send(writer: asyncio.StreamWriter, status: int, content_type: str, body: bytes) -> int:
+    writer.write(f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Type: {content_type}\r\n"
+                 f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return status
+
+
+def _send_json(writer: asyncio.StreamWriter, status: int, obj: Any) -> int:
+    return _send(writer, status, "application/json", b"" if obj is None else json.dumps(obj).encode())
+
+
+def _send_text(writer: asyncio.StreamWriter, status: int, text: str) -> int:
+    return _send(writer, status, "text/plain; version=0.0.4", text.encode())
+
+
+async def _amain(argv: list[str]) -> int:
+    settings = Settings.from_env()
+    catalog, args, flags = parse_or_die(argv, settings.sglang_root)
+    standin = Standin(settings, catalog, args, flags)
+    loop = asyncio.get_running_loop()
+    stop = loop.create_future()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+    await standin.start()
+    await stop
+    for proc in standin.workers:
+        if proc.returncode is None:
+            proc.terminate()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return asyncio.run(_amain(sys.argv[1:] if argv is None else argv))

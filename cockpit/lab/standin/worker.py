@@ -1,0 +1,83 @@
+"""One tensor-parallel rank of the stand-in: logs the rank's start-up, then waits to crash.
+
+Run as `python -m cockpit.lab.standin.worker RANK TP_SIZE STREAMS STARTUP_S ARCH STATUS_FD`;
+reads commands on stdin (`crash`), reports `ready` on STATUS_FD. A crash raises a real exception through a few real
+frames of this file and logs it the way SGLang's scheduler does
+(`Scheduler hit an exception: <traceback>`), then exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+
+from cockpit.lab.standin.log import Logger, connect_own_journal_stream, rank_prefix
+
+
+class StandinCudaError(RuntimeError):
+    """What the simulated crash raises; named so nobody mistakes it for a real CUDA fault."""
+
+
+def start_up(log: Logger, startup_s: float, arch: str) -> None:
+    step = startup_s / 4
+    log.info("Load weight begin. avail mem=78.52 GB")
+    time.sleep(step)
+    log.info(f"Load weight end. elapsed={step:.2f} s, type={arch}, avail mem=63.10 GB, mem usage=15.42 GB.")
+    log.info("Memory pool end. avail mem=9.87 GB")
+    time.sleep(step)
+    log.info("Capture cuda graph begin. This can take up to several minutes. avail mem=9.80 GB")
+    time.sleep(step)
+    log.info(f"Capture cuda graph end. Time elapsed: {step:.2f} s. mem usage=0.71 GB. avail mem=9.09 GB.")
+
+
+def _launch_kernel(batch: int) -> None:
+    raise StandinCudaError(
+        "CUDA error: an illegal memory access was encountered (cockpit stand-in: simulated crash, "
+        f"batch {batch}; no GPU is involved)")
+
+
+def _forward(batch: int) -> None:
+    _launch_kernel(batch)
+
+
+def run_batch(batch: int) -> None:
+    _forward(batch)
+
+
+def crash(log: Logger, line_by_line: bool) -> None:
+    try:
+        run_batch(7)
+    except Exception:
+        text = "".join(traceback.format_exception(*sys.exc_info()))
+    message = f"Scheduler hit an exception: {text}"
+    if not line_by_line:
+        log.info(message)  # one write, as logging does: the block arrives whole
+        return
+    # With its own journal stream, each line of each rank arrives as written: interleaved.
+    first, *rest = message.split("\n")  # the traceback's own final newline leaves the blank line logging adds
+    log.info(first)
+    for line in rest:
+        time.sleep(0.002)
+        log.plain(line)
+
+
+def main(argv: list[str]) -> int:
+    rank, tp_size, streams = int(argv[0]), int(argv[1]), argv[2]
+    startup_s, arch, status_fd = float(argv[3]), argv[4], int(argv[5])
+    own = streams == "own" and connect_own_journal_stream(f"sglang-tp{rank}")
+    sys.stdout.reconfigure(line_buffering=False)
+    log = Logger(rank_prefix(rank, tp_size))
+    start_up(log, startup_s, arch)
+    os.write(status_fd, b"ready\n")
+    os.close(status_fd)
+    for line in sys.stdin:
+        if line.strip() == "crash":
+            crash(log, line_by_line=own)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,175 @@
+"""A closed-loop load generator for SGLang's OpenAI-compatible streaming API.
+
+Per concurrency level: a warm-up, then N requests created up front and run under a
+semaphore of that size, each a random prompt of `input_len` words with `max_tokens`,
+`ignore_eos` and `stream_options.include_usage`. Timing is taken on each SSE chunk as it
+arrives; parsing is kept to what the metrics need so the client stays out of the way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+import aiohttp
+
+from cockpit.load.results import LevelResult, RequestResult
+
+_VOCAB = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    url: str  # the server's base URL as this process reaches it (a forwarded port for SSH hosts)
+    concurrency: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    requests: int = 64
+    warmup: int = 2
+    input_len: int = 1024
+    output_len: int = 256
+    endpoint: str = "completions"  # or "chat"
+    model: str | None = None  # None: the first of /v1/models
+    seed: int = 0
+    timeout_s: float = 600.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def prompt(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_VOCAB) for _ in range(words))
+
+
+class Runner:
+    """One sweep. `on_request` and `on_level` let a UI draw progress as results arrive."""
+
+    def __init__(self, config: LoadConfig,
+                 on_request: Callable[[int, RequestResult], None] | None = None,
+                 on_level: Callable[[LevelResult], None] | None = None) -> None:
+        self.config = config
+        self.on_request = on_request
+        self.on_level = on_level
+        self.rng = random.Random(config.seed)
+
+    async def run(self) -> list[LevelResult]:
+        timeout = aiohttp.ClientTimeout(total=self.config.timeout_s, sock_connect=10)
+        connector = aiohttp.TCPConnector(limit=0, force_close=False)
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+            model = self.config.model or await self._model(session)
+            levels = []
+            for c in self.config.concurrency:
+                level = await self.run_level(session, model, c)
+                levels.append(level)
+                if self.on_level:
+                    self.on_level(level)
+            return levels
+
+    async def _model(self, session: aiohttp.ClientSession) -> str:
+        async with session.get(self.config.url.rstrip("/") + "/v1/models") as resp:
+            resp.raise_for_status()
+            data = await resp.json()
+        return data["data"][0]["id"]
+
+    async def run_level(self, session: aiohttp.ClientSession, model: str, concurrency: int) -> LevelResult:
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(measured: bool) -> RequestResult:
+            async with sem:
+                result = await self.request(session, model)
+            if measured and self.on_request:
+                self.on_request(concurrency, result)
+            return result
+
+        if self.config.warmup:
+            await asyncio.gather(*(one(False) for _ in range(self.config.warmup)))
+        start = time.perf_counter()
+        tasks = [asyncio.ensure_future(one(True)) for _ in range(self.config.requests)]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return LevelResult.from_results(concurrency, results, time.perf_counter() - start)
+
+    def _payload(self, model: str) -> dict[str, Any]:
+        text = prompt(self.rng, self.config.input_len)
+        body: dict[str, Any] = {
+            "model": model, "max_tokens": self.config.output_len, "temperature": 0.0, "ignore_eos": True,
+            "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
+        if self.config.endpoint == "chat":
+            body["messages"] = [{"role": "user", "content": text}]
+        else:
+            body["prompt"] = text
+        return body
+
+    async def request(self, session: aiohttp.ClientSession, model: str) -> RequestResult:
+        path = "/v1/chat/completions" if self.config.endpoint == "chat" else "/v1/completions"
+        url = self.config.url.rstrip("/") + path
+        payload = self._payload(model)
+        chat = self.config.endpoint == "chat"
+        result = RequestResult(ok=False)
+        chunks = 0
+        usage_tokens: int | None = None
+        last_usage = 0
+        last_t = 0.0
+        sent = time.perf_counter()
+        try:
+            async with session.post(url, json=payload) as resp:
+                if resp.status != 200:
+                    result.error = f"HTTP {resp.status}: {(await resp.text())[:200]}"
+                    return result
+                async for raw in resp.content:
+                    if not raw.startswith(b"data:"):
+                        continue
+                    data = raw[5:].strip()
+                    if data == b"[DONE]":
+                        break
+                    now = time.perf_counter()
+                    event = json.loads(data)
+                    usage = event.get("usage")
+                    if usage and usage.get("completion_tokens") is not None:
+                        usage_tokens = int(usage["completion_tokens"])
+                    choices = event.get("choices") or ()
+                    if not choices:
+                        continue
+                    delta = choices[0].get("delta") if chat else choices[0]
+                    text = (delta or {}).get("content" if chat else "text")
+                    if not text:
+                        continue
+                    if chunks == 0:
+                        result.ttft_s = now - sent
+                    else:
+                        result.chunk_gaps_s.append(now - last_t)
+                    if usage_tokens is not None:  # continuous usage: exact tokens of this chunk
+                        result.chunk_tokens.append(usage_tokens - last_usage)
+                        last_usage = usage_tokens
+                    chunks += 1
+                    last_t = now
+            result.e2e_s = time.perf_counter() - sent
+        except asyncio.CancelledError:
+            raise
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError) as e:
+            result.error = f"{type(e).__name__}: {e}"[:200]
+            return result
+        if usage_tokens is not None:
+            result.output_tokens, result.tokens_from_usage = usage_tokens, True
+        else:
+            result.output_tokens = chunks
+        if len(result.chunk_tokens) != chunks:
+            result.chunk_tokens = []
+        result.ok = chunks > 0
+        if not result.ok:
+            result.error = "the stream held no content"
+        return result
+
+
+def run_record(config: LoadConfig, levels: Sequence[LevelResult], **extra: Any) -> dict[str, Any]:
+    """The JSON of a run: DESIGN.md's `{"config", "levels"}` plus what makes runs comparable later."""
+    return {"config": config.to_json(), "levels": [lv.to_json() for lv in levels], **extra}

@@ -1,0 +1,136 @@
+"""Shared fixtures: the real data in ../shared, real SGLang sources, the stand-in, the lab."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("COCKPIT_SHARED", ROOT.parent / "shared"))
+FIXTURES = SHARED / "fixtures"
+TEST_LAB = "cockpit-test"
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not FIXTURES.is_dir():
+        raise pytest.UsageError(f"the shared fixtures are missing: {FIXTURES} (set COCKPIT_SHARED)")
+
+
+@pytest.fixture(scope="session")
+def sglang_root() -> callable:
+    """`sglang_root("0.5.23")`: a directory holding that release's real `sglang` package source."""
+    from cockpit.lab.image import sglang_source
+
+    def get(version: str) -> Path:
+        return sglang_source(version, progress=lambda m: None)
+
+    return get
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class StandinProcess:
+    proc: subprocess.Popen
+    url: str
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def standin(tmp_path: Path, sglang_root) -> Iterator[callable]:
+    """Start the stand-in on loopback: `standin(*flags, env={...})`; stopped after the test."""
+    started: list[StandinProcess] = []
+
+    def start(*flags: str, env: dict[str, str] | None = None, version: str = "0.5.23",
+              wait_ready: bool = True) -> StandinProcess:
+        port = free_port()
+        log_path = tmp_path / f"standin-{port}.log"
+        full_env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1",
+                        COCKPIT_STANDIN_SGLANG_ROOT=str(sglang_root(version)),
+                        COCKPIT_STANDIN_STARTUP_S="0.2", COCKPIT_STANDIN_ACCESS_LOG="0")
+        full_env.update(env or {})
+        model = ROOT / "cockpit" / "lab" / "guest" / "models" / "Llama-3.1-8B-Instruct"
+        argv = [sys.executable, "-m", "cockpit.lab.standin", "--model-path", str(model),
+                "--host", "127.0.0.1", "--port", str(port), *flags]
+        with open(log_path, "wb") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=full_env)
+        sp = StandinProcess(proc, f"http://127.0.0.1:{port}", log_path)
+        started.append(sp)
+        if wait_ready:
+            deadline = time.monotonic() + 20
+            while "ready to roll" not in sp.log():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"the stand-in did not get ready:\n{sp.log()[-2000:]}")
+                time.sleep(0.05)
+        return sp
+
+    yield start
+    for sp in started:
+        if sp.proc.poll() is None:
+            sp.proc.terminate()
+            try:
+                sp.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                sp.proc.kill()
+                sp.proc.wait()
+
+
+# --- the lab ------------------------------------------------------------------------------
+
+
+@dataclass
+class LabHandle:
+    name: str
+    info: object
+
+    def ssh(self, *command: str, user: str = "root", check: bool = True, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+        from cockpit.lab.lab import Lab
+
+        argv = Lab(self.name).ssh_argv(user, list(command))
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(command)} failed ({proc.returncode}): {proc.stderr.strip()}")
+        return proc
+
+    def wait_for(self, predicate: callable, timeout: float = 30, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[LabHandle]:
+    """The test lab, up once per session and down at the end (root and systemd-nspawn needed)."""
+    from cockpit.lab.lab import Lab
+
+    if os.geteuid() != 0:
+        raise AssertionError("the lab tests need root: run `make test` as root")
+    handle = Lab(TEST_LAB)
+    info = handle.up(progress=lambda m: print(m, file=sys.stderr))
+    lab = LabHandle(TEST_LAB, info)
+    lab.wait_for(lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat",
+                                                    check=False).stdout, what="the stand-in's ready line")
+    try:
+        yield lab
+    finally:
+        handle.down()

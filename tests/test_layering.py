@@ -1,0 +1,61 @@
+"""The house rule: only cockpit/ui imports Textual; the core stays usable headless."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "cockpit"
+
+
+def textual_imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        found += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
+                  if n.split(".")[0] in ("textual", "textual_plotext")]
+    return found
+
+
+def test_no_module_outside_ui_imports_textual() -> None:
+    offenders = [hit for p in sorted(PACKAGE.rglob("*.py")) if "ui" not in p.relative_to(PACKAGE).parts[:1]
+                 for hit in textual_imports(p)]
+    assert offenders == []
+
+
+def test_the_check_catches_an_offender(tmp_path: Path) -> None:
+    bad = ROOT / "cockpit" / "_layering_probe.py"
+    try:
+        bad.write_text("from textual.app import App\n")
+        assert textual_imports(bad) == ["cockpit/_layering_probe.py:1: textual.app"]
+    finally:
+        bad.unlink()
+
+
+def test_importing_the_core_loads_no_textual() -> None:
+    """Indirect imports count too: import every core module and look at sys.modules."""
+    modules = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in PACKAGE.rglob("*.py")
+        if "ui" not in p.relative_to(PACKAGE).parts[:1] and p.name != "__main__.py"
+    )
+    code = ("import importlib, sys\n"
+            f"for m in {modules!r}: importlib.import_module(m)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'textual_plotext')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_import_linter_contract_holds() -> None:
+    proc = subprocess.run([str(Path(sys.executable).with_name("lint-imports"))], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Contracts: 1 kept, 0 broken" in proc.stdout

@@ -1,0 +1,159 @@
+"""The stand-in on loopback: SGLang's flags and failures, its endpoints, its token rate."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from cockpit.load.runner import LoadConfig, Runner
+from tests.conftest import FIXTURES, ROOT
+
+
+def get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def run_standin(sglang_root, version: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(ROOT), "COCKPIT_STANDIN_SGLANG_ROOT": str(sglang_root(version)), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "cockpit.lab.standin", "--model-path", "/m", *flags],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def without_stamps(text: str) -> str:
+    text = re.sub(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "[T", text, flags=re.M)
+    return re.sub(r"\b(parent_pid|pid)=\d+", r"\1=N", text)
+
+
+@pytest.mark.parametrize("version,flags,fixture", [
+    ("0.5.23", ["--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"],
+     "launch_server/launch_server-0.5.23-eagle3-topk4-drafttok3.txt"),
+    ("0.5.23", ["--speculative-num-steps", "3"], "launch_server/launch_server-0.5.23-eagle3-steps3-only.txt"),
+    ("0.5.9", ["--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"],
+     "launch_server/launch_server-0.5.9-eagle3-topk4-drafttok3.txt"),
+])
+def test_eagle_rule_replays_the_release_output(sglang_root, version: str, flags: list[str], fixture: str) -> None:
+    proc = run_standin(sglang_root, version, "--speculative-algorithm", "EAGLE3", *flags)
+    assert proc.returncode == 1
+    assert without_stamps(proc.stderr) == without_stamps((FIXTURES / "sglang" / fixture).read_text())
+
+
+@pytest.mark.parametrize("flags", [
+    ["--speculative-num-draft-tokens", "3"],  # c2
+    ["--speculative-eagle-topk", "4"],  # c5
+])
+def test_other_assert_cases_die_like_the_release(sglang_root, flags: list[str]) -> None:
+    proc = run_standin(sglang_root, "0.5.9", "--speculative-algorithm", "EAGLE3", *flags)
+    assert proc.returncode == 1
+    assert proc.stderr.rstrip().endswith("and self.speculative_num_draft_tokens is None\n"
+                                         "        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\nAssertionError")
+
+
+def test_steps_without_topk_in_0_5_9_is_a_type_error(sglang_root) -> None:
+    proc = run_standin(sglang_root, "0.5.9", "--speculative-algorithm", "EAGLE3",
+                       "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4")
+    expected = (FIXTURES / "sglang/preflight/traceback-0.5.9-c4-steps3-drafttok4-notopk.txt").read_text()
+    tail = expected[expected.index('  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/server_args.py", line 5592'):]
+    assert proc.returncode == 1 and proc.stderr.endswith(tail)
+
+
+def test_unknown_and_malformed_flags_fail_as_argparse_does(sglang_root) -> None:
+    proc = run_standin(sglang_root, "0.5.23", "--num-speculative-tokens", "16")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == "launch_server.py: error: unrecognized arguments: --num-speculative-tokens 16"
+    proc = run_standin(sglang_root, "0.5.9", "--tp-size", "eight")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == ("launch_server.py: error: argument --tensor-parallel-size/--tp-size: "
+                                            "invalid int value: 'eight'")
+
+
+def test_endpoints(standin) -> None:
+    sp = standin("--tp-size", "2", "--served-model-name", "demo", "--enable-metrics")
+    assert get(sp.url + "/health")[0] == 200
+    assert json.loads(get(sp.url + "/v1/models")[1])["data"][0]["id"] == "demo"
+    info = json.loads(get(sp.url + "/server_info")[1])
+    assert info["tp_size"] == 2 and info["version"] == "0.5.23" and "stand-in" in info["standin"]
+    assert "last_gen_throughput" in info["internal_states"][0]
+    assert json.loads(get(sp.url + "/model_info")[1])["architectures"] == ["LlamaForCausalLM"]
+    assert b"sglang:num_running_reqs" in get(sp.url + "/metrics")[1]
+    assert get(sp.url + "/nope")[0] == 404
+    log = sp.log()
+    assert re.search(r"^\[[\d\- :]+ TP1\] Load weight begin", log, re.M)
+    assert "The server is fired up and ready to roll!" in log
+
+
+def test_health_is_503_while_starting(standin) -> None:
+    sp = standin(env={"COCKPIT_STANDIN_STARTUP_S": "4"}, wait_ready=False)
+    deadline = time.monotonic() + 10
+    while "Load weight begin" not in sp.log():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert get(sp.url + "/health")[0] == 503
+    assert "ready to roll" not in sp.log()
+
+
+def test_non_streaming_and_chat(standin) -> None:
+    sp = standin()
+    body = json.dumps({"messages": [{"role": "user", "content": "one two three"}], "max_tokens": 5}).encode()
+    req = urllib.request.Request(sp.url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        out = json.loads(resp.read())
+    assert out["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+    assert len(out["choices"][0]["message"]["content"].split()) == 5
+
+
+async def measure(url: str, concurrency: int, requests: int, output_len: int = 100) -> dict:
+    cfg = LoadConfig(url=url, concurrency=(concurrency,), requests=requests, warmup=1, input_len=32,
+                     output_len=output_len)
+    [level] = await Runner(cfg).run()
+    assert level.errors == 0
+    return level.to_json()
+
+
+async def test_measured_rate_matches_settings_at_concurrency_1_and_8(standin) -> None:
+    # 100 tok/s per stream, 400 tok/s for the whole server: 1 stream gets 100, 8 streams 50 each.
+    sp = standin(env={"COCKPIT_STANDIN_TOKENS_PER_S": "100", "COCKPIT_STANDIN_CAPACITY": "400"})
+    one = await measure(sp.url, 1, 4)
+    assert one["output_tokens_per_s_per_stream"] == pytest.approx(100, rel=0.05)
+    assert 1000 / one["tpot_ms"]["mean"] == pytest.approx(100, rel=0.05)
+    eight = await measure(sp.url, 8, 16)
+    assert eight["output_tokens_per_s_per_stream"] == pytest.approx(50, rel=0.05)
+    assert eight["output_tokens_per_s"] == pytest.approx(400, rel=0.05)
+    assert eight["output_tokens"] == 16 * 100 and eight["token_count_source"] == "usage"
+
+
+async def test_speculative_chunks_and_early_stop(standin) -> None:
+    sp = standin("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+                 "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8",
+                 env={"COCKPIT_STANDIN_TOKENS_PER_S": "120", "COCKPIT_STANDIN_ACCEPT_LEN": "3",
+                      "COCKPIT_STANDIN_EARLY_STOP": "61", "COCKPIT_STANDIN_DECODE_LOG_INTERVAL": "5"})
+    level = await measure(sp.url, 2, 4, output_len=200)
+    assert level["output_tokens"] == 4 * 61  # the true count, not the requested 200
+    assert level["tokens_per_chunk"] == pytest.approx(61 / 21, rel=0.01)  # 1 + 20 chunks of 3
+    assert level["itl_ms"]["mean"] == pytest.approx(1000 / 120, rel=0.05)
+    assert level["chunk_gap_ms"]["mean"] == pytest.approx(3000 / 120, rel=0.05)
+    assert re.search(r"Decode batch, .*accept len: 3\.00, accept rate: 0\.67, .*gen throughput \(token/s\): [\d.]+",
+                     sp.log())
+
+
+def test_crash_makes_every_rank_print_its_traceback(standin) -> None:
+    sp = standin("--tp-size", "4")
+    req = urllib.request.Request(sp.url + "/standin/crash", data=b"", method="POST")
+    urllib.request.urlopen(req, timeout=10).read()
+    assert sp.proc.wait(15) == -9  # killed, as SGLang's kill_process_tree kills the parent
+    log = sp.log()
+    for rank in range(4):
+        assert re.search(rf"^\[[\d\- :]+ TP{rank}\] Scheduler hit an exception: Traceback \(most recent call last\):$",
+                         log, re.M)
+    assert log.count("StandinCudaError: CUDA error: an illegal memory access") == 4
+    assert log.rstrip().endswith("Received sigquit from a child process. It usually means the child failed.")
