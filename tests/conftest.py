@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("COCKPIT_SHARED", ROOT.parent / "shared"))
 FIXTURES = SHARED / "fixtures"
-TEST_LAB = "cockpit-test"
+TEST_LAB = os.environ.get("COCKPIT_TEST_LAB", "cockpit-test")  # one name per concurrent test run
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 

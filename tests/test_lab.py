@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cockpit.lab.lab import Lab, _cgroup_dirs
 from cockpit.lab.network import LabNet
-from tests.conftest import FIXTURES, LabHandle
+from tests.conftest import FIXTURES, TEST_LAB, LabHandle
 
 EAGLE_BAD = ["--speculative-algorithm", "EAGLE3",
              "--speculative-draft-model-path", "/models/EAGLE3-LLaMA3.1-Instruct-8B",
@@ -97,7 +97,7 @@ def test_eagle_flags_fail_with_the_real_traceback_and_real_source(lab: LabHandle
 
 
 def test_down_is_idempotent_and_leaves_nothing(tmp_path: Path) -> None:
-    second = Lab("cockpit-test-b")
+    second = Lab(f"{TEST_LAB}-b")
     info = second.up(progress=lambda m: None)
     net = LabNet(second.name, info.index)
     assert Path(net.netns_path).exists()
