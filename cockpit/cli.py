@@ -51,7 +51,19 @@ def _add_lab(sub: argparse._SubParsersAction) -> None:
     ssh = lab_sub.add_parser("ssh", help="ssh into the lab (`-- CMD...` runs a command)")
     ssh.add_argument("--name", default=None)
     ssh.add_argument("--user", default="root", choices=["root", "operator"])
-    ssh.add_argument("command", nargs=argparse.REMAINDER)
+    ssh.add_argument("remote_command", nargs=argparse.REMAINDER, metavar="-- CMD")
+
+
+def _add_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", help="a config host or an ssh_config alias")
+    p.add_argument("--unit", help="a systemd unit on that host, or the name of a [units] entry")
+
+
+def _add_status(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="the unit's state, PID, restarts, last exit and readiness",
+                       description="Exit 0 when the unit is active and /health answers 200, 1 otherwise.")
+    _add_target(p)
+    p.add_argument("--json", action="store_true", help="print the UnitStatus fields as JSON")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--unit", help="a systemd unit on that host")
     parser.add_argument("--read-only", action="store_true", help="refuse every action that changes a host")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    _add_status(sub)
     _add_lab(sub)
     return parser
 
@@ -97,13 +110,51 @@ def _cmd_lab(args: argparse.Namespace) -> int:
                   f"ssh_config {info.ssh_config}")
         return 0 if labs else 1
     if args.lab_command == "ssh":
-        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        command = args.remote_command[1:] if args.remote_command[:1] == ["--"] else args.remote_command
         argv = lab.ssh_argv(args.user, command, shell=True)
         os.execvp(argv[0], argv)
     raise UsageError(f"unknown lab command {args.lab_command}")
 
 
+async def _status(args: argparse.Namespace) -> int:
+    from cockpit import config as config_mod
+    from cockpit.fmt import duration
+    from cockpit.remote.pool import HostPool
+    from cockpit.systemd.readiness import is_ready
+    from cockpit.systemd.status import fetch
+    from cockpit.targets import resolve
+
+    cfg = config_mod.load(args.config)
+    target = resolve(cfg, args.host, args.unit)
+    pool = HostPool(cfg)
+    try:
+        host = pool.get(target.host)
+        status = await fetch(host, target.unit)
+        ready = await is_ready(host, *target.url_host_port) if status.active_state == "active" else False
+    finally:
+        await pool.close()
+    from dataclasses import replace
+    status = replace(status, ready=ready)
+    if args.json:
+        print(json.dumps(status.to_json()))
+    else:
+        state = f"{status.active_state} ({status.sub_state})"
+        print(f"{status.unit} on {status.host}: {state}, {'ready' if ready else 'not ready'}")
+        print(f"  pid {status.main_pid or '-'}, up {duration(status.uptime())}, restarts {status.n_restarts}, "
+              f"last exit {status.last_exit or '-'}")
+        print(f"  invocation {status.invocation_id or '-'}, unit file {status.fragment_path or '-'}"
+              + (" (changed on disk: daemon-reload needed)" if status.need_daemon_reload else ""))
+    return 0 if status.active_state == "active" and ready else 1
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    import asyncio
+
+    return asyncio.run(_status(args))
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "status": _cmd_status,
     "lab": _cmd_lab,
 }
 

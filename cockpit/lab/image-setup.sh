@@ -3,7 +3,8 @@
 # image's cache key, so any change here rebuilds the image.
 set -eu
 
-echo cockpit-lab > /etc/hostname
+# No /etc/hostname: each lab keeps the name nspawn gives it (--machine=NAME).
+rm -f /etc/hostname
 # Host keys come from the lab's state dir at boot (bind-mounted at /etc/ssh/lab), so that
 # every lab has its own key and known_hosts can be written before the first connection.
 rm -f /etc/ssh/ssh_host_*

@@ -1,0 +1,123 @@
+"""What the cockpit needs from a host, whatever carries it (SSH, or the jump box itself).
+
+Commands are argv lists everywhere above this layer; an implementation quotes them once at
+its boundary. Streams are async context managers because leaving one must end the remote
+process (cancelling a reader alone would leave `journalctl -f` running forever).
+"""
+
+from __future__ import annotations
+
+import abc
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import AsyncIterator, Awaitable, Callable, Sequence
+
+from cockpit.errors import CockpitError
+
+
+class HostError(CockpitError):
+    """A host could not be reached or refused us; the message names the host and the cause."""
+
+
+class HostKeyUnknown(HostError):
+    """The host's key is in no known_hosts file: the user may trust it after seeing it."""
+
+    def __init__(self, host: str, fingerprint: str) -> None:
+        super().__init__(f"the host key of {host} is not known ({fingerprint}); it was not trusted")
+        self.host = host
+        self.fingerprint = fingerprint
+
+
+class HostKeyChanged(HostError):
+    """known_hosts has a different key for this host: refused, with no way to click through."""
+
+
+class ConnectionLost(HostError):
+    """The connection dropped (or keepalive found the host dead); reconnecting may help."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def error_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace").strip()
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mtime: float
+    mode: int
+    uid: int
+
+
+class LineStream(abc.ABC):
+    """Lines of a running remote command; closing it ends the command."""
+
+    @abc.abstractmethod
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+    @property
+    @abc.abstractmethod
+    def returncode(self) -> int | None: ...
+
+    @abc.abstractmethod
+    async def stderr_text(self) -> str: ...
+
+
+# (host, "SHA256:..." fingerprint) -> whether the user trusts the key; the UI asks in a modal.
+TrustPrompt = Callable[[str, str], Awaitable[bool]]
+
+
+class Host(abc.ABC):
+    """One host. Implementations share one connection among all their users."""
+
+    name: str
+
+    @abc.abstractmethod
+    async def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = 30.0) -> RunResult:
+        """Run a command to completion (a fresh channel or process)."""
+
+    @abc.abstractmethod
+    async def query(self, argv: Sequence[str], *, timeout: float = 10.0) -> RunResult:
+        """A read-only command on the hot path (status polls): no new remote shell per call.
+        stderr is folded into stdout."""
+
+    @abc.abstractmethod
+    def stream(self, argv: Sequence[str]) -> AbstractAsyncContextManager[LineStream]:
+        """Follow a command's stdout line by line; leaving the context ends the command."""
+
+    @abc.abstractmethod
+    async def read_file(self, path: str, *, limit: int = 64 << 20) -> bytes: ...
+
+    @abc.abstractmethod
+    async def stat(self, path: str) -> FileStat: ...
+
+    @abc.abstractmethod
+    async def write_file_atomic(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Write to a temp file beside `path`, fsync, chmod, rename over it."""
+
+    @abc.abstractmethod
+    async def http_request(self, method: str, host: str, port: int, path: str, *,
+                           body: bytes | None = None, timeout: float = 5.0) -> tuple[int, bytes]:
+        """An HTTP/1.1 request to host:port as the remote host sees it (its loopback included)."""
+
+    @abc.abstractmethod
+    def forward_port(self, host: str, port: int) -> AbstractAsyncContextManager[int]:
+        """A local port that reaches host:port as the remote host sees it."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...

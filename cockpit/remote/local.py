@@ -1,0 +1,136 @@
+"""The Host protocol on the jump box itself, over asyncio subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import AsyncIterator, Sequence
+
+from cockpit.remote import http
+from cockpit.remote.base import FileStat, Host, HostError, LineStream, RunResult
+
+
+class _ProcessLines(LineStream):
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        assert self.proc.stdout is not None
+        async for line in self.proc.stdout:
+            yield line
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    async def stderr_text(self) -> str:
+        if self.proc.stderr is None:
+            return ""
+        try:
+            data = await asyncio.wait_for(self.proc.stderr.read(), 1.0)
+        except asyncio.TimeoutError:
+            return ""
+        return data.decode("utf-8", "replace").strip()
+
+
+class LocalHost(Host):
+    def __init__(self, name: str = "localhost") -> None:
+        self.name = name
+
+    async def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = 30.0) -> RunResult:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        except FileNotFoundError:
+            return RunResult(tuple(argv), 127, b"", f"{argv[0]}: command not found".encode())
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise
+        return RunResult(tuple(argv), proc.returncode or 0, out, err)
+
+    async def query(self, argv: Sequence[str], *, timeout: float = 10.0) -> RunResult:
+        result = await self.run(argv, timeout=timeout)
+        return RunResult(result.argv, result.returncode, result.stdout + result.stderr, b"")
+
+    @contextlib.asynccontextmanager
+    async def stream(self, argv: Sequence[str]) -> AsyncIterator[LineStream]:
+        proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                    limit=1 << 24)
+        try:
+            yield _ProcessLines(proc)
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 2)
+                except asyncio.TimeoutError:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    await proc.wait()
+
+    async def read_file(self, path: str, *, limit: int = 64 << 20) -> bytes:
+        def read() -> bytes:
+            with open(path, "rb") as f:
+                return f.read(limit)
+        try:
+            return await asyncio.to_thread(read)
+        except FileNotFoundError:
+            raise HostError(f"{path} does not exist on {self.name}") from None
+        except PermissionError:
+            raise HostError(f"permission denied reading {path} on {self.name}") from None
+
+    async def stat(self, path: str) -> FileStat:
+        try:
+            st = await asyncio.to_thread(os.stat, path)
+        except FileNotFoundError:
+            raise HostError(f"{path} does not exist on {self.name}") from None
+        except PermissionError:
+            raise HostError(f"permission denied reading {path} on {self.name}") from None
+        return FileStat(st.st_size, st.st_mtime, st.st_mode, st.st_uid)
+
+    async def write_file_atomic(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        def write() -> None:
+            target = Path(path)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".cockpit-tmp", dir=target.parent)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(tmp, mode)
+                os.rename(tmp, target)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                raise
+        try:
+            await asyncio.to_thread(write)
+        except PermissionError:
+            raise HostError(f"permission denied writing {path} on {self.name}") from None
+
+    async def http_request(self, method: str, host: str, port: int, path: str, *,
+                           body: bytes | None = None, timeout: float = 5.0) -> tuple[int, bytes]:
+        async def go() -> tuple[int, bytes]:
+            reader, writer = await asyncio.open_connection(host, port)
+            try:
+                return await http.exchange(reader, writer, method, host, port, path, body)
+            finally:
+                writer.close()
+        return await asyncio.wait_for(go(), timeout)
+
+    @contextlib.asynccontextmanager
+    async def forward_port(self, host: str, port: int) -> AsyncIterator[int]:
+        yield port  # already local
+
+    async def close(self) -> None:
+        return None

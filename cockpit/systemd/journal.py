@@ -1,0 +1,155 @@
+"""Following a unit's journal over a Host, with the lessons of NOTES.md built in.
+
+- The backlog is read first with a plain `journalctl -n N`, then the follow starts with
+  `--after-cursor=<last cursor>` (or `-n all` when the unit has no entry yet): `-f` started
+  before a unit logs can lose its first lines.
+- `-o json --all`: fields over 4096 bytes would otherwise come back as null.
+- Only the fields the cockpit reads are asked for (`--output-fields`), which keeps the
+  stream small and the parse cheap.
+- A dropped connection is resumed with `--after-cursor`: no gap and no duplicate.
+- The UI keeps a bounded window; older entries are paged on demand by cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Awaitable, Callable, Sequence
+
+from cockpit.errors import CockpitError
+from cockpit.remote.base import Host, HostError
+from cockpit.systemd.entry import JournalEntry, parse_json_line
+
+OUTPUT_FIELDS = "MESSAGE,_PID,PRIORITY,_SYSTEMD_INVOCATION_ID,INVOCATION_ID,_SYSTEMD_UNIT,UNIT,SYSLOG_IDENTIFIER"
+RETRY = (0.5, 1.0, 2.0, 4.0)
+
+
+def journal_argv(unit: str, *extra: str) -> list[str]:
+    return ["journalctl", "-u", unit, "-o", "json", "--all", f"--output-fields={OUTPUT_FIELDS}",
+            "--no-pager", *extra]
+
+
+def parse_lines(lines: Sequence[bytes | str]) -> list[JournalEntry]:
+    """Entries of the lines that parse; a broken line (a cut connection) is skipped, not fatal."""
+    out = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            out.append(parse_json_line(line))
+        except ValueError:
+            continue
+    return out
+
+
+async def _query(host: Host, argv: list[str]) -> list[JournalEntry]:
+    result = await host.run(argv, timeout=60)
+    if result.returncode != 0 and not result.stdout:
+        raise CockpitError(f"journalctl on {host.name} failed: {result.error_text or result.returncode}")
+    return parse_lines(result.stdout.splitlines())
+
+
+async def tail(host: Host, unit: str, n: int) -> list[JournalEntry]:
+    """The last `n` entries of the unit, oldest first."""
+    return await _query(host, journal_argv(unit, "-n", str(n)))
+
+
+async def older(host: Host, unit: str, cursor: str, n: int) -> list[JournalEntry]:
+    """Up to `n` entries just before `cursor`, oldest first (paging back through history)."""
+    entries = await _query(host, journal_argv(unit, f"--cursor={cursor}", "--reverse", "-n", str(n + 1)))
+    return [e for e in reversed(entries) if e.cursor != cursor]
+
+
+async def after(host: Host, unit: str, cursor: str) -> list[JournalEntry]:
+    """Every entry after `cursor` (a comparison against the follower, or a catch-up)."""
+    return await _query(host, journal_argv(unit, f"--after-cursor={cursor}"))
+
+
+OnBatch = Callable[[list[JournalEntry]], "Awaitable[None] | None"]
+OnState = Callable[[str, "str | None"], None]
+
+
+class JournalFollower:
+    """Delivers a unit's journal in batches until cancelled; survives dropped connections."""
+
+    def __init__(self, host: Host, unit: str, *, backlog: int = 1000, after_cursor: str | None = None,
+                 on_state: OnState | None = None, max_batch: int = 20_000) -> None:
+        self.host = host
+        self.unit = unit
+        self.backlog = backlog
+        self.cursor = after_cursor
+        self.on_state = on_state
+        self.max_batch = max_batch
+        self.delivered = 0
+
+    def _state(self, state: str, detail: str | None = None) -> None:
+        if self.on_state:
+            self.on_state(state, detail)
+
+    async def _deliver(self, on_batch: OnBatch, entries: list[JournalEntry]) -> None:
+        if not entries:
+            return
+        self.cursor = entries[-1].cursor or self.cursor
+        self.delivered += len(entries)
+        out = on_batch(entries)
+        if inspect.isawaitable(out):
+            await out
+
+    async def run(self, on_batch: OnBatch) -> None:
+        """Follow forever; cancel the task to stop (the remote journalctl ends with it)."""
+        failures = 0
+        if self.cursor is None and self.backlog:
+            while True:
+                try:
+                    await self._deliver(on_batch, await tail(self.host, self.unit, self.backlog))
+                    break
+                except HostError as e:
+                    failures += 1
+                    self._state("reconnecting", str(e))
+                    await asyncio.sleep(RETRY[min(failures, len(RETRY)) - 1])
+        while True:
+            start = [f"--after-cursor={self.cursor}"] if self.cursor else ["-n", "all"]
+            try:
+                await self._follow(journal_argv(self.unit, *start, "--follow"), on_batch)
+                detail = "journalctl ended"
+            except HostError as e:
+                detail = str(e)
+            failures += 1
+            self._state("reconnecting", detail)
+            await asyncio.sleep(RETRY[min(failures, len(RETRY)) - 1])
+
+    async def _follow(self, argv: list[str], on_batch: OnBatch) -> None:
+        async with self.host.stream(argv) as lines:
+            self._state("following")
+            pending: list[bytes] = []
+            ready = asyncio.Event()
+            drained = asyncio.Event()
+            done = asyncio.Event()
+
+            async def read() -> None:
+                try:
+                    async for line in lines:
+                        pending.append(line)
+                        ready.set()
+                        if len(pending) >= self.max_batch:  # back-pressure: wait for the consumer
+                            drained.clear()
+                            await drained.wait()
+                finally:
+                    done.set()
+                    ready.set()
+
+            reader = asyncio.create_task(read())
+            try:
+                while True:
+                    await ready.wait()
+                    ready.clear()
+                    batch, pending[:] = pending[:], []
+                    drained.set()
+                    await self._deliver(on_batch, parse_lines(batch))
+                    if done.is_set() and not pending:
+                        break
+            finally:
+                reader.cancel()
+                await asyncio.gather(reader, return_exceptions=True)
+            if reader.done() and not reader.cancelled() and reader.exception() is not None:
+                raise reader.exception()  # type: ignore[misc]

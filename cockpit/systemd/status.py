@@ -1,0 +1,169 @@
+"""`systemctl show` -> UnitStatus, for one unit or many in one call (the picker's refresh)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from typing import Any, Sequence
+
+from cockpit.errors import CockpitError
+from cockpit.remote.base import Host
+
+PROPERTIES = (
+    "Id", "Description", "LoadState", "ActiveState", "SubState", "Result", "MainPID", "ExecMainCode",
+    "ExecMainStatus", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "ActiveEnterTimestamp",
+    "InactiveEnterTimestamp", "NRestarts", "InvocationID", "NeedDaemonReload", "FragmentPath", "DropInPaths",
+    "MemoryCurrent", "CPUUsageNSec", "UnitFileState",
+)
+_CLD = {1: "exited", 2: "killed", 3: "dumped"}  # ExecMainCode: the waitid() si_code
+_SIGNALS = {1: "HUP", 2: "INT", 3: "QUIT", 6: "ABRT", 9: "KILL", 11: "SEGV", 13: "PIPE", 15: "TERM"}
+
+
+class UnitNotFound(CockpitError):
+    pass
+
+
+@dataclass(frozen=True)
+class UnitStatus:
+    unit: str
+    host: str
+    description: str = ""
+    load_state: str = ""
+    active_state: str = ""
+    sub_state: str = ""
+    result: str = ""
+    main_pid: int = 0
+    exec_main_code: str | None = None  # "exited", "killed", "dumped"
+    exec_main_status: int | None = None
+    exec_main_start: float | None = None  # epoch seconds
+    exec_main_exit: float | None = None
+    active_enter: float | None = None
+    inactive_enter: float | None = None
+    n_restarts: int = 0
+    invocation_id: str | None = None
+    need_daemon_reload: bool = False
+    fragment_path: str | None = None
+    drop_in_paths: tuple[str, ...] = ()
+    memory_bytes: int | None = None
+    cpu_ns: int | None = None
+    unit_file_state: str | None = None
+    ready: bool | None = None  # /health answered 200 (None: not checked)
+    checked_at: float = field(default_factory=time.time)
+
+    @property
+    def last_exit(self) -> str | None:
+        """`exited 1`, `killed 9/KILL`: how the main process last ended, if it has."""
+        if not self.exec_main_code or self.exec_main_exit is None:
+            return None
+        status = self.exec_main_status
+        if self.exec_main_code in ("killed", "dumped") and status in _SIGNALS:
+            return f"{self.exec_main_code} {status}/{_SIGNALS[status]}"
+        return f"{self.exec_main_code} {status}"
+
+    def uptime(self, now: float | None = None) -> float | None:
+        if self.active_state not in ("active", "reloading") or self.active_enter is None:
+            return None
+        return max(0.0, (now or time.time()) - self.active_enter)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["drop_in_paths"] = list(self.drop_in_paths)
+        d["last_exit"] = self.last_exit
+        d["uptime_s"] = self.uptime()
+        return d
+
+
+def _timestamp(value: str) -> float | None:
+    value = value.strip()
+    if not value or value == "n/a":
+        return None
+    if value.startswith("@"):
+        try:
+            return float(value[1:])
+        except ValueError:
+            return None
+    for fmt in ("%a %Y-%m-%d %H:%M:%S %Z", "%a %Y-%m-%d %H:%M:%S"):
+        try:
+            return datetime.strptime(value, fmt).timestamp()
+        except ValueError:
+            continue
+    return None
+
+
+def _int(value: str) -> int | None:
+    if not value or value == "[not set]" or value == "18446744073709551615":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def parse_show(text: str, host: str) -> list[UnitStatus]:
+    """Blocks of `Key=Value` separated by blank lines, one per unit, in the order asked."""
+    out = []
+    for block in text.strip("\n").split("\n\n"):
+        props: dict[str, str] = {}
+        for line in block.splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                props[key] = value
+        if not props:
+            continue
+        code = _int(props.get("ExecMainCode", ""))
+        out.append(UnitStatus(
+            unit=props.get("Id", ""),
+            host=host,
+            description=props.get("Description", ""),
+            load_state=props.get("LoadState", ""),
+            active_state=props.get("ActiveState", ""),
+            sub_state=props.get("SubState", ""),
+            result=props.get("Result", ""),
+            main_pid=_int(props.get("MainPID", "")) or 0,
+            exec_main_code=_CLD.get(code or 0),
+            exec_main_status=_int(props.get("ExecMainStatus", "")),
+            exec_main_start=_timestamp(props.get("ExecMainStartTimestamp", "")),
+            exec_main_exit=_timestamp(props.get("ExecMainExitTimestamp", "")),
+            active_enter=_timestamp(props.get("ActiveEnterTimestamp", "")),
+            inactive_enter=_timestamp(props.get("InactiveEnterTimestamp", "")),
+            n_restarts=_int(props.get("NRestarts", "")) or 0,
+            invocation_id=props.get("InvocationID") or None,
+            need_daemon_reload=props.get("NeedDaemonReload") == "yes",
+            fragment_path=props.get("FragmentPath") or None,
+            drop_in_paths=tuple(props.get("DropInPaths", "").split()),
+            memory_bytes=_int(props.get("MemoryCurrent", "")),
+            cpu_ns=_int(props.get("CPUUsageNSec", "")),
+            unit_file_state=props.get("UnitFileState") or None,
+        ))
+    return out
+
+
+async def show(host: Host, units: Sequence[str]) -> list[UnitStatus]:
+    """The status of each unit (one remote call). A unit systemd does not know has
+    load_state "not-found"; `fetch` turns that into an error for single-unit callers."""
+    argv = ["systemctl", "show", "--timestamp=unix", "-p", ",".join(PROPERTIES), "--", *units]
+    result = await host.query(argv)
+    if not result.ok and b"timestamp" in result.stdout:  # systemd < 248: no --timestamp=unix
+        argv.remove("--timestamp=unix")
+        result = await host.query(argv)
+    if not result.ok:
+        raise CockpitError(f"systemctl show on {host.name} failed: {result.text.strip() or result.returncode}")
+    return [status if status.unit else replace(status, unit=asked)
+            for asked, status in zip(units, parse_show(result.text, host.name))]
+
+
+async def fetch(host: Host, unit: str) -> UnitStatus:
+    [status] = await show(host, [unit])
+    if status.load_state == "not-found":
+        raise UnitNotFound(f"unit {unit} not found on {host.name}")
+    return status
+
+
+async def list_units(host: Host, pattern: str = "sglang*") -> list[str]:
+    """Units matching `pattern`, loaded or only installed (for the host/unit picker)."""
+    result = await host.query(["systemctl", "list-units", "--all", "--plain", "--no-legend", "--type=service", pattern])
+    names = {line.split()[0] for line in result.text.splitlines() if line.strip()}
+    files = await host.query(["systemctl", "list-unit-files", "--no-legend", "--type=service", pattern])
+    names |= {line.split()[0] for line in files.text.splitlines() if line.strip() and "@." not in line.split()[0]}
+    return sorted(n.lstrip("●* ") for n in names if n.endswith(".service"))
