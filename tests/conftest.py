@@ -19,6 +19,8 @@ FIXTURES = SHARED / "fixtures"
 TEST_LAB = os.environ.get("COCKPIT_TEST_LAB", "cockpit-test")  # one name per concurrent test run
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+os.environ["TZ"] = "UTC"  # journal times in snapshots
+time.tzset()
 
 
 def pytest_configure(config: pytest.Config) -> None:

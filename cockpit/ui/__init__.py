@@ -1,0 +1,1 @@
+"""The Textual app: the only package of the cockpit that imports Textual."""

@@ -1,0 +1,185 @@
+"""The cockpit app: the panes of one unit, and the workers that feed them.
+
+Everything long runs in workers with `exit_on_error=False`: a failed SSH call or a lost host
+shows in the status pane and the app keeps running. Panes only draw what they are handed,
+so tests can hand them recorded data (`live=False`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Footer
+
+from cockpit.config import Config
+from cockpit.errors import CockpitError
+from cockpit.remote.pool import HostPool
+from cockpit.systemd import journal
+from cockpit.systemd.control import UnitControl
+from cockpit.systemd.readiness import is_ready
+from cockpit.systemd.status import fetch
+from cockpit.targets import Target, all_targets
+from cockpit.ui.panes.journal import JournalView
+from cockpit.ui.panes.status import StatusPane
+from cockpit.ui.screens.confirm import ConfirmModal
+from cockpit.ui.screens.picker import PickerScreen
+from cockpit.ui.screens.trust import trust_modal
+
+POLL_S = 1.0
+READY_RECHECK_S = 15.0  # /health makes SGLang generate a token and log a line: ask sparingly once ready
+
+_ACTION_TEXT = {
+    "restart": ("Restart", "SGLang stops serving now and loads the model again; requests in flight fail."),
+    "stop": ("Stop", "SGLang stops serving until you start it again."),
+    "start": ("Start", "SGLang starts and loads the model."),
+}
+
+
+class CockpitApp(App[None]):
+    CSS_PATH = "cockpit.tcss"
+    TITLE = "SGLang cockpit"
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+        Binding("r", "unit_action('restart')", "Restart", id="restart"),
+        Binding("x", "unit_action('stop')", "Stop", id="stop"),
+        Binding("t", "unit_action('start')", "Start", id="start"),
+        Binding("o", "pick", "Units", id="pick"),
+    ]
+
+    def __init__(self, config: Config, target: Target | None, *, read_only: bool = False, live: bool = True) -> None:
+        super().__init__()
+        self.config = config
+        self.target = target
+        self.read_only = read_only
+        self.live = live
+        self.pool = HostPool(config, trust_prompt=self._ask_trust, on_state=self._host_state)
+
+    # -- layout ---------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        host, unit = (self.target.host, self.target.unit) if self.target else ("-", "no unit")
+        yield StatusPane(host, unit, id="status")
+        with Vertical(id="journal-box"):
+            yield JournalView(id="journal")
+        yield Footer()
+
+    @property
+    def status_pane(self) -> StatusPane:
+        return self.query_one(StatusPane)
+
+    @property
+    def journal_view(self) -> JournalView:
+        return self.query_one(JournalView)
+
+    def on_mount(self) -> None:
+        self.query_one("#journal-box").border_title = "journal"
+        self.journal_view.focus()
+        if not self.live:
+            return
+        if self.target is None:
+            self.action_pick()
+        else:
+            self._start_feeds()
+
+    def _start_feeds(self) -> None:
+        self.workers.cancel_group(self, "feeds")
+        assert self.target is not None
+        self.sub_title = f"{self.target.unit} @ {self.target.host}"
+        self.query_one("#journal-box").border_title = f"journal · {self.target.unit}"
+        self.poll_status()
+        self.follow_journal()
+
+    # -- feeds ----------------------------------------------------------------------------
+
+    @work(group="feeds", exit_on_error=False)
+    async def poll_status(self) -> None:
+        target = self.target
+        assert target is not None
+        host = self.pool.get(target.host)
+        ready, checked_at, invocation = False, 0.0, None
+        while True:
+            try:
+                status = await fetch(host, target.unit)
+                now = asyncio.get_running_loop().time()
+                if status.active_state != "active":
+                    ready = False
+                elif not ready or status.invocation_id != invocation or now - checked_at > READY_RECHECK_S:
+                    ready, checked_at = await is_ready(host, *target.url_host_port), now
+                invocation = status.invocation_id
+                self.status_pane.show_status(replace(status, ready=ready))
+            except CockpitError as e:
+                self.status_pane.show_connection("error", str(e))
+            await asyncio.sleep(POLL_S)
+
+    @work(group="feeds", exit_on_error=False)
+    async def follow_journal(self) -> None:
+        target = self.target
+        assert target is not None
+        follower = journal.JournalFollower(self.pool.get(target.host), target.unit, backlog=2000)
+        await follower.run(self.journal_view.append_entries)
+
+    def _host_state(self, host: str, state: str, detail: str | None) -> None:
+        if self.target is not None and host == self.target.host and self.is_running:
+            self.status_pane.show_connection(state, detail)
+
+    async def _ask_trust(self, host: str, fingerprint: str) -> bool:
+        return bool(await self.push_screen_wait(trust_modal(host, fingerprint)))
+
+    # -- actions --------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "unit_action":
+            return not self.read_only and self.target is not None and not self.config.host(self.target.host).read_only
+        return True
+
+    def action_unit_action(self, action: str) -> None:
+        if self.target is None:
+            return
+        verb, effect = _ACTION_TEXT[action]
+        target = self.target
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.run_unit_action(action, target)
+
+        self.push_screen(ConfirmModal(f"{verb} {target.unit} on {target.host}?", effect, confirm=verb), confirmed)
+
+    @work(exit_on_error=False)
+    async def run_unit_action(self, action: str, target: Target) -> None:
+        control = UnitControl(self.pool.get(target.host), self.config.host(target.host), read_only=self.read_only)
+        try:
+            await control.act(action, target.unit)
+        except CockpitError as e:
+            self.notify(str(e), title=f"{action} failed", severity="error", timeout=10)
+            return
+        self.notify(f"{action} of {target.unit} on {target.host} done", timeout=4)
+
+    def action_pick(self) -> None:
+        targets = all_targets(self.config)
+        if self.target is not None and self.target not in targets:
+            targets.insert(0, self.target)
+        hosts = sorted({t.host for t in targets} | set(self.config.hosts))
+
+        def picked(target: Target | None) -> None:
+            if target is not None and target != self.target:
+                self.switch_target(target)
+
+        self.push_screen(PickerScreen(self.pool, targets, hosts), picked)
+
+    def switch_target(self, target: Target) -> None:
+        self.target = target
+        pane = self.status_pane
+        pane.host, pane.unit, pane.status = target.host, target.unit, None
+        view = self.journal_view
+        view.rows.clear()
+        view.follow = True
+        view.append_entries([])
+        self._start_feeds()
+
+    async def on_unmount(self) -> None:
+        await self.pool.close()

@@ -1,0 +1,1 @@
+"""Modal screens: confirmations, the host-key question, the unit picker, help."""

@@ -1,0 +1,154 @@
+"""The app shell and the status pane: Pilot tests, snapshots of recorded states, and the lab."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+from cockpit.config import Config, HostConfig
+from cockpit.systemd.entry import parse_json_line
+from cockpit.systemd.status import fetch, parse_show
+from cockpit.targets import Target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.panes.journal import JournalView, display_text
+from cockpit.ui.panes.status import StatusPane
+from cockpit.ui.screens.confirm import ConfirmModal
+from tests.conftest import ROOT, LabHandle
+
+DATA = ROOT / "tests" / "data"
+TARGET = Target("cockpit-lab", "sglang-demo.service")
+
+
+def recorded_status(**changes):
+    [status] = parse_show((DATA / "show-sglang-demo.txt").read_text(), "cockpit-lab")
+    return replace(status, **{"ready": True, "checked_at": status.active_enter + 291, **changes})
+
+
+def recorded_entries():
+    return [parse_json_line(line) for line in (DATA / "journal-restart.jsonl").read_text().splitlines()]
+
+
+def recorded_app(**kwargs) -> CockpitApp:
+    return CockpitApp(Config(), TARGET, live=False, **kwargs)
+
+
+async def _feed(pilot, status=None, entries=None, connection=None) -> None:
+    app = pilot.app
+    if status is not None:
+        app.query_one(StatusPane).show_status(status)
+    if entries is not None:
+        app.query_one(JournalView).append_entries(entries)
+    if connection is not None:
+        app.query_one(StatusPane).show_connection(*connection)
+    await pilot.pause()
+
+
+def test_snapshot_running(snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await _feed(pilot, recorded_status(), recorded_entries())
+    assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
+
+
+def test_snapshot_failed_and_reconnecting(snap_compare) -> None:
+    failed = recorded_status(active_state="failed", sub_state="failed", main_pid=0, ready=False,
+                             exec_main_code="exited", exec_main_status=1, n_restarts=3,
+                             exec_main_exit=1796032480.0)
+
+    async def run_before(pilot) -> None:
+        await _feed(pilot, failed, recorded_entries(),
+                    ("reconnecting", "cannot reach cockpit-lab (10.213.0.2:22): Network is unreachable"))
+    assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
+
+
+def test_snapshot_confirm_modal(snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await _feed(pilot, recorded_status(), recorded_entries())
+        await pilot.press("r")
+    assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
+
+
+async def test_restart_asks_first_and_names_unit_and_host() -> None:
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        await _feed(pilot, recorded_status())
+        await pilot.press("r")
+        modal = app.screen
+        assert isinstance(modal, ConfirmModal)
+        assert modal.title_text == "Restart sglang-demo.service on cockpit-lab?"
+        await pilot.press("n")
+        assert not isinstance(app.screen, ConfirmModal)
+
+
+async def test_read_only_hides_and_refuses_changes() -> None:
+    app = recorded_app(read_only=True)
+    async with app.run_test(size=(130, 30)) as pilot:
+        await pilot.press("r")
+        assert not isinstance(app.screen, ConfirmModal)
+        assert app.check_action("unit_action", ("restart",)) is False
+    ro_host = CockpitApp(Config(hosts={"cockpit-lab": HostConfig(name="cockpit-lab", read_only=True)}), TARGET,
+                         live=False)
+    assert ro_host.check_action("unit_action", ("stop",)) is False
+
+
+async def test_status_pane_draws_state_and_connection_trouble() -> None:
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        await _feed(pilot, recorded_status(), connection=("reconnecting", "lost the connection to cockpit-lab"))
+        text = str(app.query_one(StatusPane).render())
+        assert "active (running)" in text and "ready ✓" in text and "pid 133" in text and "up 4m51s" in text
+        assert "⟳ reconnecting cockpit-lab: lost the connection to cockpit-lab" in text
+
+
+async def test_new_lines_do_not_move_the_view_while_reading() -> None:
+    app = recorded_app()
+    entries = recorded_entries()
+    async with app.run_test(size=(130, 20)) as pilot:
+        view = app.query_one(JournalView)
+        view.append_entries(entries * 3)
+        await pilot.pause()
+        assert view.follow and view.scroll_y == view.max_scroll_y
+        view.focus()
+        await pilot.press("g")
+        assert not view.follow and view.scroll_y == 0
+        view.append_entries(entries[:7])
+        await pilot.pause()
+        assert view.scroll_y == 0 and view.unread == 7
+        assert "7 new lines" in str(view.border_subtitle)
+        await pilot.press("G")
+        await pilot.pause()
+        assert view.follow and view.unread == 0 and view.scroll_y == view.max_scroll_y
+
+
+def test_display_text_shows_what_a_terminal_would() -> None:
+    assert display_text("Loading  10%\rLoading  50%\rLoading 100%") == "Loading 100%"
+    assert display_text("a\tb") == "a       b"
+    assert display_text("bell\x07") == "bell\ufffd"
+
+
+async def test_live_pane_follows_a_restart_in_the_lab(lab: LabHandle) -> None:
+    target = Target(lab.name, "sglang-demo.service")
+    app = CockpitApp(Config(), target)
+    async with app.run_test(size=(130, 30)) as pilot:
+        pane = app.query_one(StatusPane)
+        deadline = time.monotonic() + 20
+        while pane.status is None or not pane.status.ready:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.2)
+        before = pane.status.main_pid
+        host = app.pool.get(lab.name)
+        assert before == (await fetch(host, "sglang-demo.service")).main_pid
+        await pilot.press("r")
+        await pilot.press("y")
+        deadline = time.monotonic() + 30
+        while pane.status.main_pid == before or not pane.status.ready:
+            assert time.monotonic() < deadline, "the pane never showed the new PID"
+            await asyncio.sleep(0.2)
+        assert pane.status.main_pid == (await fetch(host, "sglang-demo.service")).main_pid
+        assert f"pid {pane.status.main_pid}" in str(pane.render())
+        view = app.query_one(JournalView)
+        deadline = time.monotonic() + 10
+        while not any("ready to roll" in r.text for r in view.rows[-30:]):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.2)
+
