@@ -31,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one sentence, like every other error here."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def _add_lab(sub: argparse._SubParsersAction) -> None:

@@ -40,6 +40,18 @@ exit 0
 GEN
 chmod 0755 /etc/systemd/system-generators/cockpit-lab-provision
 
+# The journal lives in /run (a tmpfs) and would be vacuumed at 10% of it: keep a lot, like a
+# GPU host's persistent journal, so paging back and floods behave as they do there.
+mkdir -p /etc/systemd/journald.conf.d
+cat > /etc/systemd/journald.conf.d/cockpit-lab.conf <<'CONF'
+[Journal]
+RuntimeMaxUse=1G
+RuntimeMaxFileSize=128M
+# A unit's LogRateLimitIntervalSec= travels to journald as a cgroup xattr, which does not
+# reach it inside the container; without this, floods and load runs lose lines past ~32k.
+RateLimitIntervalSec=0
+CONF
+
 # Nothing in the lab needs these at boot; they only slow it down.
 systemctl mask systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer \
   e2scrub_all.timer fstrim.timer man-db.timer >/dev/null 2>&1 || true

@@ -1,0 +1,291 @@
+"""Journal parse plus traceback folding, one core, on a generated 1,000,000-entry journal.
+
+Two formats: journald's full field set (`journalctl -o json --all`, the fields of a real
+stdout entry of the lab's unit) and the reduced set the cockpit's follower asks for with
+`--output-fields` (journalctl adds the cursor, timestamps and boot ID). The journal is SGLang
+shaped: prefill/decode lines of eight ranks, uvicorn access lines, warnings, progress bars as
+byte arrays, a few 20,000 to 100,000-character lines, systemd's restart messages, and
+crashes: eight ranks with their own PIDs interleaving line by line, eight ranks sharing one
+PID (each traceback written whole), chained tracebacks.
+
+Each format is generated to a temporary file, then folded in a fresh process that reads it in
+batches of 10,000 lines, so the peak RSS is the fold's own. Prints JSON: entries/s for parse
+plus fold (reading the file excluded, and included), the parse and fold shares, peak RSS.
+
+Usage: python benchmarks/bench_fold.py [--entries N] [--format full|reduced|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import orjson  # noqa: E402
+
+BATCH = 10_000
+UNIT = "sglang-demo.service"
+MAIN_PID = 4100
+BOOT = "023639b5c0ab4725982eb41832591f0b"
+MACHINE = "9d63c9289fc948ae91eeef697701170e"
+CMDLINE = ("/opt/sglang/venv/bin/python -m sglang.launch_server --model-path /models/Llama-3.1-8B-Instruct "
+           "--served-model-name llama-3.1-8b-instruct --tp-size 8 --mem-fraction-static 0.85 "
+           "--host 127.0.0.1 --port 30000")
+TRACEBACK = """Traceback (most recent call last):
+  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2876, in run_scheduler_process
+    scheduler.event_loop_overlap()
+  File "/opt/sglang/venv/lib/python3.11/site-packages/torch/utils/_contextlib.py", line 116, in decorate_context
+    return func(*args, **kwargs)
+           ^^^^^^^^^^^^^^^^^^^^^
+  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 1005, in event_loop_overlap
+    batch_result = self.run_batch(batch)
+                   ^^^^^^^^^^^^^^^^^^^^^
+  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2083, in run_batch
+    batch_result = self.model_worker.forward_batch_generation(model_worker_batch)
+                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/speculative/eagle_worker.py", line 288, in forward_batch_generation
+    self.verify(batch, spec_info)
+  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/speculative/eagle_worker.py", line 702, in verify
+    assert spec_info.draft_token_num == self.speculative_num_draft_tokens
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+AssertionError
+""".splitlines()
+CHAINED = """Traceback (most recent call last):
+  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/model_executor/model_runner.py", line 1902, in forward
+    return self.forward_decode(forward_batch)
+  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/model_executor/model_runner.py", line 1791, in forward_decode
+    return self.model.forward(
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.11 GiB of which 1.02 GiB is free.
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2876, in run_scheduler_process
+    scheduler.event_loop_overlap()
+RuntimeError: CUDA error: an illegal memory access was encountered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+""".splitlines()
+
+
+def full_fields(message: object, pid: int, i: int, t: int, invocation: str) -> dict:
+    """The field set journald gives a line a service wrote to stdout."""
+    return {
+        "_BOOT_ID": BOOT, "__REALTIME_TIMESTAMP": str(t), "_MACHINE_ID": MACHINE, "_UID": "0",
+        "SYSLOG_FACILITY": "3", "__MONOTONIC_TIMESTAMP": str(t - 1796030000000000), "_TRANSPORT": "stdout",
+        "_EXE": "/opt/sglang/venv/bin/python3.11", "_CAP_EFFECTIVE": "1ffffffffff",
+        "_SYSTEMD_CGROUP": f"/system.slice/{UNIT}", "_SYSTEMD_SLICE": "system.slice",
+        "__CURSOR": cursor(i, t), "_PID": str(pid), "_SYSTEMD_INVOCATION_ID": invocation,
+        "SYSLOG_IDENTIFIER": "python", "_SYSTEMD_UNIT": UNIT, "_RUNTIME_SCOPE": "system", "_COMM": "python",
+        "_STREAM_ID": "2db5542774214cac84fbd4bcf2a68260", "MESSAGE": message, "PRIORITY": "6", "_GID": "0",
+        "_CMDLINE": CMDLINE, "_HOSTNAME": "gpu-node-17",
+    }
+
+
+def systemd_fields(message: str, i: int, t: int, invocation: str) -> dict:
+    """PID 1 about the unit (the restart messages)."""
+    return {
+        "__CURSOR": cursor(i, t), "__REALTIME_TIMESTAMP": str(t), "__MONOTONIC_TIMESTAMP": str(t - 1796030000000000),
+        "_BOOT_ID": BOOT, "MESSAGE": message, "_PID": "1", "PRIORITY": "6", "UNIT": UNIT,
+        "INVOCATION_ID": invocation, "_SYSTEMD_UNIT": "init.scope", "SYSLOG_IDENTIFIER": "systemd",
+        "_TRANSPORT": "journal", "_HOSTNAME": "gpu-node-17", "_MACHINE_ID": MACHINE, "_UID": "0", "_GID": "0",
+        "_COMM": "systemd", "_EXE": "/usr/lib/systemd/systemd", "_CMDLINE": "/sbin/init", "TID": "1",
+        "CODE_FILE": "src/core/unit.c", "CODE_LINE": "5825", "CODE_FUNC": "unit_log_failure",
+        "SYSLOG_FACILITY": "3", "_SYSTEMD_CGROUP": "/init.scope", "_SYSTEMD_SLICE": "-.slice",
+    }
+
+
+REDUCED = {"__CURSOR", "__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP", "_BOOT_ID", "MESSAGE", "_PID", "PRIORITY",
+           "_SYSTEMD_INVOCATION_ID", "INVOCATION_ID", "_SYSTEMD_UNIT", "UNIT", "SYSLOG_IDENTIFIER"}
+
+
+def cursor(i: int, t: int) -> str:
+    return f"s=792f500fc10f4056bea50b49be1e0811;i={i:x};b={BOOT};m={t - 1796030000000000:x};t={t:x};x={i * 2654435761 % 2**64:x}"
+
+
+def stamp(t: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t // 1_000_000))
+
+
+def journal(n: int, seed: int = 7):
+    """(message, pid, is_systemd) for n entries; what an eight-rank SGLang server logs."""
+    rng = random.Random(seed)
+    out = 0
+    restart = 0
+    while out < n:
+        pid = MAIN_PID + restart * 100
+        r = rng.random()
+        if r < 0.00015:  # eight ranks with their own PIDs crash at once, lines interleaved
+            blocks = [[f"[{{stamp}} TP{k}] Scheduler hit an exception: {TRACEBACK[0]}", *TRACEBACK[1:], ""]
+                      for k in range(8)]
+            for row in itertools.zip_longest(*blocks):
+                for k, text in enumerate(row):
+                    if text is not None:
+                        yield text, pid + 1 + k, False
+                        out += 1
+            for text in (f"{UNIT}: Main process exited, code=exited, status=1/FAILURE",
+                         f"{UNIT}: Failed with result 'exit-code'.",
+                         f"{UNIT}: Scheduled restart job, restart counter is at {restart + 1}."):
+                yield text, 1, True
+                out += 1
+            restart += 1
+        elif r < 0.00025:  # ranks sharing the main PID, each traceback written whole
+            for k in range(8):
+                first, *rest = (CHAINED if k % 2 else TRACEBACK)
+                for text in (f"[{{stamp}} TP{k}] Scheduler hit an exception: {first}", *rest, ""):
+                    yield text, pid, False
+                    out += 1
+        elif r < 0.45:
+            rank = rng.randrange(8)
+            yield (f"[{{stamp}} TP{rank}] Decode batch, #running-req: {rng.randrange(1, 64)}, #token: "
+                   f"{rng.randrange(1000, 90000)}, token usage: 0.{rng.randrange(10, 99)}, accept len: 3.40, "
+                   f"accept rate: 0.34, cuda graph: True, gen throughput (token/s): {rng.uniform(900, 5000):.2f}, "
+                   f"#queue-req: {rng.randrange(0, 9)}"), pid, False
+            out += 1
+        elif r < 0.6:
+            rank = rng.randrange(8)
+            yield (f"[{{stamp}} TP{rank}] Prefill batch, #new-seq: 2, #new-token: 4096, #cached-token: 512, "
+                   f"token usage: 0.13, #running-req: 31, #queue-req: 3, #pending-token: 0, cuda graph: False, "
+                   f"input throughput (token/s): {rng.uniform(4000, 9000):.2f}"), pid, False
+            out += 1
+        elif r < 0.985:
+            yield (f'INFO:     127.0.0.1:{rng.randrange(30000, 60000)} - "POST /v1/chat/completions HTTP/1.1" '
+                   f"200 OK"), pid, False
+            out += 1
+        elif r < 0.997:
+            yield ("/opt/sglang/venv/lib/python3.11/site-packages/torch/cuda/__init__.py:61: FutureWarning: "
+                   "The pynvml package is deprecated."), pid, False
+            yield '  import pynvml  # type: ignore[import]', pid, False
+            out += 2
+        elif r < 0.9999:
+            bar = "".join(f"Loading safetensors checkpoint shards: {p}% Completed | {p // 10}/10\r" for p in range(0, 101, 10))
+            yield list(bar.encode()), pid, False
+            out += 1
+        else:
+            yield f"[{{stamp}}] Request: {'x' * rng.randrange(20_000, 100_000)}", pid, False
+            out += 1
+
+
+def generate(path: Path, n: int, fmt: str) -> dict:
+    invocation = "a22a3779f22044fc84296a35556e7cf7"
+    t = 1796031916702664
+    counts = {"entries": 0, "bytes": 0}
+    with open(path, "wb") as f:
+        for i, (message, pid, systemd) in enumerate(itertools.islice(journal(n), n)):
+            t += 137
+            if isinstance(message, str) and "{stamp}" in message:
+                message = message.replace("{stamp}", stamp(t), 1)
+            if systemd:
+                fields = systemd_fields(message, i, t, invocation)
+                if message.endswith("."):  # a restart: a new invocation
+                    invocation = f"{i:032x}"
+            else:
+                fields = full_fields(message, pid, i, t, invocation)
+            if fmt == "reduced":
+                fields = {k: v for k, v in fields.items() if k in REDUCED}
+            line = orjson.dumps(fields) + b"\n"
+            f.write(line)
+            counts["entries"] += 1
+            counts["bytes"] += len(line)
+    return counts
+
+
+def fold_file(path: str) -> dict:
+    """Runs in its own process: read, parse, fold; the measurements."""
+    import gc
+
+    from cockpit.systemd.entry import parse_json_lines
+    from cockpit.traceback import Folder, Traceback
+
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    folder = Folder()
+    parse_s = fold_s = 0.0
+    entries = 0
+    clock = time.perf_counter
+    wall = clock()
+    with open(path, "rb") as f:
+        while True:
+            lines = list(itertools.islice(f, BATCH))
+            if not lines:
+                break
+            t0 = clock()
+            batch = parse_json_lines(lines)
+            t1 = clock()
+            folder.feed_batch(batch)
+            t2 = clock()
+            parse_s += t1 - t0
+            fold_s += t2 - t1
+            entries += len(batch)
+    t0 = clock()
+    folder.close()
+    tracebacks = [r for r in folder.records if isinstance(r, Traceback)]
+    exceptions = sorted({tb.exception or "?" for tb in tracebacks})  # reading each block is part of folding
+    fold_s += clock() - t0
+    wall = clock() - wall
+    rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "entries": entries,
+        "records": len(folder.records),
+        "tracebacks": len(tracebacks),
+        "incomplete_tracebacks": sum(not tb.complete for tb in tracebacks),
+        "exceptions": exceptions,
+        "parse_s": round(parse_s, 3),
+        "fold_s": round(fold_s, 3),
+        "entries_per_s": round(entries / (parse_s + fold_s)),
+        "parse_entries_per_s": round(entries / parse_s),
+        "fold_entries_per_s": round(entries / fold_s),
+        "entries_per_s_with_reading": round(entries / wall),
+        "peak_rss_mb": round(rss_peak / 1024, 1),
+        "rss_growth_mb": round((rss_peak - rss_before) / 1024, 1),
+        "gc_enabled": gc.isenabled(),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--entries", type=int, default=1_000_000)
+    ap.add_argument("--format", choices=["full", "reduced", "both"], default="both")
+    ap.add_argument("--fold-file", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.fold_file:
+        print(json.dumps(fold_file(args.fold_file)))
+        return 0
+    results = {"benchmark": "fold", "cpu": os.uname().machine, "python": sys.version.split()[0],
+               "target_entries_per_s": 200_000, "formats": {}}
+    formats = ["full", "reduced"] if args.format == "both" else [args.format]
+    with tempfile.TemporaryDirectory(prefix="bench-fold-") as tmp:
+        for fmt in formats:
+            path = Path(tmp) / f"{fmt}.json"
+            t0 = time.perf_counter()
+            made = generate(path, args.entries, fmt)
+            gen_s = time.perf_counter() - t0
+            # one core: the fold runs pinned to a single CPU when the platform allows it
+            pin = ["taskset", "-c", "0"] if _has_taskset() else []
+            out = subprocess.run([*pin, sys.executable, __file__, "--fold-file", str(path)],
+                                 capture_output=True, text=True, check=True)
+            result = json.loads(out.stdout)
+            result.update(bytes_per_entry=round(made["bytes"] / made["entries"]), generate_s=round(gen_s, 1),
+                          meets_target=result["entries_per_s"] >= 200_000)
+            results["formats"][fmt] = result
+            path.unlink()
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+def _has_taskset() -> bool:
+    return any((Path(d) / "taskset").exists() for d in os.environ.get("PATH", "").split(os.pathsep))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

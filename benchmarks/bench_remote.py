@@ -1,0 +1,99 @@
+"""Status refresh latency and journal follow throughput against the lab (issue 3).
+
+- status: `systemctl show` through the command channel (reused connection, no login shell
+  per call) against a fresh exec channel per call (`conn.run`), p50/p95 over 200 polls.
+  Target: p50 under 30 ms.
+- follow: a unit logs N lines as fast as it can; the follower reads them all through SSH and
+  parses them; the same run times `journalctl -u UNIT -o json` to /dev/null on the host.
+  Target: follower rate / journalctl rate >= 0.9.
+Prints JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from _common import emit, lab_up, pct
+
+from cockpit.config import HostConfig
+from cockpit.remote.ssh import SSHHost
+from cockpit.systemd import journal, status
+
+LAB = "cockpit-bench"
+FLOOD_LINES = 200_000
+FLOOD = ("import sys\nw = sys.stdout.write\n"
+         f"for i in range({FLOOD_LINES}):\n"
+         "    w(f'[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 32, #token: {i}, token usage: 0.13, "
+         "cuda graph: True, gen throughput (token/s): 4351.94, #queue-req: 3\\n')\n")
+
+
+async def status_latency(host: SSHHost) -> dict:
+    await status.fetch(host, "sglang-demo.service")
+    query, run = [], []
+    for _ in range(200):
+        t = time.perf_counter()
+        await status.fetch(host, "sglang-demo.service")
+        query.append((time.perf_counter() - t) * 1000)
+    argv = ["systemctl", "show", "--timestamp=unix", "-p", ",".join(status.PROPERTIES), "sglang-demo.service"]
+    for _ in range(100):
+        t = time.perf_counter()
+        await host.run(argv)
+        run.append((time.perf_counter() - t) * 1000)
+    return {"command_channel_ms": {"p50": round(pct(query, 50), 2), "p95": round(pct(query, 95), 2)},
+            "exec_per_call_ms": {"p50": round(pct(run, 50), 2), "p95": round(pct(run, 95), 2)},
+            "target_p50_ms": 30, "met": pct(query, 50) < 30}
+
+
+async def follow_throughput(host: SSHHost) -> dict:
+    await host.run(["tee", "/tmp/flood.py"], input=FLOOD.encode())
+    await host.run(["systemctl", "reset-failed", "flood"], timeout=10)
+    result = await host.run(["systemd-run", "--unit=flood", "--wait", "-p", "LogRateLimitIntervalSec=0",
+                             "/usr/bin/python3", "/tmp/flood.py"], timeout=300)
+    assert result.ok, result.error_text
+    # Let journald finish writing what it had buffered before timing either reader.
+    await asyncio.sleep(2)
+    timing = await host.run(["sh", "-c", "s=$(date +%s.%N); journalctl -u flood -o json --all >/dev/null; "
+                                         "e=$(date +%s.%N); echo \"$s $e\"; journalctl -u flood -q | wc -l"])
+    start, end, count = timing.text.split()
+    baseline_rate = int(count) / (float(end) - float(start))
+    got = 0
+    done = asyncio.Event()
+
+    def on_batch(entries) -> None:
+        nonlocal got
+        got += len(entries)
+        if got >= int(count):
+            done.set()
+
+    follower = journal.JournalFollower(host, "flood.service", backlog=0)
+    t = time.perf_counter()
+    task = asyncio.create_task(follower.run(on_batch))
+    await asyncio.wait_for(done.wait(), 600)
+    elapsed = time.perf_counter() - t
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    rate = got / elapsed
+    return {"entries": got, "follower_entries_per_s": round(rate), "journalctl_devnull_entries_per_s": round(baseline_rate),
+            "ratio": round(rate / baseline_rate, 3), "target_ratio": 0.9, "met": rate / baseline_rate >= 0.9}
+
+
+async def main() -> None:
+    lab = lab_up(LAB)
+    host = SSHHost(HostConfig(name=LAB))
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            st = await status.fetch(host, "sglang-demo.service")
+            if st.active_state == "active" or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.3)
+        emit({"benchmark": "remote", "status_refresh": await status_latency(host),
+              "journal_follow": await follow_throughput(host)})
+    finally:
+        await host.close()
+        lab.down()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
