@@ -1,20 +1,25 @@
 """One journal entry, parsed from a line of `journalctl -o json --all`.
 
-Parsing is the hot path of following a busy unit and of folding a million-line export, so
-the common case reads only the fields the cockpit uses, straight from the line: journald
-writes flat objects whose keys are plain names, so `"KEY":` can only occur as a key (a
-quote inside a value is always escaped). Anything unusual falls back to `json.loads`.
+Parsing is the hot path of following a busy unit and of folding a million-line export.
+orjson decodes a line in one C call, faster than any Python-level scan for the few fields the
+cockpit reads once the line holds journald's full field set; what is left per entry is a
+handful of dict lookups. The unit, identifier and invocation ID repeat on every entry, so
+they are shared rather than held once per entry (about 200 bytes an entry saved).
 
 `MESSAGE` is an array of byte values when it holds invalid UTF-8 or control characters
 (the `\\r` of a progress bar); it is decoded with replacement, and `binary` says so.
+A field journald stored several times comes as an array of its values.
 """
 
 from __future__ import annotations
 
-import json
+import gc
+from collections.abc import Iterable
 from dataclasses import dataclass
-from json.decoder import scanstring
+from operator import itemgetter
 from typing import Any
+
+import orjson
 
 
 @dataclass(slots=True)
@@ -35,14 +40,13 @@ class JournalEntry:
                 "unit": self.unit, "identifier": self.identifier}
 
 
-def _field(line: str, key: str) -> str | None:
-    """A plain string value `"KEY":"value"` (no escapes: ids, numbers, cursors)."""
-    i = line.find(key)
-    if i < 0:
-        return None
-    i += len(key)
-    j = line.find('"', i)
-    return line[i:j] if j >= 0 else None
+_PRIORITIES = {str(p): p for p in range(8)}
+_MEMO_LIMIT = 65536
+_pids: dict[str, int] = {}  # "_PID" text -> number
+_strings: dict[str, str] = {}  # one copy of each unit name, identifier, invocation ID
+_share = _strings.setdefault
+_service_fields = itemgetter("MESSAGE", "__CURSOR", "__REALTIME_TIMESTAMP", "_PID", "PRIORITY",
+                             "_SYSTEMD_INVOCATION_ID", "_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER")
 
 
 def _message_from(value: Any) -> tuple[str, bool]:
@@ -50,6 +54,8 @@ def _message_from(value: Any) -> tuple[str, bool]:
         return value, False
     if isinstance(value, list):
         try:
+            if value and isinstance(value[0], str):
+                return "\n".join(value), False  # MESSAGE stored more than once
             return bytes(value).decode("utf-8", "replace"), True
         except (ValueError, TypeError):
             return "", True
@@ -63,58 +69,79 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def parse_json_line(line: str | bytes) -> JournalEntry:
-    """One `journalctl -o json` line -> entry. Raises ValueError on a line that is not JSON."""
-    if isinstance(line, bytes):
-        line = line.decode("utf-8", "replace")
-    i = line.find('"MESSAGE":')
-    if i >= 0 and line.find('"MESSAGE" :') < 0:
-        i += 10
-        if line.startswith('"', i):
-            message, _ = scanstring(line, i + 1)
-            binary = False
-        elif line.startswith("[", i):
-            end = line.index("]", i)
-            message, binary = _message_from(json.loads(line[i:end + 1]))
-        else:
-            message, binary = "", False
-        prio = _field(line, '"PRIORITY":"')
-        return JournalEntry(
-            message=message,
-            cursor=_field(line, '"__CURSOR":"'),
-            realtime_us=_int(_field(line, '"__REALTIME_TIMESTAMP":"')),
-            pid=_int(_field(line, '"_PID":"')),
-            priority=_int(prio) if prio is not None else 6,
-            invocation_id=_field(line, '"_SYSTEMD_INVOCATION_ID":"') or _field(line, '"INVOCATION_ID":"'),
-            unit=_field(line, '"UNIT":"') or _field(line, '"_SYSTEMD_UNIT":"'),
-            identifier=_slow_string(line, '"SYSLOG_IDENTIFIER":'),
-            binary=binary,
-        )
-    return from_fields(json.loads(line))
-
-
-def _slow_string(line: str, key: str) -> str | None:
-    i = line.find(key)
-    if i < 0 or not line.startswith('"', i + len(key)):
+def _shared(value: Any) -> str | None:
+    if not isinstance(value, str):
         return None
-    return scanstring(line, i + len(key) + 1)[0]
+    if len(_strings) >= _MEMO_LIMIT:
+        _strings.clear()
+    return _strings.setdefault(value, value)
 
 
 def from_fields(fields: dict[str, Any]) -> JournalEntry:
     """An entry from an already decoded journal object (any formatting, null fields)."""
+    try:  # a service's line as journalctl writes it: one C call fetches every field
+        message, cursor, realtime, pid, priority, invocation, unit, identifier = _service_fields(fields)
+        if message.__class__ is str and "UNIT" not in fields and len(_strings) < _MEMO_LIMIT:
+            return JournalEntry(message, cursor, int(realtime), _pids[pid], _PRIORITIES[priority],
+                                _share(invocation, invocation), _share(unit, unit),
+                                _share(identifier, identifier))
+    except (KeyError, TypeError, ValueError):
+        pass
+    return _careful(fields)
+
+
+def _careful(fields: dict[str, Any]) -> JournalEntry:
+    """Any other field types, missing fields, and the first sight of a PID."""
     if not isinstance(fields, dict):
         raise ValueError("a journal entry must be a JSON object")
     message, binary = _message_from(fields.get("MESSAGE"))
-    prio = _int(fields.get("PRIORITY"))
-    ident = fields.get("SYSLOG_IDENTIFIER")
+    pid = fields.get("_PID")
+    pid_number = _int(pid) if isinstance(pid, (str, int)) else None
+    if isinstance(pid, str) and pid_number is not None:
+        if len(_pids) >= _MEMO_LIMIT:
+            _pids.clear()
+        _pids[pid] = pid_number
+    prio = fields.get("PRIORITY")
+    priority = _int(prio) if isinstance(prio, (str, int)) else None
+    cursor = fields.get("__CURSOR")
     return JournalEntry(
         message=message,
-        cursor=fields.get("__CURSOR") if isinstance(fields.get("__CURSOR"), str) else None,
+        cursor=cursor if isinstance(cursor, str) else None,
         realtime_us=_int(fields.get("__REALTIME_TIMESTAMP")),
-        pid=_int(fields.get("_PID")),
-        priority=prio if prio is not None else 6,
-        invocation_id=fields.get("_SYSTEMD_INVOCATION_ID") or fields.get("INVOCATION_ID"),
-        unit=fields.get("UNIT") or fields.get("_SYSTEMD_UNIT"),
-        identifier=ident if isinstance(ident, str) else None,
+        pid=pid_number,
+        priority=priority if priority is not None else 6,
+        invocation_id=_shared(fields.get("_SYSTEMD_INVOCATION_ID") or fields.get("INVOCATION_ID")),
+        unit=_shared(fields.get("UNIT") or fields.get("_SYSTEMD_UNIT")),
+        identifier=_shared(fields.get("SYSLOG_IDENTIFIER")),
         binary=binary,
     )
+
+
+def parse_json_line(line: str | bytes) -> JournalEntry:
+    """One `journalctl -o json` line -> entry. Raises ValueError on a line that is not JSON."""
+    return from_fields(orjson.loads(line))
+
+
+def parse_json_lines(lines: Iterable[str | bytes]) -> list[JournalEntry]:
+    """Entries of the lines that are journal objects; blank and broken lines (a cut
+    connection) are skipped, not fatal.
+
+    The cyclic garbage collector is paused meanwhile: a batch makes no cycles, and with a
+    large window of entries alive its passes cost more than the parsing."""
+    loads = orjson.loads
+    out: list[JournalEntry] = []
+    append = out.append
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for line in lines:
+            try:
+                fields = loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if fields.__class__ is dict:
+                append(from_fields(fields))
+    finally:
+        if collecting:
+            gc.enable()
+    return out

@@ -1,0 +1,296 @@
+"""Folding journal lines into records: plain lines and whole traceback blocks.
+
+Lines of several processes interleave in the journal, so each stream (a `_PID`, or the one
+stream of plain text) has at most one open traceback, which takes that stream's lines while
+they fit Python's traceback grammar. Ranks that share a PID (SGLang's workers inherit the
+main process's stdout, so journald stamps them all with its PID) are told apart by the log
+prefix: a prefixed line of another rank passes by an open traceback without closing it.
+
+A traceback closes at the first line of its stream that cannot continue it, at an exit of
+its unit (any message of PID 1 about the unit), or on `close()`. journald may read a dying
+process's last lines after systemd reported the exit, so a traceback closed by an exit
+takes its stream's next line back if that line fits.
+
+A line that looks like a frame while no traceback is open is a plain line, unless the next
+line of its stream continues it as a traceback would: then it is the start of a traceback
+whose head was cut off (`tail -20`), or of a SyntaxError printed without a header, and the
+record changes from a line into a traceback in place.
+
+Per line the common case is one dict lookup, two string tests and one small object.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from cockpit.systemd.entry import JournalEntry
+from cockpit.traceback.grammar import (EXCEPTION, FRAME, GROUP_HEADER, HEADER, RELATIONS, continues_frames,
+                                       is_group_closing, is_group_line, is_log_line, log_rank,
+                                       opens_headerless_group)
+from cockpit.traceback.model import TEXT_SOURCE, Line, Traceback
+
+Record = Line | Traceback
+
+# What an open traceback expects next.
+FRAMES, GROUP, MESSAGE, AFTER_BLANK, MARKER, MARKER_BLANK = range(6)
+_NOT_TEXT = ("", " ", "\t")
+
+
+class Change(NamedTuple):
+    kind: str  # "appended" or "updated"
+    index: int  # into Folder.records
+
+
+class BatchChanges(NamedTuple):
+    """What one `feed_batch` did: records[first_new:] are new; `updated` lists older ones
+    that changed (a traceback took lines, closed, or a line became a traceback)."""
+
+    first_new: int
+    updated: list[int]
+
+
+class _Open:
+    __slots__ = ("tb", "index", "state", "box_closed")
+
+    def __init__(self, tb: Traceback, index: int, state: int) -> None:
+        self.tb = tb
+        self.index = index
+        self.state = state
+        self.box_closed = False
+
+
+class Folder:
+    """Incremental: feed entries as they arrive; `records` grows and updates in place."""
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self._open: dict[int | None, _Open] = {}
+        self._exited: dict[int | None, _Open] = {}  # closed by their unit's exit, may take late lines
+        self._frame_like: dict[int | None, int] = {}  # stream -> index of a Line that looks like a frame
+        self._updated: set[int] = set()
+
+    # --- feeding ------------------------------------------------------------------------
+
+    def feed(self, entry: JournalEntry) -> list[Change]:
+        n = len(self.records)
+        self._entry(entry)
+        return self._changes(n)
+
+    def feed_text(self, line: str) -> list[Change]:
+        n = len(self.records)
+        self._line(line, TEXT_SOURCE)
+        return self._changes(n)
+
+    def feed_batch(self, entries: Iterable[JournalEntry]) -> BatchChanges:
+        """Many entries at once, with one summary instead of a change per record.
+
+        A line that no traceback could want (the common case) is appended right here. The
+        cyclic garbage collector is paused meanwhile: folding makes no cycles, and with a
+        large window of records alive its passes cost more than the folding."""
+        n = len(self.records)
+        opened, exited, frame_like = self._open, self._exited, self._frame_like
+        append = self.records.append
+        entry_ = self._entry
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for entry in entries:
+                text = entry.message
+                pid = entry.pid
+                if ((opened and (pid in opened or pid == 1)) or (exited and pid in exited)
+                        or (frame_like and pid in frame_like) or text.endswith(HEADER)
+                        or text.startswith("  ") or "\n" in text):
+                    entry_(entry)
+                else:
+                    append(Line(text, entry))
+        finally:
+            if collecting:
+                gc.enable()
+        updated = sorted(i for i in self._updated if i < n)
+        self._updated.clear()
+        return BatchChanges(n, updated)
+
+    def close(self, pid: int | None = None) -> list[Change]:
+        """Close the open tracebacks of `pid`, or all of them: the input ended or the
+        process is gone. An unfinished one stays a record, with complete=False."""
+        n = len(self.records)
+        for key, op in list(self._open.items()):
+            if pid is None or key == pid:
+                self._close(op)
+        for key in [k for k in self._frame_like if pid is None or k == pid]:
+            del self._frame_like[key]
+        return self._changes(n)
+
+    def discard(self, count: int) -> None:
+        """Forget the oldest `count` records (a bounded window); later indices shift down
+        by `count`. An open traceback among them is forgotten too."""
+        if count <= 0:
+            return
+        del self.records[:count]
+        for table in (self._open, self._exited):
+            for key, op in list(table.items()):
+                if op.index < count:
+                    del table[key]
+                else:
+                    op.index -= count
+        self._frame_like = {k: i - count for k, i in self._frame_like.items() if i >= count}
+        self._updated = {i - count for i in self._updated if i >= count}
+
+    @property
+    def open_tracebacks(self) -> list[Traceback]:
+        return [op.tb for op in self._open.values()]
+
+    # --- one line -----------------------------------------------------------------------
+
+    def _entry(self, entry: JournalEntry) -> None:
+        message = entry.message
+        if "\n" in message:  # a MESSAGE sent whole over the native protocol
+            for text in message.split("\n"):
+                self._line(text, entry)
+        else:
+            self._line(message, entry)
+
+    def _line(self, text: str, entry: JournalEntry) -> None:
+        key = entry.pid
+        if self._open:
+            op = self._open.get(key)
+            if op is not None and self._continue(op, text, entry):
+                return
+        if self._exited and key in self._exited and self._reopen(key, text, entry):
+            return
+        if self._frame_like:
+            index = self._frame_like.pop(key, None)
+            if index is not None and continues_frames(text):
+                self._promote(index, key, text, entry)
+                return
+        if key == 1 and self._open:
+            self._exit_of(entry.unit)
+        if text.endswith(HEADER):
+            self._start(text, entry, GROUP if text.endswith(GROUP_HEADER) else FRAMES)
+            return
+        if text.startswith("  "):
+            if text.startswith('  File "') and FRAME.match(text):
+                self._frame_like[key] = len(self.records)
+            elif opens_headerless_group(text):
+                self._start(text, entry, GROUP)
+                return
+        self.records.append(Line(text, entry))
+
+    def _continue(self, op: _Open, text: str, entry: JournalEntry) -> bool:
+        """Let the open traceback take the line; False when it closed instead."""
+        state = op.state
+        tb = op.tb
+        if state == FRAMES:
+            if text.startswith("  "):  # frames, code, carets, `[Previous line repeated ...]`
+                return self._add(op, text, entry)
+            if not text.endswith(HEADER):
+                rank = log_rank(text)
+                if rank is not None:
+                    if (rank or None) != tb.rank:
+                        self.records.append(Line(text, entry))  # another rank of a shared PID
+                        return True
+                elif text[:1] not in _NOT_TEXT and EXCEPTION.match(text):
+                    op.state = MESSAGE
+                    tb.complete = not tb.truncated
+                    return self._add(op, text, entry)
+        elif state == MESSAGE:
+            if text == "":
+                op.state = AFTER_BLANK
+                return self._add(op, text, entry)
+            if not (text.endswith(HEADER) or is_log_line(text)):
+                return self._add(op, text, entry)
+        elif state == GROUP:
+            if is_group_line(text):
+                op.box_closed = is_group_closing(text)
+                tb.complete = op.box_closed and not tb.truncated
+                return self._add(op, text, entry)
+            if op.box_closed:
+                if text == "":
+                    op.state = AFTER_BLANK
+                    return self._add(op, text, entry)
+            else:
+                rank = log_rank(text)
+                if rank is not None and (rank or None) != tb.rank:
+                    self.records.append(Line(text, entry))
+                    return True
+        elif state == AFTER_BLANK:
+            if text in RELATIONS:
+                op.state = MARKER
+                tb.complete = False
+                return self._add(op, text, entry)
+        elif state == MARKER:
+            if text == "":
+                op.state = MARKER_BLANK
+                return self._add(op, text, entry)
+        elif state == MARKER_BLANK:
+            if text == HEADER:
+                op.state = FRAMES
+                return self._add(op, text, entry)
+            if text == "  " + GROUP_HEADER or opens_headerless_group(text):
+                op.state = GROUP
+                op.box_closed = False
+                return self._add(op, text, entry)
+            if text[:1] not in _NOT_TEXT and EXCEPTION.match(text):  # a part that was never raised
+                op.state = MESSAGE
+                tb.complete = not tb.truncated
+                return self._add(op, text, entry)
+        self._close(op)
+        return False
+
+    def _add(self, op: _Open, text: str, entry: JournalEntry) -> bool:
+        tb = op.tb
+        tb.lines.append(text)
+        tb.times.append(entry.realtime_us)
+        if entry is not TEXT_SOURCE and entry.priority < tb.priority:
+            tb.priority = entry.priority
+        self._updated.add(op.index)
+        return True
+
+    def _start(self, text: str, entry: JournalEntry, state: int) -> None:
+        tb = Traceback([text], [entry.realtime_us], pid=entry.pid, rank=log_rank(text) or None,
+                       unit=entry.unit, cursor=entry.cursor, invocation_id=entry.invocation_id,
+                       priority=None if entry is TEXT_SOURCE else entry.priority, open=True)
+        self._open[entry.pid] = _Open(tb, len(self.records), state)
+        self.records.append(tb)
+
+    def _promote(self, index: int, key: int | None, text: str, entry: JournalEntry) -> None:
+        first = self.records[index]
+        assert isinstance(first, Line)
+        lines = [first.text, text]
+        source = first.entry
+        tb = Traceback(lines, [source.realtime_us, entry.realtime_us], pid=source.pid,
+                       rank=None, unit=source.unit, cursor=source.cursor,
+                       invocation_id=source.invocation_id,
+                       priority=None if source is TEXT_SOURCE else min(source.priority, entry.priority),
+                       open=True, truncated=", in " in first.text)
+        self.records[index] = tb
+        self._open[key] = _Open(tb, index, FRAMES)
+        self._updated.add(index)
+
+    def _close(self, op: _Open) -> None:
+        tb = op.tb
+        tb.open = False
+        del self._open[tb.pid]
+        self._updated.add(op.index)
+
+    def _exit_of(self, unit: str | None) -> None:
+        if unit is None:
+            return
+        for key, op in list(self._open.items()):
+            if op.tb.unit == unit:
+                self._close(op)
+                self._exited[key] = op
+
+    def _reopen(self, key: int | None, text: str, entry: JournalEntry) -> bool:
+        op = self._exited.pop(key)
+        op.tb.open = True
+        self._open[key] = op
+        return self._continue(op, text, entry)
+
+    def _changes(self, n: int) -> list[Change]:
+        changes = [Change("updated", i) for i in sorted(self._updated) if i < n]
+        changes += [Change("appended", i) for i in range(n, len(self.records))]
+        self._updated.clear()
+        return changes

@@ -1,0 +1,88 @@
+"""What the lines of a Python traceback, and of the logs around it, look like.
+
+The folder calls these only after a plain string test (`startswith`, `endswith`) has
+narrowed a line down, so a busy log costs no regular expression per line. Every pattern is
+anchored at the start and has no nested repetition: a 100,000-character line costs at most
+one linear scan, never a backtracking blow-up.
+"""
+
+from __future__ import annotations
+
+import re
+
+HEADER = "Traceback (most recent call last):"
+GROUP_HEADER = "+ Exception Group Traceback (most recent call last):"
+CAUSE = "The above exception was the direct cause of the following exception:"
+CONTEXT = "During handling of the above exception, another exception occurred:"
+RELATIONS = {CAUSE: "cause", CONTEXT: "context"}
+
+# SGLang: `[%Y-%m-%d %H:%M:%S{ DPn}{ PPn}{ TPn}{ EPn}] `; other rank tokens are accepted too.
+_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z]+\d+)*)\]")
+# `  File "x.py", line 3, in f`; SyntaxError's location line has no `, in f`.
+FRAME = re.compile(r'  File "(.*)", line (\d+|None)(?:, in (.*))?\Z', re.S)
+# `torch.OutOfMemoryError: ...`, `AssertionError`, `f.<locals>.MyError: x`, `<unknown>.E`.
+_NAME = r"(?:[^\W\d]\w*|<\w+>)(?:\.(?:[^\W\d]\w*|<\w+>))*"
+EXCEPTION = re.compile(rf"({_NAME})(?::(?: (.*))?)?\Z", re.S)
+# uvicorn (`INFO:     127.0.0.1:5000 - ...`) and Python warnings (`/x.py:92: UserWarning: ...`).
+_LEVEL = re.compile(r"(?:TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL):\s")
+_WARNING = re.compile(r"\S+:\d+: [A-Z]\w*Warning: ")
+
+
+def log_rank(line: str) -> str | None:
+    """The rank of an SGLang-prefixed line: "TP3", "DP1 TP3", "" without rank tokens; None
+    when the line has no SGLang prefix at all."""
+    if not line.startswith("[20"):
+        return None
+    m = _PREFIX.match(line)
+    return m[1][1:] if m else None
+
+
+def opens_traceback(line: str) -> bool:
+    """A traceback starts here, possibly mid-line after a log prefix and message."""
+    return line.endswith(HEADER)
+
+
+def is_group_header(line: str) -> bool:
+    return line.endswith(GROUP_HEADER)
+
+
+def is_log_line(line: str) -> bool:
+    """A line that a logger wrote, so it cannot continue an exception message."""
+    first = line[:1]
+    if first == "[":
+        return log_rank(line) is not None
+    if "A" <= first <= "Z" and _LEVEL.match(line):
+        return True
+    return bool(first) and first not in " \t" and _WARNING.match(line) is not None
+
+
+def is_caret(line: str) -> bool:
+    """Python 3.11+ position markers under a code line: `^^^^`, `~~~~^^^^~~`."""
+    marks = line.strip()
+    return bool(marks) and not marks.strip("^~")
+
+
+def is_group_line(line: str) -> bool:
+    """A line of an exception group's box: `  | ...`, `  +-+---- 1 ----`, `    | ...`."""
+    if not line.startswith("  "):
+        return False
+    return line.lstrip(" ")[:1] in ("|", "+")
+
+
+def is_group_closing(line: str) -> bool:
+    """`    +------------------------------------`: the last member of a group box ends."""
+    marks = line.lstrip(" ")
+    return marks.startswith("+---") and not marks.strip("+-")
+
+
+def opens_headerless_group(line: str) -> bool:
+    """`  | ExceptionGroup: msg (2 sub-exceptions)`: a group raised without a traceback of
+    its own (`except*` re-raising) prints no header."""
+    return (line.startswith("  | ") and line.endswith(("sub-exceptions)", "sub-exception)"))
+            and EXCEPTION.match(line, 4) is not None)
+
+
+def continues_frames(line: str) -> bool:
+    """A frame, a code or caret line under it, or a recursion summary."""
+    return (line.startswith("    ") or line.startswith('  File "')
+            or line.startswith("  [Previous line repeated "))

@@ -1,0 +1,197 @@
+"""The records a fold produces: plain lines and traceback blocks.
+
+A `Line` keeps a reference to its journal entry rather than copies of its fields: a million
+of them is the normal size of a fold, so each costs one small object. A `Traceback` keeps its
+lines and reads its structure (frames, exception, chain, group members) on demand, again
+each time lines have arrived since: records update in place while a traceback is printed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cockpit.systemd.entry import JournalEntry
+from cockpit.traceback.grammar import log_rank
+
+if TYPE_CHECKING:
+    from cockpit.traceback.structure import Part
+
+TEXT_SOURCE = JournalEntry(message="")  # the entry of every line that came as plain text
+
+
+@dataclass(slots=True)
+class Frame:
+    file: str
+    line: int | None
+    function: str | None  # None on a SyntaxError's location line
+    code: str | None  # the statement as printed, stripped; lines joined with "\n"; no carets
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "function": self.function, "code": self.code}
+
+
+def _time(realtime_us: int | None) -> str | None:
+    return None if realtime_us is None else str(realtime_us)
+
+
+class Line:
+    """A line that belongs to no traceback."""
+
+    __slots__ = ("text", "entry")
+    kind = "line"
+
+    def __init__(self, text: str, entry: JournalEntry) -> None:
+        self.text = text
+        self.entry = entry  # shared by the lines of one multi-line MESSAGE
+
+    @property
+    def from_text(self) -> bool:
+        return self.entry is TEXT_SOURCE
+
+    @property
+    def pid(self) -> int | None:
+        return self.entry.pid
+
+    @property
+    def rank(self) -> str | None:
+        return log_rank(self.text) or None
+
+    @property
+    def unit(self) -> str | None:
+        return self.entry.unit
+
+    @property
+    def time(self) -> str | None:
+        """`__REALTIME_TIMESTAMP` as the journal writes it: microseconds, decimal."""
+        return _time(self.entry.realtime_us)
+
+    @property
+    def priority(self) -> int | None:
+        return None if self.entry is TEXT_SOURCE else self.entry.priority
+
+    @property
+    def cursor(self) -> str | None:
+        return self.entry.cursor
+
+    @property
+    def invocation_id(self) -> str | None:
+        return self.entry.invocation_id
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "line", "text": self.text, "pid": self.pid, "rank": self.rank, "unit": self.unit,
+                "time": self.time, "priority": self.priority}
+
+
+class Traceback:
+    """A traceback block: the exception that propagated, and the chain printed before it.
+
+    `lines` are the input lines exactly (log prefix, carets, chain markers and the blank
+    line logging adds included). For a block still being printed, `open` is True and
+    `complete` says whether its last exception line has arrived. `truncated`: the start of
+    the block was cut off (`tail -20`), so it began at a frame line.
+    """
+
+    __slots__ = ("pid", "rank", "unit", "lines", "times", "cursor", "invocation_id", "priority",
+                 "complete", "open", "truncated", "relation", "_read", "_read_at")
+    kind = "traceback"
+
+    def __init__(self, lines: list[str], times: list[int | None], *, pid: int | None = None,
+                 rank: str | None = None, unit: str | None = None, cursor: str | None = None,
+                 invocation_id: str | None = None, priority: int | None = None, complete: bool = False,
+                 open: bool = False, truncated: bool = False, relation: str | None = None) -> None:
+        self.lines = lines
+        self.times = times  # each line's __REALTIME_TIMESTAMP (None for text)
+        self.pid = pid
+        self.rank = rank
+        self.unit = unit
+        self.cursor = cursor  # the first line's, for paging the journal from here
+        self.invocation_id = invocation_id
+        self.priority = priority  # the most severe of its lines'
+        self.complete = complete
+        self.open = open
+        self.truncated = truncated
+        self.relation = relation  # on a chained part: "cause" or "context"
+        self._read: _Reading | None = None
+        self._read_at = -1
+
+    @property
+    def start(self) -> str | None:
+        return _time(self.times[0]) if self.times else None
+
+    def _reading(self) -> _Reading:
+        if self._read_at != len(self.lines) or self._read is None:
+            from cockpit.traceback.structure import parse_block
+
+            self._read = _Reading.of(self, parse_block(self.lines))
+            self._read_at = len(self.lines)
+        return self._read
+
+    @property
+    def frames(self) -> list[Frame]:
+        return self._reading().frames
+
+    @property
+    def exception(self) -> str | None:
+        return self._reading().exception
+
+    @property
+    def message(self) -> str:
+        return self._reading().message
+
+    @property
+    def chained(self) -> list[Traceback]:
+        """The earlier exceptions of the chain, in printed order."""
+        return self._reading().chained
+
+    @property
+    def sub_exceptions(self) -> list[Traceback]:
+        """An exception group's members, each with its own chain."""
+        return self._reading().sub_exceptions
+
+    @property
+    def failing_frame(self) -> Frame | None:
+        frames = self.frames
+        return frames[-1] if frames else None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"kind": "traceback", "pid": self.pid, "rank": self.rank, "unit": self.unit,
+               "start": self.start, "lines": self.lines, "frames": [f.to_json() for f in self.frames],
+               "exception": self.exception, "message": self.message,
+               "chained": [c.to_json() for c in self.chained], "complete": self.complete,
+               "sub_exceptions": [s.to_json() for s in self.sub_exceptions], "truncated": self.truncated}
+        if self.relation is not None:
+            out["relation"] = self.relation
+        return out
+
+
+@dataclass(slots=True)
+class _Reading:
+    frames: list[Frame]
+    exception: str | None
+    message: str
+    chained: list[Traceback]
+    sub_exceptions: list[Traceback]
+
+    @classmethod
+    def of(cls, block: Traceback, chain: list[Part]) -> _Reading:
+        if not chain:
+            return cls([], None, "", [], [])
+        *earlier, last = chain
+        return cls(last.frames, last.exception, last.message, [_part(block, p) for p in earlier],
+                   [_member(block, member) for member in last.members])
+
+
+def _part(block: Traceback, part: Part, chained: list[Traceback] | None = None) -> Traceback:
+    tb = Traceback(block.lines[part.first:part.end], block.times[part.first:part.end], pid=block.pid,
+                   rank=block.rank, unit=block.unit, invocation_id=block.invocation_id,
+                   priority=block.priority, complete=part.exception is not None, relation=part.relation)
+    tb._read = _Reading(part.frames, part.exception, part.message, chained or [],
+                        [_member(block, member) for member in part.members])
+    tb._read_at = len(tb.lines)
+    return tb
+
+
+def _member(block: Traceback, chain: list[Part]) -> Traceback:
+    *earlier, last = chain
+    return _part(block, last, [_part(block, p) for p in earlier])
