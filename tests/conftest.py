@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("COCKPIT_SHARED", ROOT.parent / "shared"))
+SHARED = Path(os.environ.get("COCKPIT_SHARED") or (
+    ROOT.parent / "shared" if (ROOT.parent / "shared" / "fixtures").is_dir() else ROOT / "tests" / "shared"))
 FIXTURES = SHARED / "fixtures"
 TEST_LAB = os.environ.get("COCKPIT_TEST_LAB", "cockpit-test")  # one name per concurrent test run
 
