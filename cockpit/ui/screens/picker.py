@@ -39,6 +39,7 @@ class PickerScreen(ModalScreen[Target | None]):
 
     def on_mount(self) -> None:
         self._fill()
+        self.query_one("#units", OptionList).focus()
         self.refresh_states()
 
     def _fill(self) -> None:
@@ -58,8 +59,8 @@ class PickerScreen(ModalScreen[Target | None]):
                 label.append(f"{t.host:<20} {t.unit:<36} ")
                 label.append(state or "checking", "grey50")
             options.add_option(Option(label, id=str(i)))
-        if highlighted is not None and highlighted < len(self.targets):
-            options.highlighted = highlighted
+        if self.targets:
+            options.highlighted = highlighted if highlighted is not None and highlighted < len(self.targets) else 0
 
     @work(exclusive=True, exit_on_error=False)
     async def refresh_states(self) -> None:
