@@ -14,6 +14,8 @@ from typing import Callable, Sequence
 
 from cockpit import __version__
 from cockpit.errors import CockpitError, UsageError
+from cockpit.sglang import explain_cli
+from cockpit.traceback import cli as fold_cli
 
 EXAMPLES = """\
 examples:
@@ -76,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--read-only", action="store_true", help="refuse every action that changes a host")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     _add_status(sub)
+    fold_cli.add_parser(sub)
+    explain_cli.add_parser(sub)
     _add_lab(sub)
     return parser
 
@@ -155,6 +159,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": _cmd_status,
+    "fold": fold_cli.run,
+    "explain": explain_cli.run,
     "lab": _cmd_lab,
 }
 

@@ -91,6 +91,17 @@ def source_files(package_root: Path) -> list[Path]:
 
 
 _VERSION_RE = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.M)
+_METADATA_RE = re.compile(r"^Version:\s*(\S+)", re.M)
+VERSION_MODULES = ("sglang/_version.py", "sglang/version.py")
+
+
+def version_from(metadata: str | None = None, module: str | None = None) -> str | None:
+    """The release from a dist-info METADATA text, else from a `__version__ = "..."` module."""
+    for text, pattern in ((metadata, _METADATA_RE), (module, _VERSION_RE)):
+        m = pattern.search(text) if text else None
+        if m:
+            return m.group(1)
+    return None
 
 
 def read_version(package_root: Path) -> str | None:
@@ -98,15 +109,15 @@ def read_version(package_root: Path) -> str | None:
     for dist in sorted(package_root.glob("sglang-*.dist-info")):
         meta = dist / "METADATA"
         if meta.is_file():
-            m = re.search(r"^Version:\s*(\S+)", meta.read_text(errors="replace"), re.M)
-            if m:
-                return m.group(1)
-    for candidate in ("sglang/_version.py", "sglang/version.py"):
+            found = version_from(metadata=meta.read_text(errors="replace"))
+            if found:
+                return found
+    for candidate in VERSION_MODULES:
         p = package_root / candidate
         if p.is_file():
-            m = _VERSION_RE.search(p.read_text(errors="replace"))
-            if m:
-                return m.group(1)
+            found = version_from(module=p.read_text(errors="replace"))
+            if found:
+                return found
     return None
 
 

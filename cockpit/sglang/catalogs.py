@@ -1,0 +1,61 @@
+"""Flag catalogs of the releases installed on hosts, read over the host's files (never an
+import), cached per host, package root and release."""
+
+from __future__ import annotations
+
+import posixpath
+
+from cockpit.errors import CockpitError
+from cockpit.remote.base import Host, HostError
+from cockpit.sglang.flags import VERSION_MODULES, Catalog, catalog_from_sources, version_from
+
+
+def package_root_of(path: str) -> str | None:
+    """`/opt/x/lib/python3.11/site-packages/sglang/srt/a.py` -> `/opt/x/lib/python3.11/site-packages`."""
+    marker = "/sglang/"
+    i = path.rfind(marker)
+    return path[:i] if i > 0 else None
+
+
+async def remote_version(host: Host, root: str) -> str | None:
+    found = await host.run(["find", root, "-maxdepth", "1", "-name", "sglang-*.dist-info"], timeout=30)
+    for dist in sorted(found.text.split()):
+        try:
+            version = version_from(metadata=(await host.read_file(f"{dist}/METADATA")).decode("utf-8", "replace"))
+        except HostError:
+            continue
+        if version:
+            return version
+    for module in VERSION_MODULES:
+        try:
+            version = version_from(module=(await host.read_file(f"{root}/{module}")).decode("utf-8", "replace"))
+        except HostError:
+            continue
+        if version:
+            return version
+    return None
+
+
+class CatalogCache:
+    def __init__(self) -> None:
+        self._catalogs: dict[tuple[str, str, str | None], Catalog] = {}
+
+    async def get(self, host: Host, root: str) -> Catalog:
+        version = await remote_version(host, root)
+        key = (host.name, root, version)
+        if key not in self._catalogs:
+            self._catalogs[key] = await self._load(host, root, version)
+        return self._catalogs[key]
+
+    async def _load(self, host: Host, root: str, version: str | None) -> Catalog:
+        srt = posixpath.join(root, "sglang", "srt")
+        listed = await host.run(["find", posixpath.join(srt, "arg_groups"), "-name", "*.py"], timeout=30)
+        paths = [posixpath.join(srt, "server_args.py"), *sorted(listed.text.split() if listed.ok else [])]
+        sources = {}
+        for path in paths:
+            try:
+                sources[path] = (await host.read_file(path)).decode("utf-8", "replace")
+            except HostError as e:
+                if path.endswith("server_args.py"):
+                    raise CockpitError(f"no SGLang flag list on {host.name}: {e}") from None
+        return catalog_from_sources(sources, version)

@@ -1,0 +1,241 @@
+"""The failing statement of a traceback, in terms of the server's flags.
+
+From the failing frame's file and line: parse the source with `ast`, find the statement the
+line belongs to (a multi-line `assert`, the test of an `if`, a `raise`), find which names the
+function binds to the ServerArgs object (its parameters, `self` in ServerArgs, and anything
+assigned from them, such as `cfg = resolving_view(server_args)` in 0.5.13 and later), and
+collect the attributes of those names that the statement and its guarding `if` read. That
+works across releases without a table of versions: only the flag catalog is consulted, to
+map an attribute to its spelling on the command line.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from cockpit.sglang.flags import Catalog
+
+_ARGS_NAMES = {"server_args", "args", "sa"}
+
+
+@dataclass
+class Explanation:
+    file: str
+    line: int  # the line the traceback named
+    start_line: int  # the failing statement's range
+    end_line: int
+    statement: str
+    kind: str  # "assert", "compare", "raise", "statement"
+    guard: str | None = None  # the innermost `if` test that led here
+    requirement: str | None = None  # what an assert demands
+    none_flag: str | None = None  # the flag whose value was None in a `None > 1` TypeError
+    flags: list[str] = field(default_factory=list)
+    attributes: list[str] = field(default_factory=list)
+
+    def sentence(self, values: Mapping[str, str | None] | None = None) -> str:
+        """One paragraph for the user; `values` are the unit's current flags (None: a switch)."""
+        if self.kind == "assert" and self.requirement:
+            head = (f"This check failed: `{self.guard}` requires `{self.requirement}`." if self.guard
+                    else f"This check failed: `{self.requirement}`.")
+        elif self.none_flag:
+            attr = self.none_flag.lstrip("-").replace("-", "_")
+            head = (f"`{self.statement.splitlines()[0].strip()}` failed because {attr} was None: "
+                    f"{self.none_flag} is not set.")
+        elif self.guard:
+            head = f"This statement ran because `{self.guard}`: `{_one_line(self.statement)}`."
+        else:
+            head = f"The failing statement: `{_one_line(self.statement)}`."
+        if not self.flags:
+            return head
+        text = f"{head} Flags involved: {', '.join(self.flags)}"
+        if values is not None:
+            shown = [f"{f} {values[f]}" if values.get(f) is not None else (f if f in values else f"{f} unset")
+                     for f in self.flags]
+            text += f" (current values from the unit: {', '.join(shown)})"
+        return text + "."
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "line": self.line, "start_line": self.start_line, "end_line": self.end_line,
+                "statement": self.statement, "kind": self.kind, "guard": self.guard,
+                "requirement": self.requirement, "none_flag": self.none_flag, "flags": self.flags,
+                "sentence": self.sentence()}
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _node_range(node: ast.AST) -> tuple[int, int]:
+    return node.lineno, getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
+
+
+def _contains(node: ast.AST, line: int) -> bool:
+    start, end = _node_range(node)
+    return start <= line <= end
+
+
+def _path_to(tree: ast.Module, line: int) -> list[ast.AST]:
+    """Outermost to innermost nodes (statements and `if` tests) that contain the line."""
+    path: list[ast.AST] = []
+    body: list[ast.AST] = list(tree.body)
+    while True:
+        found = None
+        for node in body:
+            if isinstance(node, ast.stmt) and _contains(node, line):
+                found = node
+                break
+        if found is None:
+            return path
+        path.append(found)
+        header = _header(found)
+        if header is not None and _contains(header, line):
+            path.append(header)
+            return path
+        body = [n for name in ("body", "orelse", "finalbody", "handlers") for n in getattr(found, name, []) or []]
+        body += [n for h in getattr(found, "handlers", []) or [] for n in h.body]
+        if isinstance(found, ast.Match):
+            body += [n for case in found.cases for n in case.body]
+
+
+def _header(node: ast.AST) -> ast.AST | None:
+    """The expression in a compound statement's header line(s) (`if x:`, `while x:`...)."""
+    if isinstance(node, (ast.If, ast.While)):
+        return node.test
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return node.iter
+    return None
+
+
+def _bound_names(func: ast.AST | None, class_name: str | None) -> set[str]:
+    """Names that hold the ServerArgs object (or a view of it) inside `func`."""
+    if func is None or not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set(_ARGS_NAMES)
+    bound = set()
+    params = func.args.posonlyargs + func.args.args + func.args.kwonlyargs
+    for i, arg in enumerate(params):
+        annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+        if "ServerArgs" in annotation or arg.arg in _ARGS_NAMES:
+            bound.add(arg.arg)
+        elif i == 0 and arg.arg == "self" and class_name and "ServerArgs" in class_name:
+            bound.add("self")
+    changed = True
+    while changed:  # names assigned from a bound name: `cfg = resolving_view(server_args)`, `x = self`
+        changed = False
+        for node in ast.walk(func):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                target, value = node.targets[0].id, node.value
+                if target in bound:
+                    continue
+                derived = (isinstance(value, ast.Name) and value.id in bound) or (
+                    isinstance(value, ast.Call) and any(isinstance(a, ast.Name) and a.id in bound for a in value.args))
+                if derived:
+                    bound.add(target)
+                    changed = True
+    return bound
+
+
+def _attributes(node: ast.AST | None, bound: set[str]) -> list[ast.Attribute]:
+    if node is None:
+        return []
+    called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    return [n for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id in bound and id(n) not in called]
+
+
+def _flag_of(attr: str, catalog: Catalog | None) -> str | None:
+    if catalog is None:
+        return "--" + attr.replace("_", "-")
+    flag = catalog.by_dest(attr) or catalog.get("--" + attr.replace("_", "-"))
+    return flag.name if flag is not None else None
+
+
+def _defaults_to_none(attr: str, catalog: Catalog | None) -> bool:
+    flag = catalog.by_dest(attr) if catalog is not None else None
+    return flag is None or flag.default is None
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for item in items:
+        seen.setdefault(item, None)
+    return list(seen)
+
+
+def explain(source: str, path: str, line: int, *, exception: str = "", message: str = "",
+            catalog: Catalog | None = None) -> Explanation:
+    """Explain the statement at `line` of `source`; raises ValueError when the line is outside it."""
+    tree = ast.parse(source, filename=path)
+    chain = _path_to(tree, line)
+    if not chain:
+        raise ValueError(f"{path}:{line} is not inside any statement of the file")
+    lines = source.splitlines()
+    func = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    cls = next((n for n in reversed(chain) if isinstance(n, ast.ClassDef)), None)
+    bound = _bound_names(func, cls.name if cls else None)
+    target = chain[-1]
+    guard_node = None
+    for outer, inner in zip(reversed(chain[:-1]), reversed(chain[1:])):
+        if isinstance(outer, ast.If) and inner is not outer.test:
+            guard_node = outer.test if inner in outer.body else ast.UnaryOp(ast.Not(), outer.test)
+            break
+        if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            break
+    start, end = _node_range(target)
+    statement = "\n".join(lines[start - 1:end])
+    kind = "statement"
+    requirement = None
+    none_flag = None
+    focus: ast.AST = target
+    if isinstance(target, ast.Assert):
+        kind, requirement = "assert", _one_line(ast.unparse(target.test))
+    elif isinstance(target, ast.Raise):
+        kind = "raise"
+    if exception == "TypeError" and "NoneType" in message:
+        compares = [n for n in ast.walk(target) if isinstance(n, (ast.Compare, ast.BinOp)) and _contains(n, line)]
+        op = re.search(r"'([^']+)' not supported", message)
+        none_left = "instances of 'NoneType' and" in message  # else the right operand was None
+        candidates = []
+        for node in compares:
+            ops = [_op_text(o) for o in (node.ops if isinstance(node, ast.Compare) else [node.op])]
+            if op and op.group(1) not in ops:
+                continue
+            side = node.left if none_left or not isinstance(node, ast.Compare) else node.comparators[0]
+            candidates += [(node, a) for a in _attributes(side, bound)]
+        # Several comparisons on the line: the one whose flag defaults to None is the culprit.
+        candidates.sort(key=lambda c: not _defaults_to_none(c[1].attr, catalog))
+        if candidates:
+            node, attr = candidates[0]
+            kind, focus = "compare", node
+            none_flag = _flag_of(attr.attr, catalog)
+            start, end = _node_range(node)
+            statement = _one_line(ast.unparse(node))
+    used = [a.attr for a in _attributes(focus, bound)]
+    guard_used = [a.attr for a in _attributes(guard_node, bound)] if kind != "compare" else []
+    attrs = _unique(used + guard_used)
+    return Explanation(
+        file=path, line=line, start_line=start, end_line=end, statement=statement.rstrip(), kind=kind,
+        guard=_one_line(_strip_bound(ast.unparse(guard_node), bound)) if guard_node is not None else None,
+        requirement=_strip_bound(requirement, bound) if requirement else None,
+        none_flag=none_flag,
+        flags=_unique(f for f in (_flag_of(a, catalog) for a in attrs) if f),
+        attributes=attrs,
+    )
+
+
+def _strip_bound(text: str, bound: set[str]) -> str:
+    """`cfg.speculative_num_steps is None` -> `speculative_num_steps is None`: the flag's own name."""
+    for name in sorted(bound, key=len, reverse=True):
+        text = re.sub(rf"\b{re.escape(name)}\.", "", text)
+    return text
+
+
+_OPS = {ast.Gt: ">", ast.Lt: "<", ast.GtE: ">=", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!=", ast.Add: "+",
+        ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+        ast.In: "in", ast.NotIn: "not in"}
+
+
+def _op_text(op: ast.AST) -> str:
+    return _OPS.get(type(op), type(op).__name__)

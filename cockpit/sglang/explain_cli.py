@@ -1,0 +1,105 @@
+"""`cockpit explain TRACEBACK_FILE --source-root DIR | --host H`: the failing statement and
+the flags it reads, as JSON. The traceback may be plain text or `journalctl -o json`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from cockpit.errors import CockpitError, UsageError
+from cockpit.sglang.explain import Explanation, explain
+from cockpit.sglang.flags import Catalog, load_catalog
+from cockpit.traceback.cli import fold
+from cockpit.traceback.model import Traceback
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("explain", help="the failing statement of a traceback, and the flags it reads",
+                              description="Reads a traceback (text or journalctl -o json), opens the failing "
+                                          "frame's source and prints the statement and the SGLang flags it reads.")
+    p.add_argument("file", metavar="TRACEBACK_FILE", help="the traceback (- for standard input)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--source-root", metavar="DIR",
+                       help="a local directory holding the release's site-packages (the frame paths are "
+                            "mapped under it by their part after site-packages/)")
+    where.add_argument("--host", help="read the files from this host (a config host or ssh_config alias)")
+    return p
+
+
+def last_traceback(path: str) -> Traceback:
+    data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    folder = fold(data.splitlines())
+    found = [r for r in folder.records if isinstance(r, Traceback) and r.frames]
+    if not found:
+        raise UsageError(f"{path}: no Python traceback with a frame in it")
+    return found[-1]
+
+
+def local_path(root: Path, remote: str) -> Path:
+    """The file under `root` for a frame path: the longest suffix of it that exists there."""
+    if "site-packages/" in remote:
+        candidate = root / remote.split("site-packages/", 1)[1]
+        if candidate.is_file():
+            return candidate
+    parts = Path(remote).parts
+    for i in range(1, len(parts)):
+        candidate = root.joinpath(*parts[i:])
+        if candidate.is_file():
+            return candidate
+    raise UsageError(f"{remote} is not under {root}")
+
+
+def _explain_local(tb: Traceback, root: Path) -> Explanation:
+    frame = tb.failing_frame
+    assert frame is not None and frame.line is not None
+    source = local_path(root, frame.file)
+    catalog: Catalog | None = None
+    if (root / "sglang" / "srt" / "server_args.py").is_file():
+        catalog = load_catalog(root)
+    return explain(source.read_text(errors="replace"), frame.file, frame.line, exception=tb.exception or "",
+                   message=tb.message, catalog=catalog)
+
+
+async def _explain_remote(tb: Traceback, host_name: str, config_path: str | None) -> Explanation:
+    from cockpit import config as config_mod
+    from cockpit.remote.pool import HostPool
+    from cockpit.remote.source import SourceCache
+    from cockpit.sglang.catalogs import CatalogCache, package_root_of
+
+    frame = tb.failing_frame
+    assert frame is not None and frame.line is not None
+    pool = HostPool(config_mod.load(config_path))
+    try:
+        host = pool.get(host_name)
+        source = await SourceCache().get(host, frame.file)
+        root = package_root_of(frame.file)
+        catalog = await CatalogCache().get(host, root) if root else None
+    finally:
+        await pool.close()
+    return explain(source.text, frame.file, frame.line, exception=tb.exception or "", message=tb.message,
+                   catalog=catalog)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        tb = last_traceback(args.file)
+        frame = tb.failing_frame
+        if frame is None or frame.line is None:
+            raise UsageError(f"{args.file}: the traceback's last frame names no line")
+        if args.source_root:
+            result = _explain_local(tb, Path(args.source_root))
+        else:
+            result = asyncio.run(_explain_remote(tb, args.host, getattr(args, "config", None)))
+    except OSError as e:
+        print(f"cockpit: cannot read {args.file}: {e.strerror or e}.", file=sys.stderr)
+        return 2
+    except (CockpitError, SyntaxError, ValueError) as e:
+        print(f"cockpit: {e}", file=sys.stderr)
+        return 2
+    out = result.to_json()
+    out["exception"] = tb.exception
+    print(json.dumps(out))
+    return 0
