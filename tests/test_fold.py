@@ -8,7 +8,6 @@ import itertools
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import orjson
@@ -19,6 +18,7 @@ from cockpit.traceback import BatchChanges, Change, Folder, Line, Traceback
 from cockpit.traceback import cli
 from cockpit.traceback.render import header, summary
 from tests.conftest import FIXTURES
+from tests.data.fold.checks import assert_every_line_once, assert_same, lines_of
 from tests.data.fold.crashes import Cfg, chained, check_eagle, cuda, down, group, group_handled, raised, resolve, syntax
 from tests.data.fold.truth import describe_exception, printed
 
@@ -84,49 +84,12 @@ def fold_text(lines: list[str]) -> Folder:
     return folder
 
 
-def lines_of(record: Line | Traceback) -> list[str]:
-    return record.lines if isinstance(record, Traceback) else [record.text]
-
-
-def assert_every_line_once(inputs: list[str], records: list[Line | Traceback]) -> None:
-    """Every input line is in exactly one record, each record's lines in input order, and
-    records in the order of their first lines."""
-    got = [line for r in records for line in lines_of(r)]
-    assert len(got) == len(inputs)
-    assert Counter(got) == Counter(inputs)
-    unused = {}
-    for position, line in enumerate(inputs):
-        unused.setdefault(line, []).append(position)
-    firsts = []
-    for record in records:
-        position = -1
-        for i, line in enumerate(lines_of(record)):
-            position = next(p for p in unused[line] if p > position)
-            unused[line].remove(position)
-            if i == 0:
-                firsts.append(position)
-    assert firsts == sorted(firsts)
-
-
 def tracebacks(folder: Folder) -> list[Traceback]:
     return [r for r in folder.records if isinstance(r, Traceback)]
 
 
 def frame_tuple(frame) -> tuple:
     return (frame.file, frame.line, frame.function, frame.code)
-
-
-def assert_same(got: dict, want: dict) -> None:
-    """A record's JSON against Python's own account of the exception (tests/data/fold/truth.py)."""
-    assert (got["exception"], got["message"]) == (want["exception"], want["message"])
-    assert [[f["file"], f["line"], f["function"], f["code"]] for f in got["frames"]] == want["frames"]
-    assert got.get("relation") == want["relation"]
-    assert len(got["chained"]) == len(want["chained"])
-    for g, w in zip(got["chained"], want["chained"]):
-        assert_same(g, w)
-    assert len(got["sub_exceptions"]) == len(want["sub_exceptions"])
-    for g, w in zip(got["sub_exceptions"], want["sub_exceptions"]):
-        assert_same(g, w)
 
 
 def logged(prefix: str, exc: BaseException) -> list[str]:
@@ -274,6 +237,33 @@ def test_exception_group_with_nestedgroups_and_chains() -> None:
     assert tb.sub_exceptions[2].chained[0].relation == "cause"
     assert [s.exception for s in tb.sub_exceptions[3].sub_exceptions] == ["FileNotFoundError", "RuntimeError"]
     assert_same(tb.to_json(), describe_exception(exc))
+
+
+@pytest.mark.parametrize("crash", [chained, group, group_handled])
+def test_chains_and_groups_as_the_journal_stores_them_without_blank_lines(crash) -> None:
+    """journald drops empty lines: no blank around `During handling...`, none after a block."""
+    exc = crash() if crash is group_handled else raised(crash)
+    block = [line for line in logged("[2026-05-25 19:34:29 TP4]", exc) if line]
+    folder = fold_entries([entry(text, 8) for text in block] + [entry("[2026-05-25 19:34:30 TP4] next", 8)])
+    [tb] = tracebacks(folder)
+    assert tb.lines == block and tb.complete
+    assert_same(tb.to_json(), describe_exception(exc))
+
+
+def test_exception_group_printed_by_the_interpreter_itself() -> None:
+    """An uncaught group: Python 3.11's C printer leaves a member's second message line
+    without the box's margin."""
+    code = ("import json, sys; sys.path[:0] = ['tests/data/fold']\n"
+            "from crashes import group\nfrom truth import describe_exception\n"
+            "def hook(t, e, tb):\n    print(json.dumps(describe_exception(e)))\n    sys.__excepthook__(t, e, tb)\n"
+            "sys.excepthook = hook\ngroup()\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    lines = run.stderr.splitlines()
+    if sys.version_info < (3, 12):
+        assert "second line of 0" in lines
+    [tb] = tracebacks(fold_text(lines))
+    assert tb.lines == lines
+    assert_same(tb.to_json(), orjson.loads(run.stdout))
 
 
 def test_exception_group_without_a_traceback_of_its_own() -> None:

@@ -26,9 +26,9 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from cockpit.systemd.entry import JournalEntry
-from cockpit.traceback.grammar import (EXCEPTION, FRAME, GROUP_HEADER, HEADER, RELATIONS, continues_frames,
-                                       is_group_closing, is_group_line, is_log_line, log_rank,
-                                       opens_headerless_group)
+from cockpit.traceback.grammar import (EXCEPTION, FRAME, GROUP_HEADER, GROUP_TAILS, HEADER, RELATIONS,
+                                       continues_frames, headerless_group_at, is_group_closing, is_group_line,
+                                       is_log_line, log_rank)
 from cockpit.traceback.model import TEXT_SOURCE, Line, Traceback
 
 Record = Line | Traceback
@@ -101,7 +101,7 @@ class Folder:
                 pid = entry.pid
                 if ((opened and (pid in opened or pid == 1)) or (exited and pid in exited)
                         or (frame_like and pid in frame_like) or text.endswith(HEADER)
-                        or text.startswith("  ") or "\n" in text):
+                        or text.startswith("  ") or text.endswith(GROUP_TAILS) or "\n" in text):
                     entry_(entry)
                 else:
                     append(Line(text, entry))
@@ -170,12 +170,11 @@ class Folder:
         if text.endswith(HEADER):
             self._start(text, entry, GROUP if text.endswith(GROUP_HEADER) else FRAMES)
             return
-        if text.startswith("  "):
-            if text.startswith('  File "') and FRAME.match(text):
-                self._frame_like[key] = len(self.records)
-            elif opens_headerless_group(text):
-                self._start(text, entry, GROUP)
-                return
+        if text.endswith(GROUP_TAILS) and headerless_group_at(text) >= 0:
+            self._start(text, entry, GROUP)
+            return
+        if text.startswith('  File "') and FRAME.match(text):
+            self._frame_like[key] = len(self.records)
         self.records.append(Line(text, entry))
 
     def _continue(self, op: _Open, text: str, entry: JournalEntry) -> bool:
@@ -195,40 +194,42 @@ class Folder:
                     op.state = MESSAGE
                     tb.complete = not tb.truncated
                     return self._add(op, text, entry)
-        elif state == MESSAGE:
+        elif state == GROUP and is_group_line(text):
+            op.box_closed = is_group_closing(text)
+            tb.complete = op.box_closed and not tb.truncated
+            return self._add(op, text, entry)
+        elif state == GROUP and not op.box_closed:
+            rank = log_rank(text)
+            if rank is not None:
+                if (rank or None) != tb.rank:
+                    self.records.append(Line(text, entry))
+                    return True
+            elif not (text.endswith(HEADER) or is_log_line(text)):
+                # a message line Python 3.11's printer left without the box's margin
+                return self._add(op, text, entry)
+        elif state == MESSAGE or state == GROUP:  # after the last exception line (or box)
+            if text in RELATIONS:  # the journal has no blank line before it: journald drops them
+                op.state = MARKER
+                tb.complete = False
+                return self._add(op, text, entry)
             if text == "":
                 op.state = AFTER_BLANK
                 return self._add(op, text, entry)
-            if not (text.endswith(HEADER) or is_log_line(text)):
+            if state == MESSAGE and not (text.endswith(HEADER) or is_log_line(text)):
                 return self._add(op, text, entry)
-        elif state == GROUP:
-            if is_group_line(text):
-                op.box_closed = is_group_closing(text)
-                tb.complete = op.box_closed and not tb.truncated
-                return self._add(op, text, entry)
-            if op.box_closed:
-                if text == "":
-                    op.state = AFTER_BLANK
-                    return self._add(op, text, entry)
-            else:
-                rank = log_rank(text)
-                if rank is not None and (rank or None) != tb.rank:
-                    self.records.append(Line(text, entry))
-                    return True
         elif state == AFTER_BLANK:
             if text in RELATIONS:
                 op.state = MARKER
                 tb.complete = False
                 return self._add(op, text, entry)
-        elif state == MARKER:
-            if text == "":
-                op.state = MARKER_BLANK
-                return self._add(op, text, entry)
-        elif state == MARKER_BLANK:
+        elif state == MARKER and text == "":
+            op.state = MARKER_BLANK
+            return self._add(op, text, entry)
+        else:  # MARKER or MARKER_BLANK: the next part of the chain starts
             if text == HEADER:
                 op.state = FRAMES
                 return self._add(op, text, entry)
-            if text == "  " + GROUP_HEADER or opens_headerless_group(text):
+            if text == "  " + GROUP_HEADER or headerless_group_at(text) == 0:
                 op.state = GROUP
                 op.box_closed = False
                 return self._add(op, text, entry)

@@ -75,11 +75,19 @@ def is_group_closing(line: str) -> bool:
     return marks.startswith("+---") and not marks.strip("+-")
 
 
-def opens_headerless_group(line: str) -> bool:
-    """`  | ExceptionGroup: msg (2 sub-exceptions)`: a group raised without a traceback of
-    its own (`except*` re-raising) prints no header."""
-    return (line.startswith("  | ") and line.endswith(("sub-exceptions)", "sub-exception)"))
-            and EXCEPTION.match(line, 4) is not None)
+GROUP_TAILS = ("sub-exceptions)", "sub-exception)")
+
+
+def headerless_group_at(line: str) -> int:
+    """Where `  | ExceptionGroup: msg (2 sub-exceptions)` starts in the line, or -1: a group
+    raised without a traceback of its own (`except*` re-raising) prints no header, and
+    SGLang's logger may put its prefix and message before it."""
+    if not line.endswith(GROUP_TAILS):
+        return -1
+    at = line.find("  | ")
+    if at < 0 or (at > 0 and log_rank(line) is None) or EXCEPTION.match(line, at + 4) is None:
+        return -1
+    return at
 
 
 def continues_frames(line: str) -> bool:

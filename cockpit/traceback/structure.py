@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cockpit.traceback.grammar import (EXCEPTION, FRAME, GROUP_HEADER, HEADER, RELATIONS, is_caret,
-                                       is_group_closing)
+from cockpit.traceback.grammar import (EXCEPTION, FRAME, GROUP_HEADER, HEADER, RELATIONS, headerless_group_at,
+                                       is_caret, is_group_closing, is_group_line)
 from cockpit.traceback.model import Frame
 
 
@@ -41,6 +41,8 @@ def parse_block(lines: list[str]) -> list[Part]:
         texts[0] = "  " + GROUP_HEADER  # a log prefix before it: `[...] Scheduler hit an exception:   + Exc...`
     elif first.endswith(HEADER):
         texts[0] = HEADER
+    elif (at := headerless_group_at(first)) > 0:
+        texts[0] = first[at:]
     return _chain(texts, 0, margin=False)
 
 
@@ -56,19 +58,17 @@ def _chain(texts: list[str], base: int, margin: bool) -> list[Part]:
         start = i
         relation = None
         if not margin and texts[i].startswith(("  + Exception Group", "  | ")):
-            j = i
-            while j < n and texts[j].startswith("  "):
-                j += 1
-            inner = _chain([t[2:] for t in texts[i:j]], base + i, margin=True)
+            region, j = _box(texts, i)
+            inner = _chain(region, base + i, margin=True)
             parts.extend(inner[:-1])
             part = inner[-1] if inner else Part([], None, "")
             i = j
-            if i < n and texts[i] == "":
-                if i + 1 < n and texts[i + 1] in RELATIONS:
-                    relation = RELATIONS[texts[i + 1]]
-                    i += 3 if i + 2 < n and texts[i + 2] == "" else 2
-                elif i + 1 == n:
-                    i += 1  # the blank line logging adds after a formatted traceback
+            k = i + 1 if i < n and texts[i] == "" else i
+            if k < n and texts[k] in RELATIONS:
+                relation = RELATIONS[texts[k]]
+                i = k + 2 if k + 1 < n and texts[k + 1] == "" else k + 1
+            elif k == n:
+                i = n  # the blank line logging adds after a formatted traceback
         else:
             own: list[str] = []
             members: list[list[int]] = []
@@ -95,7 +95,7 @@ def _chain(texts: list[str], base: int, margin: bool) -> list[Part]:
                             continue
                         in_members = False  # the last member's own closing line closed this box too
                     text = text[2:] if text[:1] in ("|", "+") else text
-                if own and own[-1] == "" and text in RELATIONS:
+                if own and text in RELATIONS:  # between blank lines, unless journald dropped them
                     relation = RELATIONS[text]
                     i += 1
                     if i < n and (texts[i] == "" or (margin and texts[i].rstrip() == "|")):
@@ -111,6 +111,29 @@ def _chain(texts: list[str], base: int, margin: bool) -> list[Part]:
         part.first, part.end, part.relation = base + start, base + i, relation
         parts.append(part)
     return parts
+
+
+def _box(texts: list[str], i: int) -> tuple[list[str], int]:
+    """An exception group's box from line i, one level of margin removed, and where it ends.
+
+    Python 3.11's own printer (uncaught exceptions; the traceback module does it right)
+    writes the second and later lines of a member's message without the box's margin, so
+    until a member ends, an unmarked line continues the line above it.
+    """
+    region: list[str] = []
+    n = len(texts)
+    while i < n:
+        text = texts[i]
+        if is_group_line(text):
+            region.append(text[2:])
+        elif region and not is_group_closing(region[-1]):
+            above = region[-1]
+            indent = len(above) - len(above.lstrip(" "))
+            region.append(above[:indent] + "| " + text)
+        else:
+            break
+        i += 1
+    return region, i
 
 
 def _plain(texts: list[str]) -> Part:
