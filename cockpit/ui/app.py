@@ -8,24 +8,31 @@ so tests can hand them recorded data (`live=False`).
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import replace
 
-from textual import work
+from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.widgets import Footer
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Input
 
 from cockpit.config import Config
 from cockpit.errors import CockpitError
 from cockpit.remote.pool import HostPool
+from cockpit.remote.source import SourceCache, SourceError, staleness
+from cockpit.sglang.catalogs import CatalogCache, package_root_of
+from cockpit.sglang.explain import explain
 from cockpit.systemd import journal
 from cockpit.systemd.control import UnitControl
 from cockpit.systemd.readiness import is_ready
 from cockpit.systemd.status import fetch
 from cockpit.targets import Target, all_targets
+from cockpit.traceback.model import Traceback
 from cockpit.ui.panes.journal import JournalView
+from cockpit.ui.panes.source import Shown, SourcePane, cached_highlight
 from cockpit.ui.panes.status import StatusPane
+from cockpit.ui.panes.tracebacks import TracebackList
 from cockpit.ui.screens.confirm import ConfirmModal
 from cockpit.ui.screens.picker import PickerScreen
 from cockpit.ui.screens.trust import trust_modal
@@ -58,14 +65,21 @@ class CockpitApp(App[None]):
         self.read_only = read_only
         self.live = live
         self.pool = HostPool(config, trust_prompt=self._ask_trust, on_state=self._host_state)
+        self.sources = SourceCache()
+        self.catalogs = CatalogCache()
+        self._prompt_kind: str | None = None
 
     # -- layout ---------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         host, unit = (self.target.host, self.target.unit) if self.target else ("-", "no unit")
         yield StatusPane(host, unit, id="status")
-        with Vertical(id="journal-box"):
-            yield JournalView(id="journal")
+        with Horizontal(id="main"):
+            with Vertical(id="journal-box"):
+                yield JournalView(id="journal")
+                yield Input(id="prompt")
+            yield TracebackList(id="tracebacks")
+        yield SourcePane(id="source")
         yield Footer()
 
     @property
@@ -78,6 +92,9 @@ class CockpitApp(App[None]):
 
     def on_mount(self) -> None:
         self.query_one("#journal-box").border_title = "journal"
+        self.query_one("#prompt").display = False
+        self.query_one(TracebackList).display = False
+        self.query_one(SourcePane).display = False
         self.journal_view.focus()
         if not self.live:
             return
@@ -175,11 +192,121 @@ class CockpitApp(App[None]):
         self.target = target
         pane = self.status_pane
         pane.host, pane.unit, pane.status = target.host, target.unit, None
-        view = self.journal_view
-        view.rows.clear()
-        view.follow = True
-        view.append_entries([])
+        self.journal_view.clear()
+        self.query_one(TracebackList).show([])
+        self.query_one(SourcePane).display = False
         self._start_feeds()
+
+    # -- tracebacks and source ---------------------------------------------------------------
+
+    def on_journal_view_tracebacks_changed(self, event: JournalView.TracebacksChanged) -> None:
+        self.query_one(TracebackList).show(self.journal_view.model.tracebacks())
+
+    def on_traceback_list_jump(self, event: TracebackList.Jump) -> None:
+        self.journal_view.toggle_record(event.record_index, True)
+        self.journal_view.jump_to_record(event.record_index)
+
+    def on_journal_view_open_frame(self, event: JournalView.OpenFrame) -> None:
+        self.open_frame(event.traceback, event.frame)
+
+    def on_source_pane_open(self, event: SourcePane.Open) -> None:
+        self.open_frame(event.traceback, event.frame)
+
+    def on_source_pane_closed(self, event: SourcePane.Closed) -> None:
+        self.query_one(SourcePane).display = False
+        self.journal_view.focus()
+
+    @work(exclusive=True, group="source", exit_on_error=False)
+    async def open_frame(self, traceback: Traceback, index: int) -> None:
+        pane = self.query_one(SourcePane)
+        frame = traceback.frames[index]
+        pane.traceback, pane.frame = traceback, index
+        pane.display = True
+        pane.set_title(f"{frame.file}:{frame.line} · frame {index + 1} of {len(traceback.frames)} · "
+                       f"{frame.function or ''}")
+        if self.target is None or frame.line is None:
+            return
+        host = self.pool.get(self.target.host)
+        try:
+            source = await self.sources.get(host, frame.file)
+        except SourceError as e:
+            pane.view.show(Shown(host.name, frame.file, 0, 1, 1, 1), "", None)
+            pane.set_message(str(e))
+            return
+        last = index == len(traceback.frames) - 1
+        try:
+            root = package_root_of(frame.file)
+            catalog = await self.catalogs.get(host, root) if root else None
+        except CockpitError:
+            catalog = None
+        try:
+            explained = explain(source.text, frame.file, frame.line, exception=(traceback.exception or "") if last else "",
+                                message=traceback.message if last else "", catalog=catalog)
+            start, end = explained.start_line, explained.end_line
+            message = explained.sentence() if last else f"Frame {index + 1}: `{explained.statement.strip()}`"
+        except (SyntaxError, ValueError) as e:
+            start = end = frame.line
+            message = f"Could not read the statement: {e}"
+        started = self.status_pane.status.exec_main_start if self.status_pane.status else None
+        crashed = traceback.times[0] / 1e6 if traceback.times and traceback.times[0] else None
+        warning = staleness(source, min(t for t in (started, crashed) if t) if (started or crashed) else None)
+        key = (source.host, source.path, source.mtime)
+        pane.view.show(Shown(*key, frame.line, start, end), source.text, cached_highlight(key))
+        pane.set_message((f"⚠ {warning}\n" if warning else "") + f"{traceback.exception}: {traceback.message}\n"
+                         + message if last else message)
+        pane.view.focus()
+        if cached_highlight(key) is None:
+            pane.highlight_in_thread(key, source.text, "monokai" if self.current_theme.dark else "friendly")
+
+    # -- the prompt line ---------------------------------------------------------------------
+
+    @on(JournalView.Prompt)
+    def show_prompt(self, event: JournalView.Prompt) -> None:
+        prompt = self.query_one("#prompt", Input)
+        self._prompt_kind = event.kind
+        prompt.placeholder = {
+            "search": "search the journal (regular expression); Enter to find, n/N next/previous",
+            "filter": "filter: err | warn | rank:TP3 | pid:1234 | tb | a regular expression (empty: all)",
+            "source-search": "search this file (regular expression)",
+            "goto": "go to line number",
+        }[event.kind]
+        prompt.value = ""
+        prompt.display = True
+        prompt.focus()
+
+    @on(Input.Submitted, "#prompt")
+    def prompt_submitted(self, event: Input.Submitted) -> None:
+        kind, text = self._prompt_kind, event.value.strip()
+        event.input.display = False
+        error = None
+        if kind in ("search", "filter"):
+            view = self.journal_view
+            error = view.set_search(text) if kind == "search" else view.set_filter(text)
+            view.focus()
+        else:
+            source = self.query_one(SourcePane).view
+            if kind == "goto":
+                if text.isdigit():
+                    source.goto(int(text))
+                else:
+                    error = f"{text!r} is not a line number"
+            elif text:
+                try:
+                    source.search = re.compile(text)
+                    if not source.find(source.search):
+                        error = f"{text!r} is not in this file"
+                except re.error as e:
+                    error = f"not a regular expression: {e}"
+            source.focus()
+        if error:
+            self.notify(error, severity="warning")
+
+    def on_key(self, event) -> None:
+        prompt = self.query_one("#prompt", Input)
+        if event.key == "escape" and prompt.display and prompt.has_focus:
+            prompt.display = False
+            self.journal_view.focus()
+            event.stop()
 
     async def on_unmount(self) -> None:
         await self.pool.close()

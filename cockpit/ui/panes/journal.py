@@ -1,27 +1,34 @@
-"""The journal pane: a Line-API view that renders only the rows on screen.
+"""The journal pane: a Line-API view over the folded journal; it renders only visible rows.
 
 Textual's Log and RichLog were 3x to 100x slower on a million lines (NOTES.md); this view
-keeps plain rows in a list, builds a Strip for a row only when it is visible, and takes
-lines in batches. New lines never move the view while the user reads older ones: following
-stops when they scroll up, and the border counts what arrived since.
+keeps a row model (journal_rows.py), builds a Strip for a row only when it is on screen, and
+takes entries in batches. Each traceback is one row until Enter unfolds it. New lines never
+move the view while the user reads older ones: following stops when they move up, and the
+border counts what arrived since.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 
 from rich.segment import Segment
+from rich.style import Style
+from textual import events
 from textual.binding import Binding
 from textual.geometry import Size
+from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from cockpit.systemd.entry import JournalEntry
+from cockpit.traceback.model import Traceback
+from cockpit.traceback.render import summary
+from cockpit.ui.panes.journal_rows import MAIN, SEPARATOR, Filter, JournalRows
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+TIME_WIDTH = 16
 
 
 def display_text(message: str) -> str:
@@ -34,98 +41,186 @@ def display_text(message: str) -> str:
     return _CONTROL.sub("\ufffd", message)
 
 
-@dataclass(slots=True)
-class Row:
-    text: str
-    time_us: int | None
-    priority: int
-    pid: int | None
-
-
 class JournalView(ScrollView, can_focus=True):
     BINDINGS = [
-        Binding("j,down", "scroll_lines(1)", "Down", show=False, id="journal.down"),
-        Binding("k,up", "scroll_lines(-1)", "Up", show=False, id="journal.up"),
+        Binding("j,down", "move(1)", "Down", show=False, id="journal.down"),
+        Binding("k,up", "move(-1)", "Up", show=False, id="journal.up"),
         Binding("g,home", "top", "Top", show=False, id="journal.top"),
         Binding("G,end", "bottom", "Bottom", key_display="G", id="journal.bottom"),
         Binding("ctrl+d,pagedown", "page(1)", "Page down", show=False, id="journal.page_down"),
         Binding("ctrl+u,pageup", "page(-1)", "Page up", show=False, id="journal.page_up"),
+        Binding("enter", "activate", "Unfold/open", id="journal.activate"),
+        Binding("right_square_bracket", "next_traceback(1)", "Next tb", key_display="]", id="journal.next_traceback"),
+        Binding("left_square_bracket", "next_traceback(-1)", "Prev tb", key_display="[", show=False,
+                id="journal.previous_traceback"),
+        Binding("z", "fold_all(False)", "Fold all", show=False, id="journal.fold_all"),
+        Binding("Z", "fold_all(True)", "Unfold all", show=False, id="journal.unfold_all"),
         Binding("f", "toggle_follow", "Follow", id="journal.follow"),
+        Binding("slash", "prompt('search')", "Search", key_display="/", id="journal.search"),
+        Binding("n", "search_next(1)", "Next match", show=False, id="journal.search_next"),
+        Binding("N", "search_next(-1)", "Prev match", show=False, id="journal.search_previous"),
+        Binding("F", "prompt('filter')", "Filter", id="journal.filter"),
         Binding("T", "toggle_time", "Times", id="journal.times"),
     ]
-    COMPONENT_CLASSES = {"journal--time", "journal--err", "journal--warn", "journal--dim"}
+    COMPONENT_CLASSES = {"journal--time", "journal--err", "journal--warn", "journal--traceback",
+                         "journal--traceback-open", "journal--frame", "journal--separator", "journal--cursor",
+                         "journal--match", "journal--gutter"}
 
     follow: reactive[bool] = reactive(True)
     show_time: reactive[bool] = reactive(True)
+    cursor: reactive[int] = reactive(0, always_update=True)
+
+    class OpenFrame(Message):
+        """Enter on a frame line of an unfolded traceback: the source pane opens it."""
+
+        def __init__(self, traceback: Traceback, frame: int) -> None:
+            super().__init__()
+            self.traceback = traceback
+            self.frame = frame
+
+    class Prompt(Message):
+        """Ask the pane's container for a line of input (search or filter)."""
+
+        def __init__(self, kind: str) -> None:
+            super().__init__()
+            self.kind = kind
+
+    class TracebacksChanged(Message):
+        pass
 
     def __init__(self, window: int = 200_000, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.window = window
-        self.rows: list[Row] = []
+        self.model = JournalRows(window)
         self.unread = 0
+        self.search: re.Pattern[str] | None = None
         self._widest = 0
 
     # -- data -----------------------------------------------------------------------------
 
     def append_entries(self, entries: list[JournalEntry]) -> None:
-        rows = [Row(display_text(e.message), e.realtime_us, e.priority, e.pid) for e in entries]
-        self.rows.extend(rows)
-        dropped = 0
-        if len(self.rows) > self.window:
-            dropped = len(self.rows) - self.window + self.window // 10  # drop in chunks, not per line
-            del self.rows[:dropped]
-        self._widest = max([self._widest, *(len(r.text) for r in rows)]) if rows else self._widest
+        model = self.model
+        rows_before = len(model.rows)
+        added = model.add(entries)
+        for i in range(len(model.rows) - added, len(model.rows)):
+            self._widest = max(self._widest, len(model.text(i)))
         self._resize()
         if self.follow:
+            self.cursor = max(0, len(model.rows) - 1)
             self.scroll_end(animate=False, immediate=True)
         else:
-            self.unread += len(rows)
-            if dropped:
-                self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True)
+            self.unread += max(0, len(model.rows) - rows_before)
+            self.cursor = min(self.cursor, max(0, len(model.rows) - 1))
+        if model.tracebacks_changed:
+            model.tracebacks_changed = False
+            self.post_message(self.TracebacksChanged())
         self._update_title()
         self.refresh()
 
-    def _resize(self) -> None:
-        self.virtual_size = Size(self._widest + self._prefix_width(), len(self.rows))
+    def clear(self) -> None:
+        self.model = JournalRows(self.model.window)
+        self.unread = 0
+        self._widest = 0
+        self.cursor = 0
+        self.follow = True
+        self._resize()
+        self.refresh()
 
-    def _prefix_width(self) -> int:
-        return 16 if self.show_time else 0
+    def _resize(self) -> None:
+        self.virtual_size = Size(self._widest + self._gutter() + 2, len(self.model.rows))
+
+    def _gutter(self) -> int:
+        return TIME_WIDTH if self.show_time else 0
 
     def _update_title(self) -> None:
-        self.border_subtitle = (f"▼ {self.unread} new line{'s' * (self.unread != 1)} · f to follow"
-                                if self.unread and not self.follow else ("following" if self.follow else "paused"))
+        parts = []
+        if self.model.filter.active:
+            parts.append("filtered (F to change)")
+        if self.unread and not self.follow:
+            parts.append(f"▼ {self.unread} new line{'s' * (self.unread != 1)} · f to follow")
+        else:
+            parts.append("following" if self.follow else "paused")
+        self.border_subtitle = " · ".join(parts)
 
     # -- rendering ------------------------------------------------------------------------
 
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(name)
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
-        index = scroll_y + y
+        row = scroll_y + y
         width = self.scrollable_content_region.width
-        if index >= len(self.rows):
-            return Strip.blank(width, self.rich_style)
-        row = self.rows[index]
         base = self.rich_style
-        if row.priority <= 3:
-            base = base + self.get_component_rich_style("journal--err")
-        elif row.priority == 4:
-            base = base + self.get_component_rich_style("journal--warn")
+        model = self.model
+        if row >= len(model.rows):
+            return Strip.blank(width, base)
+        index, part = model.rows[row]
+        record = model.records[index]
+        style = base
+        if part == SEPARATOR:
+            text = f"──── {model.separators.get(index, 'restart')} "
+            return Strip([Segment(text + "─" * max(0, width - len(text)), base + self._style("journal--separator"))]
+                         ).crop(0, width)
+        stamp_time: int | None = None
+        if isinstance(record, Traceback):
+            if part == MAIN:
+                mark = "▼" if id(record) in model.expanded else "▶"
+                tail = f" [{len(record.lines)} lines]" + (
+                    "" if record.complete else (" (still printing)" if record.open else " (incomplete)"))
+                head = f"{mark} {summary(record)}"
+                room = max(12, width - self._gutter() - len(tail))
+                text = (head if len(head) <= room else head[:room - 1] + "…") + tail  # the count stays in view
+                style = base + self._style("journal--traceback")
+                stamp_time = record.times[0] if record.times else None
+            else:
+                line = record.lines[part]
+                text = "  │ " + display_text(line)
+                style = base + self._style("journal--traceback-open")
+                if line.lstrip().startswith(("File ", "| File ")):
+                    style = style + self._style("journal--frame")
+                stamp_time = record.times[part] if part < len(record.times) else None
+        else:
+            text = display_text(record.text)
+            entry = record.entry
+            stamp_time = entry.realtime_us
+            if entry.priority <= 3:
+                style = base + self._style("journal--err")
+            elif entry.priority == 4:
+                style = base + self._style("journal--warn")
+        if row == self.cursor and self.has_focus:
+            style = style + self._style("journal--cursor")
         segments = []
-        if self.show_time:
-            stamp = time.strftime("%b %d %H:%M:%S ", time.localtime(row.time_us / 1e6)) if row.time_us else " " * 16
-            segments.append(Segment(stamp, base + self.get_component_rich_style("journal--time")))
-        prefix = self._prefix_width()
-        start = max(0, scroll_x - prefix)
-        text = row.text[start:start + width * 2]  # crop before building segments: lines can be 100 KB
-        segments.append(Segment(text, base))
+        gutter = self._gutter()
+        if gutter:
+            stamp = time.strftime("%b %d %H:%M:%S ", time.localtime(stamp_time / 1e6)) if stamp_time else " " * gutter
+            segments.append(Segment(stamp, base + self._style("journal--time")))
+        start = max(0, scroll_x - gutter)
+        visible = text[start:start + width * 2]  # crop before building segments: lines can be 100 KB
+        segments.extend(self._highlight(visible, style))
         strip = Strip(segments)
-        crop_from = min(scroll_x, prefix)
-        return strip.crop(crop_from, crop_from + width).extend_cell_length(width, base)
+        crop_from = min(scroll_x, gutter)
+        return strip.crop(crop_from, crop_from + width).extend_cell_length(width, style)
 
-    # -- actions --------------------------------------------------------------------------
+    def _highlight(self, text: str, style: Style) -> list[Segment]:
+        if self.search is None:
+            return [Segment(text, style)]
+        out, at = [], 0
+        match_style = style + self._style("journal--match")
+        for m in self.search.finditer(text):
+            if m.start() == m.end():
+                continue
+            out.append(Segment(text[at:m.start()], style))
+            out.append(Segment(text[m.start():m.end()], match_style))
+            at = m.end()
+        out.append(Segment(text[at:], style))
+        return out
+
+    # -- moving ---------------------------------------------------------------------------
 
     def watch_follow(self, follow: bool) -> None:
         if follow:
             self.unread = 0
+            self.cursor = max(0, len(self.model.rows) - 1)
             self.scroll_end(animate=False)
         self._update_title()
 
@@ -133,23 +228,37 @@ class JournalView(ScrollView, can_focus=True):
         self._resize()
         self.refresh()
 
-    def watch_scroll_y(self, old: float, new: float) -> None:
-        super().watch_scroll_y(old, new)
-        at_bottom = new >= self.max_scroll_y
-        if at_bottom and not self.follow and self.unread:
-            self.follow = True
-        elif new < old and not at_bottom and self.follow:
-            self.follow = False
+    def watch_cursor(self, old: int, new: int) -> None:
+        self.refresh()
 
-    def action_scroll_lines(self, n: int) -> None:
-        self.scroll_to(y=self.scroll_y + n, animate=False)
+    def _move_to(self, row: int) -> None:
+        rows = len(self.model.rows)
+        if rows == 0:
+            return
+        row = max(0, min(rows - 1, row))
+        self.cursor = row
+        if row < rows - 1 and self.follow:
+            self.follow = False
+        height = self.scrollable_content_region.height
+        if row < self.scroll_y:
+            self.scroll_to(y=row, animate=False, immediate=True)
+        elif row >= self.scroll_y + height:
+            self.scroll_to(y=row - height + 1, animate=False, immediate=True)
+        if row == rows - 1 and not self.follow and self.unread:
+            self.follow = True
+
+    def on_click(self, event: events.Click) -> None:
+        self._move_to(int(self.scroll_y) + event.y)
+
+    def action_move(self, n: int) -> None:
+        self._move_to(self.cursor + n)
 
     def action_page(self, direction: int) -> None:
-        self.scroll_to(y=self.scroll_y + direction * max(1, self.size.height - 1), animate=False)
+        self._move_to(self.cursor + direction * max(1, self.scrollable_content_region.height - 1))
 
     def action_top(self) -> None:
         self.follow = False
-        self.scroll_home(animate=False)
+        self._move_to(0)
 
     def action_bottom(self) -> None:
         self.follow = True
@@ -159,3 +268,105 @@ class JournalView(ScrollView, can_focus=True):
 
     def action_toggle_time(self) -> None:
         self.show_time = not self.show_time
+
+    # -- folding and frames -----------------------------------------------------------------
+
+    def action_activate(self) -> None:
+        if not self.model.rows:
+            return
+        frame = self.model.frame_at(self.cursor)
+        if frame is not None:
+            self.post_message(self.OpenFrame(*frame))
+            return
+        index, part = self.model.rows[self.cursor]
+        record = self.model.records[index]
+        if isinstance(record, Traceback) and part != SEPARATOR:  # fold it, or unfold it
+            self.model.toggle(index)
+            self._resize()
+            head = self.model.row_of(index)
+            if id(record) in self.model.expanded:
+                # Show the block, and put the cursor on the failing frame: Enter again opens it.
+                self.scroll_to(y=head, animate=False, immediate=True)
+                self._move_to(head + 1 + self._failing_frame_line(record))
+            else:
+                self._move_to(head)
+            self.refresh()
+
+    @staticmethod
+    def _failing_frame_line(record: Traceback) -> int:
+        """The index in `record.lines` of its last `File "...", line N` line (0 when none)."""
+        for k in range(len(record.lines) - 1, -1, -1):
+            if record.lines[k].lstrip(" |").startswith("File "):
+                return k
+        return 0
+
+    def toggle_record(self, index: int, expanded: bool) -> None:
+        record = self.model.records[index]
+        if (id(record) in self.model.expanded) != expanded:
+            self.model.toggle(index)
+            self._resize()
+            self.refresh()
+
+    def action_fold_all(self, expanded: bool) -> None:
+        anchor = self.model.rows[self.cursor][0] if self.model.rows else 0
+        self.model.set_all(expanded)
+        self._resize()
+        self._move_to(self.model.row_of(anchor))
+        self.refresh()
+
+    def action_next_traceback(self, direction: int) -> None:
+        rows = self.model.rows
+        row = self.cursor + direction
+        while 0 <= row < len(rows):
+            index, part = rows[row]
+            if part == MAIN and isinstance(self.model.records[index], Traceback):
+                self.follow = False
+                self._move_to(row)
+                return
+            row += direction
+
+    def jump_to_record(self, index: int) -> None:
+        self.follow = False
+        self._move_to(self.model.row_of(index))
+        self.focus()
+
+    # -- search and filter --------------------------------------------------------------------
+
+    def action_prompt(self, kind: str) -> None:
+        self.post_message(self.Prompt(kind))
+
+    def set_search(self, text: str) -> str | None:
+        """Search for a regular expression (plain text works); returns an error or None."""
+        if not text:
+            self.search = None
+            self.refresh()
+            return None
+        try:
+            self.search = re.compile(text, re.IGNORECASE if text.islower() else 0)
+        except re.error as e:
+            return f"not a regular expression: {e}"
+        self.refresh()
+        self.action_search_next(1)
+        return None
+
+    def action_search_next(self, direction: int) -> None:
+        if self.search is None or not self.model.rows:
+            return
+        row = self.model.find(self.search, self.cursor, forward=direction > 0)
+        if row is not None:
+            self.follow = False
+            self._move_to(row)
+
+    def set_filter(self, text: str) -> str | None:
+        try:
+            new = Filter.parse(text)
+        except ValueError as e:
+            return str(e)
+        self.model.set_filter(new)
+        self.cursor = min(self.cursor, max(0, len(self.model.rows) - 1))
+        self._resize()
+        self._update_title()
+        if self.follow:
+            self.scroll_end(animate=False)
+        self.refresh()
+        return None

@@ -1,0 +1,246 @@
+"""What the journal pane shows, row by row, kept apart from how it draws.
+
+The folder turns journal entries into records (lines and whole tracebacks); this model maps
+records to rows: one row per line, one per folded traceback, a header plus one row per line
+for an expanded one, and a separator where a new invocation of the unit begins. Rows are a
+sorted list of (record index, part) pairs, so finding a record's rows is a bisection and
+expanding one traceback inserts only its lines. No Textual here: the model is tested alone.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from cockpit.systemd.entry import JournalEntry
+from cockpit.traceback.fold import Folder
+from cockpit.traceback.grammar import log_rank
+from cockpit.traceback.model import Line, Traceback
+
+MAIN = -1  # a line, or a traceback's one folded row (its header when expanded)
+SEPARATOR = -2  # the restart separator shown above a record
+Row = tuple[int, int]
+
+_EXIT_RE = re.compile(r"Main process exited, code=(\w+), status=(\S+)")
+_FRAME_RE = re.compile(r'^\s*(?:\| )?\s*File "([^"]+)", line (\d+)')
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Which records to show: all of these that are set must hold."""
+
+    max_priority: int | None = None  # 3 = errors and worse, 4 = warnings and worse
+    rank: str | None = None
+    pid: int | None = None
+    pattern: re.Pattern[str] | None = None
+    tracebacks_only: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> Filter:
+        """`err`, `warn`, `rank:TP3`, `pid:1234`, `tb`, anything else a regular expression."""
+        kwargs: dict = {}
+        words = []
+        for token in text.split():
+            low = token.lower()
+            if low in ("err", "error", "errors"):
+                kwargs["max_priority"] = 3
+            elif low in ("warn", "warning", "warnings"):
+                kwargs["max_priority"] = 4
+            elif low.startswith("rank:"):
+                kwargs["rank"] = token[5:].upper()
+            elif low.startswith("pid:") and token[4:].isdigit():
+                kwargs["pid"] = int(token[4:])
+            elif low in ("tb", "tracebacks"):
+                kwargs["tracebacks_only"] = True
+            else:
+                words.append(token)
+        if words:
+            try:
+                kwargs["pattern"] = re.compile(" ".join(words))
+            except re.error as e:
+                raise ValueError(f"not a regular expression: {e}") from None
+        return cls(**kwargs)
+
+    @property
+    def active(self) -> bool:
+        return any(v not in (None, False) for v in (self.max_priority, self.rank, self.pid, self.pattern,
+                                                      self.tracebacks_only))
+
+    def accepts(self, record: Line | Traceback) -> bool:
+        if isinstance(record, Traceback):
+            if self.max_priority is not None and (record.priority or 6) > self.max_priority and record.exception is None:
+                return False  # a traceback is an error whatever priority stderr gave it
+            if self.rank is not None and record.rank != self.rank:
+                return False
+            if self.pid is not None and record.pid != self.pid:
+                return False
+            if self.pattern is not None and not any(self.pattern.search(line) for line in record.lines):
+                return False
+            return True
+        if self.tracebacks_only:
+            return False
+        if self.max_priority is not None and (record.priority if record.priority is not None else 6) > self.max_priority:
+            return False
+        if self.rank is not None and log_rank(record.text) != self.rank:
+            return False
+        if self.pid is not None and record.pid != self.pid:
+            return False
+        return self.pattern is None or self.pattern.search(record.text) is not None
+
+
+class JournalRows:
+    """Records folded from a unit's journal, and the rows they show as."""
+
+    def __init__(self, window: int = 200_000, unit: str | None = None) -> None:
+        self.window = window
+        self.unit = unit
+        self.folder = Folder()
+        self.rows: list[Row] = []
+        self.expanded: set[int] = set()  # id() of expanded tracebacks
+        self.filter = Filter()
+        self.separators: dict[int, str] = {}  # record index -> separator text
+        self._invocation: str | None = None
+        self._last_exit: str | None = None
+        self.discarded = 0  # records dropped from the front so far (the window)
+        self.tracebacks_changed = False  # set when a batch brought or changed a traceback
+
+    @property
+    def records(self) -> list[Line | Traceback]:
+        return self.folder.records
+
+    # -- feeding ----------------------------------------------------------------------------
+
+    def add(self, entries: list[JournalEntry]) -> int:
+        """Fold a batch in; returns how many rows were added at the end (0 when rows were rebuilt
+        or an expanded traceback grew, in which case `rebuilt` tells the view to redraw all)."""
+        before = len(self.rows)
+        changes = self.folder.feed_batch(entries)
+        records = self.folder.records
+        grew_expanded = any(id(records[i]) in self.expanded for i in changes.updated if i < len(records))
+        if changes.updated or any(isinstance(records[i], Traceback) for i in range(changes.first_new, len(records))):
+            self.tracebacks_changed = True
+        for i in range(changes.first_new, len(records)):
+            self._note_invocation(i, records[i])
+        if len(records) > self.window:
+            drop = len(records) - self.window + self.window // 10  # in chunks: each drop rebuilds
+            self.folder.discard(drop)
+            self.discarded += drop
+            self.separators = {i - drop: t for i, t in self.separators.items() if i >= drop}
+            self.rebuild()
+            return 0
+        if grew_expanded:
+            self.rebuild()
+            return 0
+        for i in range(changes.first_new, len(records)):
+            self._append_rows(i)
+        return len(self.rows) - before
+
+    def _note_invocation(self, index: int, record: Line | Traceback) -> None:
+        if isinstance(record, Line):
+            entry = record.entry
+            if entry.pid == 1:  # systemd's own word about the unit: remember how it last ended
+                m = _EXIT_RE.search(record.text)
+                if m:
+                    self._last_exit = f"{m.group(1)} {m.group(2)}"
+                return
+            invocation = entry.invocation_id
+        else:
+            invocation = record.invocation_id
+        if invocation and invocation != self._invocation:
+            if self._invocation is not None:
+                exit_text = f" · previous exit: {self._last_exit}" if self._last_exit else ""
+                self.separators[index] = f"restart · invocation {invocation[:12]}{exit_text}"
+            self._invocation = invocation
+            self._last_exit = None
+
+    def _append_rows(self, index: int) -> None:
+        record = self.folder.records[index]
+        if not self.filter.accepts(record):
+            return
+        if index in self.separators:
+            self.rows.append((index, SEPARATOR))
+        self.rows.append((index, MAIN))
+        if isinstance(record, Traceback) and id(record) in self.expanded:
+            self.rows.extend((index, k) for k in range(len(record.lines)))
+
+    def rebuild(self) -> None:
+        self.rows = []
+        for i in range(len(self.folder.records)):
+            self._append_rows(i)
+
+    # -- folding ----------------------------------------------------------------------------
+
+    def row_of(self, record_index: int) -> int:
+        """The row of a record's MAIN row (or where it would be)."""
+        return bisect.bisect_left(self.rows, (record_index, MAIN))
+
+    def toggle(self, record_index: int) -> None:
+        record = self.folder.records[record_index]
+        if not isinstance(record, Traceback):
+            return
+        at = self.row_of(record_index) + 1
+        if id(record) in self.expanded:
+            self.expanded.discard(id(record))
+            end = at
+            while end < len(self.rows) and self.rows[end][0] == record_index:
+                end += 1
+            del self.rows[at:end]
+        else:
+            self.expanded.add(id(record))
+            self.rows[at:at] = [(record_index, k) for k in range(len(record.lines))]
+
+    def set_all(self, expanded: bool) -> None:
+        tracebacks = [r for r in self.folder.records if isinstance(r, Traceback)]
+        self.expanded = {id(r) for r in tracebacks} if expanded else set()
+        self.rebuild()
+
+    def set_filter(self, new: Filter) -> None:
+        self.filter = new
+        self.rebuild()
+
+    # -- reading rows -----------------------------------------------------------------------
+
+    def record_at(self, row: int) -> Line | Traceback:
+        return self.folder.records[self.rows[row][0]]
+
+    def text(self, row: int) -> str:
+        """The row's text without decoration (what search matches)."""
+        index, part = self.rows[row]
+        if part == SEPARATOR:
+            return self.separators.get(index, "restart")
+        record = self.folder.records[index]
+        if isinstance(record, Traceback):
+            return record.lines[part] if part >= 0 else record.lines[0] if record.lines else ""
+        return record.text
+
+    def frame_at(self, row: int) -> tuple[Traceback, int] | None:
+        """(the traceback or chained part holding it, frame index) for a `File "...", line N` row."""
+        index, part = self.rows[row]
+        record = self.folder.records[index]
+        if not isinstance(record, Traceback) or part < 0:
+            return None
+        m = _FRAME_RE.match(record.lines[part])
+        if m is None:
+            return None
+        path, line = m.group(1), int(m.group(2))
+        for tb in (record, *record.chained, *record.sub_exceptions):
+            for k, frame in enumerate(tb.frames):
+                if frame.file == path and frame.line == line:
+                    return tb, k
+        return None
+
+    def tracebacks(self) -> list[tuple[int, Traceback]]:
+        """(record index, traceback), most recent first: the side list."""
+        return [(i, r) for i, r in reversed(list(enumerate(self.folder.records))) if isinstance(r, Traceback)]
+
+    def find(self, pattern: re.Pattern[str], start: int, forward: bool = True) -> int | None:
+        """The next row after (or before) `start` whose text matches."""
+        n = len(self.rows)
+        order: Callable[[int], int] = (lambda k: (start + 1 + k) % n) if forward else (lambda k: (start - 1 - k) % n)
+        for k in range(n):
+            row = order(k)
+            if pattern.search(self.text(row)):
+                return row
+        return None

@@ -1,0 +1,268 @@
+"""The source pane: the host's file at the failing line, highlighted, with the statement explained.
+
+The file is shown plain at once, then highlighted: pygments lexes the whole file once, in a
+thread (a slice lexes wrongly inside docstrings, and `Syntax(line_range=...)` re-lexes from the
+top on every jump: NOTES.md), and the lines are kept per host, path and mtime.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from rich.syntax import Syntax
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Static
+
+from cockpit.traceback.model import Traceback
+
+_HIGHLIGHTED: dict[tuple[str, str, float], list[Text]] = {}  # (host, path, mtime) -> lines
+
+
+def highlight(text: str, theme: str) -> list[Text]:
+    """Every line of a Python file, highlighted in one pass."""
+    return Syntax(text, "python", theme=theme, background_color="default").highlight(text).split(
+        "\n", allow_blank=True)
+
+
+@dataclass(frozen=True)
+class Shown:
+    host: str
+    path: str
+    mtime: float
+    line: int  # the failing line
+    start: int  # the statement's range
+    end: int
+
+
+class SourceView(ScrollView, can_focus=True):
+    BINDINGS = [
+        Binding("j,down", "move(1)", "Down", show=False, id="source.down"),
+        Binding("k,up", "move(-1)", "Up", show=False, id="source.up"),
+        Binding("g,home", "edge(0)", "Top", show=False, id="source.top"),
+        Binding("G,end", "edge(1)", "Bottom", show=False, id="source.bottom"),
+        Binding("ctrl+d,pagedown", "page(1)", "Page down", show=False, id="source.page_down"),
+        Binding("ctrl+u,pageup", "page(-1)", "Page up", show=False, id="source.page_up"),
+        Binding("c", "center", "Failing line", id="source.center"),
+    ]
+    COMPONENT_CLASSES = {"source--gutter", "source--failing", "source--statement", "source--match",
+                         "source--cursor"}
+
+    cursor: reactive[int] = reactive(0, always_update=True)
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.lines: list[str] = []
+        self.highlighted: list[Text] | None = None
+        self.shown: Shown | None = None
+        self.search: re.Pattern[str] | None = None
+        self._render_console = Console(width=10_000, color_system="truecolor", legacy_windows=False)
+
+    def show(self, shown: Shown, text: str, highlighted: list[Text] | None) -> None:
+        self.shown = shown
+        self.lines = text.splitlines()
+        self.highlighted = highlighted
+        width = max((len(line) for line in self.lines), default=0)
+        self.virtual_size = Size(width + self._gutter_width() + 2, len(self.lines))
+        self.cursor = shown.line - 1
+        self.call_after_refresh(self.action_center)
+        self.refresh()
+
+    def set_highlighted(self, lines: list[Text]) -> None:
+        self.highlighted = lines
+        self.refresh()
+
+    def _gutter_width(self) -> int:
+        return len(str(max(1, len(self.lines)))) + 3
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        if index >= len(self.lines) or self.shown is None:
+            return Strip.blank(width, base)
+        number = index + 1
+        shown = self.shown
+        line_style = base
+        mark = " "
+        if number == shown.line:
+            line_style = base + self.get_component_rich_style("source--failing")
+            mark = "▶"
+        elif shown.start <= number <= shown.end:
+            line_style = base + self.get_component_rich_style("source--statement")
+            mark = "┃"
+        if index == self.cursor and self.has_focus:
+            line_style = line_style + self.get_component_rich_style("source--cursor")
+        gutter_w = self._gutter_width()
+        gutter = Segment(f"{number:>{gutter_w - 2}}{mark} ", base + self.get_component_rich_style("source--gutter"))
+        if self.highlighted is not None and index < len(self.highlighted):
+            body = list(self.highlighted[index].render(self._render_console))
+            body = [Segment(s.text, line_style + s.style if s.style else line_style) for s in body
+                    if not s.control and s.text != "\n"]
+        else:
+            body = [Segment(self.lines[index], line_style)]
+        if self.search is not None:
+            body = self._mark_matches(body, self.lines[index])
+        content = Strip(body).crop(scroll_x, scroll_x + width - gutter_w)
+        return Strip([gutter, *content]).extend_cell_length(width, line_style)
+
+    def _mark_matches(self, body: list[Segment], plain: str) -> list[Segment]:
+        assert self.search is not None
+        spans = [(m.start(), m.end()) for m in self.search.finditer(plain) if m.end() > m.start()]
+        if not spans:
+            return body
+        match = self.get_component_rich_style("source--match")
+        out, pos = [], 0
+        for seg in body:
+            text, style = seg.text, seg.style or Style()
+            cut = 0
+            for a, b in spans:
+                lo, hi = max(a - pos, 0), min(b - pos, len(text))
+                if lo >= hi:
+                    continue
+                out.append(Segment(text[cut:lo], style))
+                out.append(Segment(text[lo:hi], style + match))
+                cut = hi
+            out.append(Segment(text[cut:], style))
+            pos += len(text)
+        return out
+
+    def watch_cursor(self) -> None:
+        self.refresh()
+
+    def _move_to(self, index: int) -> None:
+        if not self.lines:
+            return
+        index = max(0, min(len(self.lines) - 1, index))
+        self.cursor = index
+        height = self.scrollable_content_region.height
+        if index < self.scroll_y:
+            self.scroll_to(y=index, animate=False, immediate=True)
+        elif index >= self.scroll_y + height:
+            self.scroll_to(y=index - height + 1, animate=False, immediate=True)
+
+    def action_move(self, n: int) -> None:
+        self._move_to(self.cursor + n)
+
+    def action_page(self, direction: int) -> None:
+        self._move_to(self.cursor + direction * max(1, self.scrollable_content_region.height - 1))
+
+    def action_edge(self, bottom: int) -> None:
+        self._move_to(len(self.lines) - 1 if bottom else 0)
+
+    def action_center(self) -> None:
+        if self.shown is None:
+            return
+        self.cursor = self.shown.line - 1
+        height = self.scrollable_content_region.height
+        self.scroll_to(y=max(0, self.shown.line - 1 - height // 2), animate=False, immediate=True)
+
+    def goto(self, number: int) -> None:
+        self._move_to(number - 1)
+        height = self.scrollable_content_region.height
+        self.scroll_to(y=max(0, number - 1 - height // 2), animate=False, immediate=True)
+
+    def find(self, pattern: re.Pattern[str], forward: bool = True) -> bool:
+        n = len(self.lines)
+        for k in range(1, n + 1):
+            index = (self.cursor + k) % n if forward else (self.cursor - k) % n
+            if pattern.search(self.lines[index]):
+                self.goto(index + 1)
+                return True
+        return False
+
+
+class SourcePane(Vertical):
+    """The source view, a title naming file and frame, and the explanation underneath."""
+
+    BINDINGS = [
+        Binding("u", "walk(-1)", "Up the stack", id="source.stack_up"),
+        Binding("d", "walk(1)", "Down the stack", id="source.stack_down"),
+        Binding("slash", "prompt('source-search')", "Search", key_display="/", id="source.search"),
+        Binding("n", "search_next(1)", "Next match", show=False, id="source.search_next"),
+        Binding("N", "search_next(-1)", "Prev match", show=False, id="source.search_previous"),
+        Binding("colon", "prompt('goto')", "Go to line", key_display=":", id="source.goto"),
+        Binding("escape", "close", "Close", id="source.close"),
+    ]
+
+    class Open(Message):
+        """Ask the app to open a frame of a traceback in this pane."""
+
+        def __init__(self, traceback: Traceback, frame: int) -> None:
+            super().__init__()
+            self.traceback = traceback
+            self.frame = frame
+
+    class Closed(Message):
+        pass
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.traceback: Traceback | None = None
+        self.frame = 0
+
+    def compose(self) -> ComposeResult:
+        yield SourceView(id="source-view")
+        yield Static("", id="explanation", markup=False)
+
+    @property
+    def view(self) -> SourceView:
+        return self.query_one(SourceView)
+
+    def set_message(self, text: str) -> None:
+        self.query_one("#explanation", Static).update(text)
+
+    def set_title(self, text: str) -> None:
+        self.border_title = text
+
+    def action_walk(self, step: int) -> None:
+        if self.traceback is None:
+            return
+        frames = self.traceback.frames
+        target = self.frame + step
+        while 0 <= target < len(frames) and (frames[target].line is None or frames[target].file.startswith("<")):
+            target += step  # <frozen runpy> and <string> frames have no file to show
+        if 0 <= target < len(frames):
+            self.post_message(self.Open(self.traceback, target))
+
+    def action_prompt(self, kind: str) -> None:
+        from cockpit.ui.panes.journal import JournalView
+
+        self.post_message(JournalView.Prompt(kind))
+
+    def action_search_next(self, direction: int) -> None:
+        view = self.view
+        if view.search is not None:
+            view.find(view.search, forward=direction > 0)
+
+    def action_close(self) -> None:
+        self.post_message(self.Closed())
+
+    @work(thread=True, exclusive=True, group="highlight", exit_on_error=False)
+    def highlight_in_thread(self, key: tuple[str, str, float], text: str, theme: str) -> None:
+        lines = _HIGHLIGHTED.get(key)
+        if lines is None:
+            lines = highlight(text, theme)
+            _HIGHLIGHTED[key] = lines
+            while len(_HIGHLIGHTED) > 32:
+                _HIGHLIGHTED.pop(next(iter(_HIGHLIGHTED)))
+        shown = self.view.shown
+        if shown is not None and (shown.host, shown.path, shown.mtime) == key:
+            self.app.call_from_thread(self.view.set_highlighted, lines)
+
+
+def cached_highlight(key: tuple[str, str, float]) -> list[Text] | None:
+    return _HIGHLIGHTED.get(key)
