@@ -69,6 +69,7 @@ class SourceView(ScrollView, can_focus=True):
         self.shown: Shown | None = None
         self.search: re.Pattern[str] | None = None
         self._render_console = Console(width=10_000, color_system="truecolor", legacy_windows=False)
+        self._fg_cache: dict[Style, Style] = {}
 
     def show(self, shown: Shown, text: str, highlighted: list[Text] | None) -> None:
         self.shown = shown
@@ -109,15 +110,23 @@ class SourceView(ScrollView, can_focus=True):
         gutter_w = self._gutter_width()
         gutter = Segment(f"{number:>{gutter_w - 2}}{mark} ", base + self.get_component_rich_style("source--gutter"))
         if self.highlighted is not None and index < len(self.highlighted):
-            body = list(self.highlighted[index].render(self._render_console))
-            body = [Segment(s.text, line_style + s.style if s.style else line_style) for s in body
-                    if not s.control and s.text != "\n"]
+            body = [Segment(s.text, line_style + self._foreground(s.style) if s.style else line_style)
+                    for s in self.highlighted[index].render(self._render_console) if not s.control and s.text != "\n"]
         else:
             body = [Segment(self.lines[index], line_style)]
         if self.search is not None:
             body = self._mark_matches(body, self.lines[index])
         content = Strip(body).crop(scroll_x, scroll_x + width - gutter_w)
         return Strip([gutter, *content]).extend_cell_length(width, line_style)
+
+    def _foreground(self, style: Style) -> Style:
+        """The token's colour and weight without the pygments theme's background, which would
+        paint over the failing-line and statement marks."""
+        plain = self._fg_cache.get(style)
+        if plain is None:
+            plain = Style(color=style.color, bold=style.bold, italic=style.italic, underline=style.underline)
+            self._fg_cache[style] = plain
+        return plain
 
     def _mark_matches(self, body: list[Segment], plain: str) -> list[Segment]:
         assert self.search is not None

@@ -1,0 +1,118 @@
+"""The source pane: real files at the failing line, the statement marked and explained; and the
+messages for a missing file, a file we may not read, and a package upgraded since the crash."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from cockpit.config import Config, HostConfig
+from cockpit.remote.source import SourceCache, SourceError, staleness
+from cockpit.remote.ssh import SSHHost
+from cockpit.sglang.explain import explain
+from cockpit.sglang.flags import load_catalog
+from cockpit.targets import Target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.panes.journal import JournalView
+from cockpit.ui.panes.source import Shown, SourcePane, SourceView, highlight
+from tests.conftest import LabHandle
+
+import pytest
+
+HOOK = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py"
+EAGLE = ("ExecStart=/opt/sglang/venv/bin/python -m cockpit.lab.standin --model-path /models/Llama-3.1-8B-Instruct "
+         "--tp-size 8 --speculative-algorithm EAGLE3 --speculative-draft-model-path /models/EAGLE3-LLaMA3.1-Instruct-8B "
+         "--speculative-eagle-topk 4 --speculative-num-draft-tokens 3")
+
+
+def test_snapshot_source_pane(snap_compare, sglang_root) -> None:
+    root = sglang_root("0.5.23")
+    path = root / "sglang/srt/arg_groups/speculative_hook.py"
+    text = path.read_text()
+    result = explain(text, HOOK, 1162, exception="AssertionError", catalog=load_catalog(root))
+    lines = highlight(text, "monokai")
+
+    async def run_before(pilot) -> None:
+        pane = pilot.app.query_one(SourcePane)
+        pane.display = True
+        pane.set_title(f"{HOOK}:1162 · frame 10 of 10 · _handle_eagle_family")
+        pane.view.show(Shown("cockpit-lab", HOOK, 0.0, 1162, result.start_line, result.end_line), text, lines)
+        pane.set_message("AssertionError\n" + result.sentence({"--speculative-eagle-topk": "4",
+                                                                 "--speculative-num-draft-tokens": "3"}))
+        pane.view.focus()
+        await pilot.pause()
+
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    assert snap_compare(app, terminal_size=(140, 44), run_before=run_before)
+
+
+async def test_source_errors_are_one_sentence(lab: LabHandle) -> None:
+    root = SSHHost(HostConfig(name=lab.name))
+    operator = SSHHost(HostConfig(name=f"{lab.name}-operator", user="operator"))
+    cache = SourceCache()
+    try:
+        with pytest.raises(SourceError, match=f"^/opt/nope.py does not exist on {lab.name}$"):
+            await cache.get(root, "/opt/nope.py")
+        lab.ssh("sh", "-c", "mkdir -p /root/private && echo 'x = 1' > /root/private/mod.py && chmod 700 /root/private")
+        with pytest.raises(SourceError, match=f"^permission denied reading /root/private/mod.py on {lab.name}-operator$"):
+            await cache.get(operator, "/root/private/mod.py")
+        with pytest.raises(SourceError, match="is not a file"):
+            await cache.get(root, "<frozen runpy>")
+        module = "/opt/upgrade-test/site-packages/sglang/srt/mod.py"
+        lab.ssh("sh", "-c", f"mkdir -p $(dirname {module}) && echo 'x = 1' > {module} && touch -d '-1 hour' {module}")
+        started = time.time() - 60  # the process started a minute ago, after the file was written
+        source = await cache.get(root, module)
+        assert staleness(source, started) is None  # older than the process
+        assert source is await cache.get(root, module)  # cached: same mtime, no second read
+        lab.ssh("sh", "-c", f"echo 'x = 2' > {module}")  # the package is upgraded after the process started
+        newer = await cache.get(root, module)
+        assert newer is not source and newer.text == "x = 2\n"
+        warning = staleness(newer, started)
+        assert warning is not None and "changed at" in warning and "the lines shown may not be the lines that ran" in warning
+    finally:
+        await root.close()
+        await operator.close()
+
+
+async def test_enter_on_the_failing_frame_shows_the_real_source_in_the_lab(lab: LabHandle) -> None:
+    dropin = "/etc/systemd/system/sglang-demo.service.d/eagle.conf"
+    lab.ssh("mkdir", "-p", "/etc/systemd/system/sglang-demo.service.d")
+    lab.ssh("tee", dropin, input=f"[Service]\nRestart=no\nExecStart=\n{EAGLE}\n")
+    lab.ssh("systemctl", "daemon-reload")
+    lab.ssh("systemctl", "restart", "sglang-demo")
+    try:
+        app = CockpitApp(Config(), Target(lab.name, "sglang-demo.service"))
+        async with app.run_test(size=(140, 44)) as pilot:
+            view = app.query_one(JournalView)
+            deadline = time.monotonic() + 30
+            while not any(tb.exception == "AssertionError" and tb.complete for _, tb in view.model.tracebacks()):
+                assert time.monotonic() < deadline, "the AssertionError never reached the pane"
+                await asyncio.sleep(0.2)
+            view.focus()
+            await pilot.press("G", "left_square_bracket", "enter")  # to the traceback, unfold it
+            assert view.model.text(view.cursor).lstrip().startswith(f'File "{HOOK}", line 1162')
+            await pilot.press("enter")  # open the failing frame
+            pane = app.query_one(SourcePane)
+            source = pane.query_one(SourceView)
+            deadline = time.monotonic() + 10
+            while source.shown is None or source.shown.path != HOOK:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            assert source.shown.line == 1162 and (source.shown.start, source.shown.end) == (1160, 1163)
+            assert source.lines[1161].strip() == "and cfg.speculative_num_draft_tokens is None"
+            assert source.cursor == 1161
+            explanation = str(pane.query_one("#explanation").render())
+            assert "This check failed: `not speculative_adaptive and speculative_num_steps is None` requires " \
+                   "`speculative_eagle_topk is None and speculative_num_draft_tokens is None`" in explanation
+            assert "--speculative-num-draft-tokens" in explanation
+            await pilot.press("u")  # up the stack: the caller's file
+            deadline = time.monotonic() + 10
+            while source.shown.path == HOOK:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            assert source.shown.path.endswith("sglang/srt/speculative/spec_info.py") and source.shown.line == 264
+    finally:
+        lab.ssh("rm", "-f", dropin)
+        lab.ssh("systemctl", "daemon-reload")
+        lab.ssh("systemctl", "reset-failed", "sglang-demo", check=False)
+        lab.ssh("systemctl", "restart", "sglang-demo")
