@@ -109,7 +109,8 @@ def _search_path_for(fragment: str, search_path: Sequence[str]) -> tuple[str, ..
 
 def read_local(unit_file: str | Path, search_path: Sequence[str] = ()) -> dict[str, str]:
     """The texts `load_unit` needs, from this machine: the unit file, its drop-ins (beside it in
-    `UNIT.d/` and in `search_path`) and the environment files it names that exist here."""
+    `UNIT.d/` and in `search_path`) and the environment files it names that exist here (a
+    missing optional one reads as empty)."""
     fragment = str(unit_file)
     name = os.path.basename(fragment)
     texts = {fragment: decode(Path(fragment).read_bytes())}
@@ -119,10 +120,13 @@ def read_local(unit_file: str | Path, search_path: Sequence[str] = ()) -> dict[s
                 texts[str(conf)] = decode(conf.read_bytes())
     unit = load_unit(texts, fragment, search_path=search_path)
     for env_file in unit.environment_files():
-        for path in (sorted(str(p) for p in Path("/").glob(env_file.path.lstrip("/")))
-                     if _is_glob(env_file.path) else [env_file.path]):
-            if os.path.isfile(path):
+        if _is_glob(env_file.path):
+            for path in sorted(str(p) for p in Path("/").glob(env_file.path.lstrip("/")) if p.is_file()):
                 texts[path] = decode(Path(path).read_bytes())
+        elif os.path.isfile(env_file.path):
+            texts[env_file.path] = decode(Path(env_file.path).read_bytes())
+        elif env_file.optional:
+            texts[env_file.path] = ""  # what systemd makes of a missing `-` file: no variables
     return texts
 
 
@@ -291,7 +295,7 @@ class Unit:
 
     def items(self) -> list[Item]:
         """The flags and positional arguments after the program, in order."""
-        return parse_items(self.exec(), self.catalog)[1]
+        return _items(self._args()[1], self.catalog)[1]
 
     def flags(self) -> list[Item]:
         return [i for i in self.items() if i.is_flag]
@@ -418,6 +422,10 @@ class Unit:
         return replace(self, files=tuple(files))
 
 
+def _items(args: list[Arg], catalog: Catalog | None) -> tuple[int, list[Item]]:
+    return parse_items([a.value for a in args], catalog, frozenset(i for i, a in enumerate(args) if a.opaque))
+
+
 # --- rendering an edited directive ----------------------------------------------------------
 
 
@@ -468,7 +476,7 @@ class _Plan:
     def of(cls, unit: Unit) -> _Plan:
         where, command = unit._command()
         args, _ = expand_env(command, unit.environment())
-        head, items = parse_items([a.value for a in args], unit.catalog)
+        head, items = _items(args, unit.catalog)
         owner: dict[int, set[int]] = {}
         for k, item in enumerate(items):
             for a in item.args:

@@ -45,10 +45,11 @@ def same_flag(a: str, b: str, catalog: Catalog | None) -> bool:
     return fa is not None and fa == catalog.get(b)
 
 
-def _value_count(name: str, following: Sequence[str], catalog: Catalog | None) -> tuple[int, bool]:
+def _value_count(name: str, following: Sequence[str], opaque: Sequence[bool],
+                 catalog: Catalog | None) -> tuple[int, bool]:
     """How many of the next words are this flag's values, and whether it takes several."""
     available = 0
-    while available < len(following) and not following[available].startswith("--"):
+    while available < len(following) and not following[available].startswith("--") and not opaque[available]:
         available += 1
     flag = catalog.get(name) if catalog is not None else None
     if flag is None:
@@ -62,8 +63,11 @@ def _value_count(name: str, following: Sequence[str], catalog: Catalog | None) -
     return min(1, available), False
 
 
-def parse_items(argv: Sequence[str], catalog: Catalog | None = None) -> tuple[int, list[Item]]:
-    """(head, items): argv[:head] is the program part; items cover argv[head:] in order."""
+def parse_items(argv: Sequence[str], catalog: Catalog | None = None,
+                opaque: frozenset[int] = frozenset()) -> tuple[int, list[Item]]:
+    """(head, items): argv[:head] is the program part; items cover argv[head:] in order.
+    Indices in `opaque` (an unknown `$VAR`) are never taken as a flag's value."""
+    hidden = [i in opaque for i in range(len(argv))]
     head = next((i for i in range(1, len(argv)) if argv[i].startswith("--")), len(argv))
     items: list[Item] = []
     i = head
@@ -81,7 +85,7 @@ def parse_items(argv: Sequence[str], catalog: Catalog | None = None) -> tuple[in
             items.append(Item(name, inline, (i,), inline=True))
             i += 1
             continue
-        count, several = _value_count(name, argv[i + 1:], catalog)
+        count, several = _value_count(name, argv[i + 1:], hidden[i + 1:], catalog)
         values = tuple(argv[i + 1:i + 1 + count])
         value: Value = values if several else (values[0] if values else None)
         items.append(Item(name, value, tuple(range(i, i + 1 + count))))

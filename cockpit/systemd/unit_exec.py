@@ -70,6 +70,7 @@ class Arg:
     value: str
     word: int  # index into Command.words
     variable: str | None = None  # the variable a lone `$VAR` word was split from
+    opaque: bool = False  # a lone `$VAR` nobody knows the value of: it may stand for any number of words
 
 
 # --- words -------------------------------------------------------------------------------
@@ -346,7 +347,7 @@ def expand_env(command: Command, env: Mapping[str, str]) -> tuple[list[Arg], set
                 args += [Arg(w, index, name) for w, _, _ in split_words(env[name], unescape=False, relax=True)]
             elif ENV_NAME.fullmatch(name):
                 missing.add(name)
-                args.append(Arg(value, index, name))
+                args.append(Arg(value, index, name, opaque=True))
             # a name no variable can have (`$`, `$A/b`) always expands to no words at all
         else:
             args.append(Arg(_replace_env(value, env, missing), index))
