@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import stat
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -211,3 +214,107 @@ async def test_a_host_without_nvidia_smi(tmp_path: Path) -> None:
     assert (end.kind, end.message, end.detail) == (
         "unavailable", "no GPU telemetry on cpu-box", "bash: line 1: nvidia-smi: command not found")
     assert rec.rounds == []
+
+
+async def test_an_error_printed_on_stdout_explains_the_end(tmp_path: Path) -> None:
+    """What the real nvidia-smi did on the H200 when asked for a field it does not know."""
+    smi = script(tmp_path, "echo 'Field \"no.such.field\" is not a valid field to query.'\nexit 2\n")
+    rec = Recorder()
+    end = await GpuSampler(LocalHost("vm"), fields=("index", "no.such.field"), nvidia_smi=smi).run_once(
+        rec.on_samples, rec.on_notice)
+    assert [n.kind for n in rec.notices] == ["garbage"]
+    assert end.message == ('GPU telemetry from vm stopped (nvidia-smi exited with status 2): '
+                           'Field "no.such.field" is not a valid field to query.')
+
+
+# --- the H200 run: the sampler against nvidia-smi's own output of the same 44 seconds ---------
+
+H200 = Path(__file__).parent / "data" / "gpu"
+
+
+def h200_raw() -> list[GpuSample]:
+    header, *rows = (H200 / "nvidia-smi-raw.csv").read_text().splitlines()
+    return [parse_line(row, fields_from_header(header), now=0.0) for row in rows]
+
+
+def h200_sampler() -> tuple[list[GpuSample], list[dict]]:
+    samples, notices = [], []
+    for line in (H200 / "sampler.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        kind = record.pop("kind")
+        if kind == "sample":
+            samples.append(GpuSample(**{**record, "missing": tuple(record["missing"])}))
+        else:
+            notices.append({"kind": kind, **record})
+    return samples, notices
+
+
+def stamp_s(stamp: str) -> float:
+    return datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()
+
+
+def test_h200_raw_output_parses_to_the_recorded_numbers() -> None:
+    rows = h200_raw()
+    assert len(rows) == 89
+    assert {(r.index, r.name, r.uuid, r.mem_total_mib, r.power_limit_w) for r in rows} == {
+        (0, "NVIDIA H200", "GPU-17070c7d-3aa3-721e-6fbf-08849cadda34", 143771.0, 700.0)}
+    idle, start, loaded, after = rows[0], rows[18], rows[20], rows[-1]
+    assert (idle.stamp, idle.util_pct, idle.mem_used_mib, idle.power_w, idle.temp_c, idle.sm_clock_mhz) == (
+        "2026/11/30 10:16:23.410", 0.0, 0.0, 78.21, 41.0, 345.0)
+    assert (start.stamp, start.util_pct, start.mem_used_mib, start.power_w, start.sm_clock_mhz) == (
+        "2026/11/30 10:16:32.532", 3.0, 42189.0, 168.23, 1560.0)
+    assert (loaded.util_pct, loaded.mem_util_pct, loaded.mem_used_mib, loaded.power_w, loaded.temp_c,
+            loaded.sm_clock_mhz) == (100.0, 24.0, 42189.0, 697.11, 63.0, 1515.0)
+    assert (after.util_pct, after.mem_used_mib, after.power_w, after.sm_clock_mhz) == (0.0, 0.0, 79.0, 345.0)
+
+
+def test_h200_sampler_agrees_with_nvidia_smi() -> None:
+    load = json.loads((H200 / "load.json").read_text())
+    lo, hi = load["load_start"] + 2, load["load_end"] - 1
+    raw = [r for r in h200_raw() if lo <= stamp_s(r.stamp) <= hi]
+    samples, _ = h200_sampler()
+    mine = [s for s in samples if lo <= stamp_s(s.stamp) <= hi]
+    assert len(mine) == len(raw) == 54  # 27 s at two samples a second
+    # The stream arrived line by line, not in buffered bursts: one row every 0.5 s, promptly.
+    gaps = sorted(b.time - a.time for a, b in zip(samples, samples[1:]))
+    assert 0.49 < gaps[len(gaps) // 2] < 0.51 and gaps[-1] < 0.7
+    assert max(s.time - stamp_s(s.stamp) for s in samples) < 0.2
+
+    def mean(rows: list[GpuSample], attr: str) -> float:
+        return sum(getattr(r, attr) for r in rows) / len(rows)
+
+    assert mean(mine, "util_pct") == pytest.approx(mean(raw, "util_pct"), abs=1.0)
+    assert mean(mine, "util_pct") > 99.5
+    assert mean(mine, "power_w") == pytest.approx(mean(raw, "power_w"), rel=0.01)
+    assert 688 < mean(mine, "power_w") < 695
+    assert {s.mem_used_mib for s in mine} == {r.mem_used_mib for r in raw} == {42189.0}
+    # torch's own view of the same memory (free vs total from the driver) says the same.
+    assert round(load["cuda_used_mib"]) == 42189
+    # Each sample against nvidia-smi's row nearest in time: the two processes read the driver
+    # within a few milliseconds of each other, so the values agree within the sampling jitter.
+    for s in mine:
+        r = min(raw, key=lambda r: abs(stamp_s(r.stamp) - stamp_s(s.stamp)))
+        assert abs(stamp_s(r.stamp) - stamp_s(s.stamp)) < 0.25
+        assert abs(s.util_pct - r.util_pct) <= 1 and abs(s.power_w - r.power_w) <= 0.02 * r.power_w
+        assert s.mem_used_mib == r.mem_used_mib and s.sm_clock_mhz == r.sm_clock_mhz
+
+
+def test_h200_query_report_mid_load_matches_the_samples() -> None:
+    q = (H200 / "q-load.txt").read_text()
+    used = re.search(r"FB Memory Usage\n.*\n.*\n\s+Used\s+: (\d+) MiB", q)
+    power = re.search(r"Average Power Draw\s+: ([\d.]+) W", q)
+    assert used and power
+    samples, _ = h200_sampler()
+    loaded = [s for s in samples if s.util_pct >= 99]
+    assert int(used.group(1)) == 42189 == loaded[0].mem_used_mib
+    assert min(s.power_w for s in loaded) <= float(power.group(1)) <= max(s.power_w for s in loaded)
+
+
+def test_h200_failure_paths_against_the_real_program() -> None:
+    _, notices = h200_sampler()
+    assert [(n["kind"], n["message"]) for n in notices] == [
+        ("garbage", "nvidia-smi on vm printed a line that is not a sample"),
+        ("ended", "GPU telemetry from vm stopped (nvidia-smi exited with status 2)"),
+        ("unavailable", "no GPU telemetry on vm"),
+    ]
+    assert notices[0]["detail"] == 'Field "no.such.field" is not a valid field to query.'

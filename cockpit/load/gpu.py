@@ -202,18 +202,20 @@ class GpuSampler:
         rounds = _Rounds()
         reported: set[str] = set()
         delivered = 0
+        said = ""  # a non-sample line just before the end: nvidia-smi prints its errors on stdout
         try:
             async with self.host.stream(self.argv) as lines:
                 async for raw in lines:
                     try:
                         sample = parse_line(raw, self.fields)
                     except GpuLineError:
-                        text = raw.decode("utf-8", "replace").strip()
+                        text = said = raw.decode("utf-8", "replace").strip()
                         if text and text not in reported and len(reported) < 100:
                             reported.add(text)
                             on_notice(GpuNotice("garbage", f"nvidia-smi on {self.host.name} printed a line "
                                                            f"that is not a sample", text))
                         continue
+                    said = ""
                     for item in sample.missing:
                         key = f"{sample.index}:{item}"
                         if key not in reported:
@@ -227,14 +229,14 @@ class GpuSampler:
                     done = rounds.take()
                     delivered += len(done)
                     on_samples(done)
-                return await self._ended(lines), delivered
+                return await self._ended(lines, said), delivered
         except FileNotFoundError as e:  # LocalHost: no such executable
             return self._unavailable(str(e)), delivered
         except (HostError, OSError) as e:
             return GpuNotice("ended", f"GPU telemetry from {self.host.name} stopped: {e}", str(e)), delivered
 
-    async def _ended(self, lines: LineStream) -> GpuNotice:
-        stderr = await lines.stderr_text()
+    async def _ended(self, lines: LineStream, said_on_stdout: str) -> GpuNotice:
+        stderr = await lines.stderr_text() or said_on_stdout
         code = lines.returncode
         for _ in range(20):  # the exit status can trail the end of stdout by a moment
             if code is not None:
@@ -244,8 +246,8 @@ class GpuSampler:
         if code == 127 or any(m in stderr for m in _MISSING_MARKERS):
             return self._unavailable(stderr)
         status = "" if code is None else f" (nvidia-smi exited with status {code})"
-        said = f": {stderr.splitlines()[-1]}" if stderr else ""
-        return GpuNotice("ended", f"GPU telemetry from {self.host.name} stopped{status}{said}", stderr)
+        reason = f": {stderr.splitlines()[-1]}" if stderr else ""
+        return GpuNotice("ended", f"GPU telemetry from {self.host.name} stopped{status}{reason}", stderr)
 
     def _unavailable(self, detail: str) -> GpuNotice:
         return GpuNotice("unavailable", f"no GPU telemetry on {self.host.name}", detail)
