@@ -237,6 +237,24 @@ def test_set_an_unchanged_value_changes_nothing_and_unset_removes_every_occurren
         a.unset_flag("--z")
 
 
+def test_edits_keep_line_endings_prefixes_and_argv0() -> None:
+    unit = load_unit({"/u/a.service": "[Service]\r\nExecStart=-@/usr/bin/python3 py -m x --a 1\r\nX=1"}, "/u/a.service")
+    edited = unit.set_flag("b", "2").set_env("K", "v")
+    assert edited.render() == ("[Service]\r\nEnvironment=K=v\r\nExecStart=-@/usr/bin/python3 py -m x \\\r\n"
+                               "    --a 1 \\\r\n    --b 2\r\nX=1")
+    assert edited.exec() == ["py", "-m", "x", "--a", "1", "--b", "2"]
+
+
+def test_environment_file_texts_can_come_later() -> None:
+    texts = eagle_texts()
+    env_text = texts.pop(ENV_FILE)
+    unit = load_unit(texts, FRAGMENT)
+    assert "DRAFT_DIR" not in unit.environment() and ENV_FILE in unit.unresolved()
+    later = unit.with_texts({ENV_FILE: env_text.encode(), "/etc/sglang/local.env": b"SGLANG_LOCAL=1\n"})
+    assert later.exec() == load_unit(eagle_texts(), FRAGMENT).exec()
+    assert later.environment()["SGLANG_LOCAL"] == "1" and later.unresolved() == []
+
+
 def test_values_are_quoted_so_systemd_reads_them_back() -> None:
     unit = load_unit({"/u/a.service": "[Service]\nExecStart=/bin/a\n"}, "/u/a.service")
     edited = unit.set_flag("--name", 'it\'s "50%" of $HOME\\n\n').set_flag("--neg", "-1").set_flag("--empty", "")
@@ -399,6 +417,13 @@ def test_cli_show_json_follows_the_contract(unit_dir: Path, capsys) -> None:
     assert {"name": "--trust-remote-code", "value": None} in out["flags"]
     assert out["environment"]["PYTHONUNBUFFERED"] == "1" and out["environment"]["SGLANG_QUOTE"] == "it's"
     assert out["unresolved"] == []  # the optional /etc/sglang/local.env does not exist here: no variables
+
+
+def test_cli_show_without_json_is_for_people(unit_dir: Path, capsys) -> None:
+    assert cli("show", str(unit_dir / "sglang-eagle.service")) == 0
+    out = capsys.readouterr().out
+    assert '\n  --tp-size "8"\n' in out and "\n  --trust-remote-code\n" in out
+    assert '\nenv         PYTHONUNBUFFERED="1"\n' in out
 
 
 def test_cli_set_prints_the_edited_file(unit_dir: Path, capsys) -> None:

@@ -285,7 +285,7 @@ class Unit:
         return env
 
     def _args(self) -> tuple[Command, list[Arg], set[str]]:
-        where, command = self._command()
+        command = self._command()[1]
         args, missing = expand_env(command, self.environment())
         return command, args, missing
 
