@@ -107,9 +107,9 @@ async def test_enter_unfolds_then_opens_the_failing_frame() -> None:
         view = await load(pilot, "journal-eagle.jsonl")
         await pilot.press("left_square_bracket")
         index, part = view.model.rows[view.cursor]
-        assert part == MAIN and view.model.records[index].exception == "AssertionError"
+        assert part == MAIN and view.model.record(index).exception == "AssertionError"
         await pilot.press("enter")
-        tb = view.model.records[index]
+        tb = view.model.record(index)
         assert id(tb) in view.model.expanded
         assert view.model.text(view.cursor).startswith('  File "/opt/sglang/venv/lib/python3.11/site-packages/'
                                                         'sglang/srt/arg_groups/speculative_hook.py", line 1162')
@@ -160,7 +160,7 @@ async def test_side_list_jumps_to_a_traceback() -> None:
         await pilot.pause()
         second_newest = view.model.tracebacks()[1][0]
         assert view.model.rows[view.cursor] == (second_newest, MAIN)
-        assert view.model.expanded == {id(view.model.records[second_newest])}
+        assert view.model.expanded == {id(view.model.record(second_newest))}
         assert view.has_focus
 
 

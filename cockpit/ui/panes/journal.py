@@ -101,7 +101,7 @@ class JournalView(ScrollView, can_focus=True):
         model = self.model
         rows_before = len(model.rows)
         added = model.add(entries)
-        for i in range(len(model.rows) - added, len(model.rows)):
+        for i in range(len(model.rows) - max(0, added), len(model.rows)):
             self._widest = max(self._widest, len(model.text(i)))
         self._resize()
         if self.follow:
@@ -155,7 +155,7 @@ class JournalView(ScrollView, can_focus=True):
         if row >= len(model.rows):
             return Strip.blank(width, base)
         index, part = model.rows[row]
-        record = model.records[index]
+        record = model.record(index)
         style = base
         if part == SEPARATOR:
             text = f"──── {model.separators.get(index, 'restart')} "
@@ -279,7 +279,7 @@ class JournalView(ScrollView, can_focus=True):
             self.post_message(self.OpenFrame(*frame))
             return
         index, part = self.model.rows[self.cursor]
-        record = self.model.records[index]
+        record = self.model.record(index)
         if isinstance(record, Traceback) and part != SEPARATOR:  # fold it, or unfold it
             self.model.toggle(index)
             self._resize()
@@ -301,7 +301,7 @@ class JournalView(ScrollView, can_focus=True):
         return 0
 
     def toggle_record(self, index: int, expanded: bool) -> None:
-        record = self.model.records[index]
+        record = self.model.record(index)
         if (id(record) in self.model.expanded) != expanded:
             self.model.toggle(index)
             self._resize()
@@ -319,7 +319,7 @@ class JournalView(ScrollView, can_focus=True):
         row = self.cursor + direction
         while 0 <= row < len(rows):
             index, part = rows[row]
-            if part == MAIN and isinstance(self.model.records[index], Traceback):
+            if part == MAIN and isinstance(self.model.record(index), Traceback):
                 self.follow = False
                 self._move_to(row)
                 return

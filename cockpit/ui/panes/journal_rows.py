@@ -3,8 +3,10 @@
 The folder turns journal entries into records (lines and whole tracebacks); this model maps
 records to rows: one row per line, one per folded traceback, a header plus one row per line
 for an expanded one, and a separator where a new invocation of the unit begins. Rows are a
-sorted list of (record index, part) pairs, so finding a record's rows is a bisection and
-expanding one traceback inserts only its lines. No Textual here: the model is tested alone.
+sorted list of (record number, part) pairs, so finding a record's rows is a bisection and
+expanding one traceback inserts only its lines. Record numbers count from the first record
+ever folded, so dropping the oldest records (the bounded window) only cuts a prefix of the
+rows. No Textual here: the model is tested alone.
 """
 
 from __future__ import annotations
@@ -100,44 +102,49 @@ class JournalRows:
         self.rows: list[Row] = []
         self.expanded: set[int] = set()  # id() of expanded tracebacks
         self.filter = Filter()
-        self.separators: dict[int, str] = {}  # record index -> separator text
+        self.separators: dict[int, str] = {}  # record number -> separator text
         self._invocation: str | None = None
         self._last_exit: str | None = None
-        self.discarded = 0  # records dropped from the front so far (the window)
+        self.discarded = 0  # records dropped from the front so far: the number of records[0]
         self.tracebacks_changed = False  # set when a batch brought or changed a traceback
 
     @property
     def records(self) -> list[Line | Traceback]:
         return self.folder.records
 
+    def record(self, number: int) -> Line | Traceback:
+        return self.folder.records[number - self.discarded]
+
     # -- feeding ----------------------------------------------------------------------------
 
     def add(self, entries: list[JournalEntry]) -> int:
-        """Fold a batch in; returns how many rows were added at the end (0 when rows were rebuilt
-        or an expanded traceback grew, in which case `rebuilt` tells the view to redraw all)."""
+        """Fold a batch in; returns how many rows were added at the end, or -1 when the rows were
+        rebuilt (an unfolded traceback took lines) and the view must redraw everything."""
         before = len(self.rows)
         changes = self.folder.feed_batch(entries)
         records = self.folder.records
+        base = self.discarded
         grew_expanded = any(id(records[i]) in self.expanded for i in changes.updated if i < len(records))
         if changes.updated or any(isinstance(records[i], Traceback) for i in range(changes.first_new, len(records))):
             self.tracebacks_changed = True
         for i in range(changes.first_new, len(records)):
-            self._note_invocation(i, records[i])
-        if len(records) > self.window:
-            drop = len(records) - self.window + self.window // 10  # in chunks: each drop rebuilds
-            self.folder.discard(drop)
-            self.discarded += drop
-            self.separators = {i - drop: t for i, t in self.separators.items() if i >= drop}
-            self.rebuild()
-            return 0
+            self._note_invocation(base + i, records[i])
         if grew_expanded:
             self.rebuild()
-            return 0
-        for i in range(changes.first_new, len(records)):
-            self._append_rows(i)
-        return len(self.rows) - before
+        else:
+            for i in range(changes.first_new, len(records)):
+                self._append_rows(base + i)
+        if len(records) > self.window:
+            self._drop(len(records) - self.window + self.window // 10)  # in chunks
+        return -1 if grew_expanded else max(0, len(self.rows) - before)
 
-    def _note_invocation(self, index: int, record: Line | Traceback) -> None:
+    def _drop(self, count: int) -> None:
+        self.folder.discard(count)
+        self.discarded += count
+        del self.rows[:bisect.bisect_left(self.rows, (self.discarded, SEPARATOR))]
+        self.separators = {n: t for n, t in self.separators.items() if n >= self.discarded}
+
+    def _note_invocation(self, number: int, record: Line | Traceback) -> None:
         if isinstance(record, Line):
             entry = record.entry
             if entry.pid == 1:  # systemd's own word about the unit: remember how it last ended
@@ -151,45 +158,45 @@ class JournalRows:
         if invocation and invocation != self._invocation:
             if self._invocation is not None:
                 exit_text = f" · previous exit: {self._last_exit}" if self._last_exit else ""
-                self.separators[index] = f"restart · invocation {invocation[:12]}{exit_text}"
+                self.separators[number] = f"restart · invocation {invocation[:12]}{exit_text}"
             self._invocation = invocation
             self._last_exit = None
 
-    def _append_rows(self, index: int) -> None:
-        record = self.folder.records[index]
+    def _append_rows(self, number: int) -> None:
+        record = self.record(number)
         if not self.filter.accepts(record):
             return
-        if index in self.separators:
-            self.rows.append((index, SEPARATOR))
-        self.rows.append((index, MAIN))
+        if number in self.separators:
+            self.rows.append((number, SEPARATOR))
+        self.rows.append((number, MAIN))
         if isinstance(record, Traceback) and id(record) in self.expanded:
-            self.rows.extend((index, k) for k in range(len(record.lines)))
+            self.rows.extend((number, k) for k in range(len(record.lines)))
 
     def rebuild(self) -> None:
         self.rows = []
         for i in range(len(self.folder.records)):
-            self._append_rows(i)
+            self._append_rows(self.discarded + i)
 
     # -- folding ----------------------------------------------------------------------------
 
-    def row_of(self, record_index: int) -> int:
+    def row_of(self, number: int) -> int:
         """The row of a record's MAIN row (or where it would be)."""
-        return bisect.bisect_left(self.rows, (record_index, MAIN))
+        return bisect.bisect_left(self.rows, (number, MAIN))
 
-    def toggle(self, record_index: int) -> None:
-        record = self.folder.records[record_index]
+    def toggle(self, number: int) -> None:
+        record = self.record(number)
         if not isinstance(record, Traceback):
             return
-        at = self.row_of(record_index) + 1
+        at = self.row_of(number) + 1
         if id(record) in self.expanded:
             self.expanded.discard(id(record))
             end = at
-            while end < len(self.rows) and self.rows[end][0] == record_index:
+            while end < len(self.rows) and self.rows[end][0] == number:
                 end += 1
             del self.rows[at:end]
         else:
             self.expanded.add(id(record))
-            self.rows[at:at] = [(record_index, k) for k in range(len(record.lines))]
+            self.rows[at:at] = [(number, k) for k in range(len(record.lines))]
 
     def set_all(self, expanded: bool) -> None:
         tracebacks = [r for r in self.folder.records if isinstance(r, Traceback)]
@@ -203,22 +210,22 @@ class JournalRows:
     # -- reading rows -----------------------------------------------------------------------
 
     def record_at(self, row: int) -> Line | Traceback:
-        return self.folder.records[self.rows[row][0]]
+        return self.record(self.rows[row][0])
 
     def text(self, row: int) -> str:
         """The row's text without decoration (what search matches)."""
-        index, part = self.rows[row]
+        number, part = self.rows[row]
         if part == SEPARATOR:
-            return self.separators.get(index, "restart")
-        record = self.folder.records[index]
+            return self.separators.get(number, "restart")
+        record = self.record(number)
         if isinstance(record, Traceback):
             return record.lines[part] if part >= 0 else record.lines[0] if record.lines else ""
         return record.text
 
     def frame_at(self, row: int) -> tuple[Traceback, int] | None:
         """(the traceback or chained part holding it, frame index) for a `File "...", line N` row."""
-        index, part = self.rows[row]
-        record = self.folder.records[index]
+        number, part = self.rows[row]
+        record = self.record(number)
         if not isinstance(record, Traceback) or part < 0:
             return None
         m = _FRAME_RE.match(record.lines[part])
@@ -232,8 +239,9 @@ class JournalRows:
         return None
 
     def tracebacks(self) -> list[tuple[int, Traceback]]:
-        """(record index, traceback), most recent first: the side list."""
-        return [(i, r) for i, r in reversed(list(enumerate(self.folder.records))) if isinstance(r, Traceback)]
+        """(record number, traceback), most recent first: the side list."""
+        base = self.discarded
+        return [(base + i, r) for i, r in reversed(list(enumerate(self.folder.records))) if isinstance(r, Traceback)]
 
     def find(self, pattern: re.Pattern[str], start: int, forward: bool = True) -> int | None:
         """The next row after (or before) `start` whose text matches."""

@@ -1,0 +1,156 @@
+"""The journal and source panes under load (issues 4 and 5). Prints JSON.
+
+journal: the pane holds a 200,000-line window (full of 8-rank tracebacks and log lines) while
+10,000 lines/s arrive in 20 batches a second; a frame is the time to fold a batch in and draw
+every visible row. Target: frames under 30 ms.
+
+source: opening the failing frame in the lab: the key to the file shown with its statement
+marked, for a file already cached (target 500 ms) and for a 400 KB file not yet fetched,
+highlighting included (target 2 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+
+from _common import emit, lab_up, pct
+
+from cockpit.config import Config
+from cockpit.systemd.entry import JournalEntry
+from cockpit.targets import Target
+from cockpit.traceback.model import Frame
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.panes.journal import JournalView
+from cockpit.ui.panes.source import SourcePane, SourceView
+
+WINDOW = 200_000
+RATE = 10_000
+BATCHES_PER_S = 20
+
+
+def synthetic(n: int, start: int = 0) -> list[JournalEntry]:
+    """Decode lines and access lines, with eight interleaved rank tracebacks every 2,000 lines."""
+    out = []
+    t = 1796031916000000
+    i = start
+    while len(out) < n:
+        if i % 2000 == 0:
+            for line in range(6):
+                for rank in range(8):
+                    text = ([f"[2026-11-30 10:00:00 TP{rank}] Scheduler hit an exception: Traceback (most recent call last):",
+                             '  File "/opt/x/scheduler.py", line 1017, in event_loop_normal',
+                             "    result = self.run_batch(batch)",
+                             '  File "/opt/x/model_runner.py", line 2210, in forward',
+                             "    raise RuntimeError('CUDA error: an illegal memory access was encountered')",
+                             "RuntimeError: CUDA error: an illegal memory access was encountered"][line])
+                    out.append(JournalEntry(text, realtime_us=t + i, pid=1000 + rank, invocation_id="inv"))
+        elif i % 3:
+            out.append(JournalEntry(f"[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 32, #token: {i}, "
+                                    "token usage: 0.13, cuda graph: True, gen throughput (token/s): 4351.94, "
+                                    "#queue-req: 3", realtime_us=t + i, pid=999, invocation_id="inv"))
+        else:
+            out.append(JournalEntry(f'INFO:     127.0.0.1:{40000 + i % 20000} - "POST /v1/completions HTTP/1.1" 200 OK',
+                                    realtime_us=t + i, pid=999, invocation_id="inv"))
+        i += 1
+    return out[:n]
+
+
+async def journal_frames() -> dict:
+    app = CockpitApp(Config(), Target("bench", "bench.service"), live=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        view = app.query_one(JournalView)
+        t = time.perf_counter()
+        filled = 0
+        while filled < WINDOW:
+            view.append_entries(synthetic(20_000, filled))
+            filled += 20_000
+        fill_s = time.perf_counter() - t
+        await pilot.pause()
+        batch = RATE // BATCHES_PER_S
+        frames = []
+        region = view.scrollable_content_region
+        for k in range(BATCHES_PER_S * 5):  # five seconds of 10,000 lines/s
+            entries = synthetic(batch, WINDOW + k * batch)
+            t = time.perf_counter()
+            view.append_entries(entries)
+            for y in range(region.height):  # what a refresh draws
+                view.render_line(y)
+            frames.append((time.perf_counter() - t) * 1000)
+            await asyncio.sleep(1 / BATCHES_PER_S)
+        rows = len(view.model.rows)
+        records = len(view.model.records)
+    return {"window_lines": WINDOW, "records": records, "rows": rows, "fill_200k_s": round(fill_s, 2),
+            "arrival_lines_per_s": RATE, "frame_ms": {"p50": round(pct(frames, 50), 2), "p95": round(pct(frames, 95), 2),
+                                                      "max": round(max(frames), 2), "mean": round(statistics.mean(frames), 2)},
+            "target_frame_ms": 30, "met": pct(frames, 95) < 30}
+
+
+async def source_open(lab_name: str) -> dict:
+    app = CockpitApp(Config(), Target(lab_name, "sglang-demo.service"), live=False)
+    big = "/tmp/big_module.py"
+    async with app.run_test(size=(160, 50)) as pilot:
+        host = app.pool.get(lab_name)
+        src = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py"
+        await host.run(["sh", "-c", f"cat /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/server_args.py "
+                                    f"{src} /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/*.py "
+                                    f"| head -c 409600 | sed '$d' > {big}"])
+        size = int((await host.run(["stat", "-c", "%s", big])).text)
+        view = app.query_one(SourcePane).query_one(SourceView)
+
+        highlighted = asyncio.Event()
+        set_highlighted = view.set_highlighted
+
+        def note_highlighted(lines) -> None:
+            set_highlighted(lines)
+            highlighted.set()
+
+        view.set_highlighted = note_highlighted
+
+        async def open_and_wait(path: str, line: int) -> tuple[float, float]:
+            """Seconds from the request to the file shown at its line, and to its colours."""
+            highlighted.clear()
+            t = time.perf_counter()
+            app.open_frame(_FakeTraceback([Frame(path, line, "f", None)]), 0)
+            while view.shown is None or view.shown.path != path or view.shown.line != line:
+                await asyncio.sleep(0.002)
+            shown = time.perf_counter() - t
+            if view.highlighted is None:
+                await highlighted.wait()
+            return shown, time.perf_counter() - t
+
+        uncached_shown, uncached_colours = await open_and_wait(big, 2000)
+        cached = [await open_and_wait(big, 1000 + k) for k in range(5)]
+    cached_colours = [c for _, c in cached]
+    return {"file_bytes": size, "uncached_shown_s": round(uncached_shown, 3),
+            "uncached_highlighted_s": round(uncached_colours, 3),
+            "cached_highlighted_s": {"p50": round(pct(cached_colours, 50), 3), "max": round(max(cached_colours), 3)},
+            "targets": {"cached_s": 0.5, "uncached_400kb_s": 2.0},
+            "met": uncached_colours < 2.0 and max(cached_colours) < 0.5}
+
+
+class _FakeTraceback:
+    """Only what open_frame reads: frames, exception, message, times."""
+
+    def __init__(self, frames: list[Frame]) -> None:
+        self.frames = frames
+        self.exception = "AssertionError"
+        self.message = ""
+        self.times = [None]
+
+
+async def main() -> None:
+    result = {"benchmark": "panes", "journal": await journal_frames()}
+    if "--no-lab" not in sys.argv:
+        lab = lab_up("cockpit-bench")
+        try:
+            result["source"] = await source_open("cockpit-bench")
+        finally:
+            lab.down()
+    emit(result)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
