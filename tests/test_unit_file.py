@@ -335,10 +335,10 @@ PIECE = st.text(st.characters(blacklist_characters="\n\r", blacklist_categories=
 
 
 @st.composite
-def unit_files(draw) -> str:
+def unit_files(draw, eol: str | None = None, bom: bool = True) -> str:
     """Unit files as people write them: comments, blanks, continuations with comments inside."""
-    eol = draw(LINE_ENDS)
-    lines = [draw(st.sampled_from(["", "\ufeff"])) + "[Service]"]
+    eol = eol or draw(LINE_ENDS)
+    lines = [draw(st.sampled_from(["", "\ufeff"] if bom else [""])) + "[Service]"]
     for _ in range(draw(st.integers(0, 8))):
         kind = draw(st.sampled_from(["comment", "blank", "directive", "section"]))
         if kind == "comment":
@@ -348,7 +348,8 @@ def unit_files(draw) -> str:
         elif kind == "section":
             lines.append(f"[{draw(st.from_regex(r'[A-Za-z]{1,8}', fullmatch=True))}]")
         else:
-            key = draw(st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,10}", fullmatch=True))
+            key = draw(st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,10}", fullmatch=True).filter(
+                lambda k: not k.startswith(("Exec", "Environment"))))
             parts = draw(st.lists(PIECE, min_size=1, max_size=4))
             text = f"{draw(st.sampled_from(['', ' ']))}{key}{draw(st.sampled_from(['=', ' = ']))}{parts[0]}"
             for part in parts[1:]:
@@ -364,6 +365,39 @@ def unit_files(draw) -> str:
 @given(text=unit_files())
 def test_generated_unit_files_render_back_byte_for_byte(text: str) -> None:
     assert parse_unit_file("g.service", text).render() == text
+
+
+@st.composite
+def units_around_a_command(draw) -> tuple[str, str, str]:
+    """(before, ExecStart directive, after): a command written with quotes, continuations and
+    comments inside, between generated lines."""
+    eol = draw(LINE_ENDS)
+    before = draw(unit_files(eol))
+    before += ("" if before.endswith(eol) else eol) + "[Service]" + eol
+    words = ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]
+    for _ in range(draw(st.integers(0, 5))):
+        words += [draw(st.sampled_from(["--tp-size", "--port", "--enable-x", "'--quoted-flag'"]))]
+        words += draw(st.lists(st.builds(quote_word, VALUES), max_size=1))
+    text = "ExecStart=" + words[0]
+    for word in words[1:]:
+        if draw(st.booleans()):
+            text += " \\" + eol + draw(st.sampled_from(["", "  # note" + eol, "; old" + eol])) + "    "
+        text += " " + word
+    after = draw(unit_files(eol, bom=False))
+    return before, text + eol, after
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=units_around_a_command(), value=VALUES)
+def test_set_flag_changes_no_byte_outside_the_command(parts: tuple[str, str, str], value: str) -> None:
+    before, command, after = parts
+    unit = load_unit({"/u/x.service": before + command + after}, "/u/x.service")
+    edited = unit.set_flag("--tp-size", value).render()
+    assert edited.startswith(before) and edited.endswith(after)
+    reread = load_unit({"/u/x.service": edited}, "/u/x.service")
+    assert [i.value for i in reread.flags() if i.name == "--tp-size"][-1] == value
+    others = [(i.name, i.value) for i in unit.items() if i.name != "--tp-size"]
+    assert [(i.name, i.value) for i in reread.items() if i.name != "--tp-size"] == others
 
 
 @settings(max_examples=300, deadline=None)

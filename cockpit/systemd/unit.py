@@ -158,7 +158,9 @@ class EnvironmentFile:
 
 
 @dataclass(frozen=True)
-class _Where:
+class Where:
+    """A directive of the unit: which file, which entry of it."""
+
     file: int  # index into Unit.files
     entry: int  # index into that file's entries
 
@@ -198,17 +200,17 @@ class Unit:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _directives(self, key: str) -> list[tuple[_Where, Entry]]:
+    def _directives(self, key: str) -> list[tuple[Where, Entry]]:
         """Every `key=` of the [Service] sections, in the order systemd applies them."""
-        return [(_Where(fi, ei), e) for fi, f in enumerate(self.files) for ei, e in f.directives(SECTION, key)]
+        return [(Where(fi, ei), e) for fi, f in enumerate(self.files) for ei, e in f.directives(SECTION, key)]
 
-    def _error(self, where: _Where, message: str) -> UnitSyntaxError:
+    def _error(self, where: Where, message: str) -> UnitSyntaxError:
         f = self.files[where.file]
         return UnitSyntaxError(f.path, f.entries[where.entry].lineno, message)
 
-    def exec_start(self) -> list[tuple[_Where, Command]]:
+    def exec_start(self) -> list[tuple[Where, Command]]:
         """Every command the effective `ExecStart=` runs, with the directive that defines it."""
-        commands: list[tuple[_Where, Command]] = []
+        commands: list[tuple[Where, Command]] = []
         for where, entry in self._directives("ExecStart"):
             if not entry.value:
                 commands = []
@@ -219,7 +221,7 @@ class Unit:
                 raise self._error(where, f"ExecStart: {e}") from None
         return commands
 
-    def _command(self) -> tuple[_Where, Command]:
+    def _command(self) -> tuple[Where, Command]:
         commands = self.exec_start()
         if not commands:
             raise UnitError(f"{self.name} has no ExecStart= (in {', '.join(f.path for f in self.files)})")
@@ -232,10 +234,10 @@ class Unit:
         """The file whose `ExecStart=` systemd runs: where flag edits land."""
         return self.files[self._command()[0].file].path
 
-    def _assignments(self) -> list[tuple[_Where, int, Assignment]]:
+    def _assignments(self) -> list[tuple[Where, int, Assignment]]:
         """The `Environment=` assignments in effect (after the last reset), in order; lines that
         systemd ignores as a whole are skipped here too."""
-        found: list[tuple[_Where, int, Assignment]] = []
+        found: list[tuple[Where, int, Assignment]] = []
         for where, entry in self._directives("Environment"):
             if not entry.value:
                 found = []
@@ -248,13 +250,17 @@ class Unit:
         return found
 
     def environment_files(self) -> list[EnvironmentFile]:
+        """The `EnvironmentFile=` paths in effect, in the order systemd reads them."""
         files: list[EnvironmentFile] = []
         for _, entry in self._directives("EnvironmentFile"):
             if not entry.value:
                 files = []
                 continue
             optional = entry.value.startswith("-")
-            path, _ = resolve_specifiers(entry.value[1:] if optional else entry.value, self._specifiers)
+            try:
+                path, _ = resolve_specifiers(entry.value[1:] if optional else entry.value, self._specifiers)
+            except ExecSyntaxError:
+                continue  # systemd ignores the line too
             files.append(EnvironmentFile(path, optional))
         return files
 
@@ -323,9 +329,9 @@ class Unit:
 
     # -- editing ----------------------------------------------------------------------------
 
-    def _edited(self, where: _Where, text: str, inserts: dict[int, str] | None = None) -> Unit:
+    def _edited(self, where: Where, text: str) -> Unit:
         files = list(self.files)
-        files[where.file] = files[where.file].replaced({where.entry: text}, inserts)
+        files[where.file] = files[where.file].replaced({where.entry: text})
         return replace(self, files=tuple(files))
 
     def set_flag(self, name: str, value: Value = None) -> Unit:
@@ -384,14 +390,14 @@ class Unit:
         if not current:
             raise UnitError(f"{self.name} does not set {key} with Environment=")
         unit = self
-        by_line: dict[_Where, dict[int, str]] = {}
+        by_line: dict[Where, dict[int, str]] = {}
         for where, index in current:
             by_line.setdefault(where, {})[index] = ""
         for where in sorted(by_line, key=lambda w: (w.file, -w.entry)):  # later lines first: indices hold
             unit = unit._edited(where, unit._env_line(where, by_line[where]))
         return unit
 
-    def _env_line(self, where: _Where, words: dict[int, str]) -> str:
+    def _env_line(self, where: Where, words: dict[int, str]) -> str:
         """An `Environment=` line re-rendered with some words replaced ("" drops one)."""
         entry = self.files[where.file].entries[where.entry]
         assignments = parse_assignments(entry.value or "", self._specifiers)
@@ -466,7 +472,7 @@ class _Plan:
     """The edited command, one group per output line, with the comments found inside it."""
 
     unit: Unit
-    where: _Where
+    where: Where
     command: Command
     args: list[Arg]
     items: list[Item]
