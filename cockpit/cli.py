@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 from cockpit import __version__
 from cockpit.errors import CockpitError, UsageError
+from cockpit.load import bench_cli
 from cockpit.sglang import explain_cli
 from cockpit.traceback import cli as fold_cli
 
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_status(sub)
     fold_cli.add_parser(sub)
     explain_cli.add_parser(sub)
+    bench_cli.add_parser(sub)
     _add_lab(sub)
     return parser
 
@@ -161,6 +163,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": _cmd_status,
     "fold": fold_cli.run,
     "explain": explain_cli.run,
+    "bench": bench_cli.run,
     "lab": _cmd_lab,
 }
 
