@@ -1,0 +1,232 @@
+"""SGLang log lines -> typed events: decode and prefill stats, start-up milestones, readiness,
+and the markers of a crash.
+
+It runs on every journal line of a busy server, so a line pays for a regex only once it is
+known to be one of ours: the prefix ends at the first `] `, and the message must then start
+with one of a handful of fixed strings (one `str.startswith` with a tuple, in C). Everything
+else returns None after those two calls.
+
+The formats, from SGLang's own source (0.4.x to 0.5.23):
+- prefix `[%Y-%m-%d %H:%M:%S{.mmm}{ DPn}{ PPn}{ ATTN_CPn}{ MOE_DPn}{ TPn}{ EPn}] `; 0.5.9's
+  argument checks add `LEVEL file.py:LINE: ` after it;
+- `Decode batch{ [iter]}, key: value, ...` (0.4.x: `Decode batch.` and no accept rate), with
+  the pool's keys varying by model (`#token`/`token usage`, or `#full token`/`full token
+  usage` for hybrid models) and optional keys (accept len/rate, disaggregation queues, MFU);
+- `Prefill batch{ [iter]}, ...` likewise (0.4.x: `Prefill batch.`, ending at `#queue-req`).
+Stats lines are therefore read as `key: value` pairs rather than matched field by field, so
+an extra or reordered key never loses the line; every pair is kept in `fields`.
+
+The events are plain (not frozen) slotted dataclasses: a frozen one sets each field through
+`object.__setattr__`, which made building a decode event take three times as long.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+_STARTS = (
+    "Decode batch", "Prefill batch", "The server is fired up", "Load weight ", "Memory pool end",
+    "Capture ", "max_total_num_tokens=", "Scheduler hit an exception", "Received sigquit",
+    "Health check failed", "Initialization failed",
+)
+_LEVELS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
+_HEAD = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)((?: [A-Z_]+\d+)*)\] (?:([A-Z]+) ([\w.]+:\d+): )?")
+_CAPTURE = re.compile(r"Capture (.+? graph) (begin|end)\b", re.IGNORECASE)
+_ASSIGN = re.compile(r"([A-Za-z_][\w ]*?)=(\[[^\]]*\]|[^,\s]+(?: [A-Za-z]+\b)?)")
+
+
+@dataclass(slots=True)
+class LogPrefix:
+    """What SGLang's logging puts before a message, and the message."""
+
+    stamp: str  # the time as printed, in the host's local time
+    rank: str  # "TP3", "DP1 TP3", or "" (a single rank prints none)
+    level: str | None  # only 0.5.9's argument checks print a level and a source
+    source: str | None  # "server_args.py:1835"
+    message: str
+
+
+def split_prefix(line: str) -> LogPrefix | None:
+    """The prefix of any SGLang log line (not only the ones `parse` turns into events)."""
+    head = _HEAD.match(line, max(0, line.find("[")))
+    if head is None:
+        return None
+    return LogPrefix(head.group(1), head.group(2)[1:], head.group(3), head.group(4), line[head.end():].rstrip())
+
+
+@dataclass(slots=True)
+class DecodeStats:
+    stamp: str  # the prefix's time, as printed (the host's local time)
+    rank: str  # "TP3", "DP1 TP3", or "" (one rank)
+    running_req: int
+    queue_req: int
+    gen_throughput: float  # tokens/s over the last log interval, all running requests
+    tokens: int | None  # KV tokens in use (`#token`, or `#full token` on hybrid models)
+    token_usage: float | None
+    accept_len: float | None  # speculative decoding only
+    accept_rate: float | None  # from 0.5.x; 0.4.x printed only the length
+    graph: bool | None  # ran as a CUDA (or CPU/NPU) graph
+    fields: dict[str, str] = field(compare=False)
+
+
+@dataclass(slots=True)
+class PrefillStats:
+    stamp: str
+    rank: str
+    new_seq: int
+    new_token: int
+    cached_token: int
+    running_req: int
+    queue_req: int
+    token_usage: float | None
+    input_throughput: float | None  # absent in 0.4.x
+    graph: bool | None
+    fields: dict[str, str] = field(compare=False)
+
+
+@dataclass(slots=True)
+class Ready:
+    """`The server is fired up and ready to roll!`: the server answers requests."""
+
+    stamp: str
+    rank: str
+
+
+MilestoneKind = Literal["load_weight_begin", "load_weight_end", "memory_pool_end", "graph_capture_begin",
+                        "graph_capture_end", "max_total_num_tokens"]
+
+
+@dataclass(slots=True)
+class Milestone:
+    """A start-up step; `values` holds the line's `key=value` pairs (`avail mem` -> `9.80 GB`)."""
+
+    stamp: str
+    rank: str
+    kind: MilestoneKind
+    message: str
+    values: dict[str, str] = field(compare=False)
+
+    def number(self, key: str) -> float | None:
+        """The leading number of a value: `number("avail mem")` -> 9.8."""
+        raw = self.values.get(key)
+        try:
+            return float(raw.split(" ", 1)[0]) if raw else None
+        except ValueError:
+            return None
+
+
+ErrorKind = Literal["scheduler_exception", "sigquit", "health_check_failed", "initialization_failed"]
+
+
+@dataclass(slots=True)
+class ErrorMarker:
+    """A line that means the server is failing; a traceback often follows on the next lines."""
+
+    stamp: str
+    rank: str
+    kind: ErrorKind
+    message: str
+
+
+LogEvent = Union[DecodeStats, PrefillStats, Ready, Milestone, ErrorMarker]
+
+_ERRORS: tuple[tuple[str, ErrorKind], ...] = (
+    ("Scheduler hit an exception", "scheduler_exception"),
+    ("Received sigquit", "sigquit"),
+    ("Health check failed", "health_check_failed"),
+    ("Initialization failed", "initialization_failed"),
+)
+_MILESTONES: tuple[tuple[str, MilestoneKind], ...] = (
+    ("Load weight begin", "load_weight_begin"),
+    ("Load weight end", "load_weight_end"),
+    ("Memory pool end", "memory_pool_end"),
+    ("max_total_num_tokens=", "max_total_num_tokens"),
+)
+
+
+def parse(line: str) -> LogEvent | None:
+    """The event a log line (a journal entry's MESSAGE) carries, or None for any other line."""
+    end = line.find("] ")
+    if end < 0 or not (line.startswith(_STARTS, end + 2) or line.startswith(_LEVELS, end + 2)):
+        return None
+    head = _HEAD.match(line, max(0, line.rfind("[", 0, end)))
+    if head is None or not line.startswith(_STARTS, head.end()):
+        return None
+    stamp, rank = head.group(1), head.group(2)[1:]
+    message = line[head.end():].rstrip()
+    if message.startswith("Decode batch"):
+        return _decode(message, stamp, rank)
+    if message.startswith("Prefill batch"):
+        return _prefill(message, stamp, rank)
+    if message.startswith("The server is fired up and ready to roll"):
+        return Ready(stamp, rank)
+    for marker, error in _ERRORS:
+        if message.startswith(marker):
+            return ErrorMarker(stamp, rank, error, message)
+    for marker, milestone in _MILESTONES:
+        if message.startswith(marker):
+            return Milestone(stamp, rank, milestone, message, dict(_ASSIGN.findall(message)))
+    capture = _CAPTURE.match(message)
+    if capture is None:
+        return None  # "Capture cuda graph bs [...]" and the like: not a milestone
+    kind: MilestoneKind = "graph_capture_begin" if capture.group(2) == "begin" else "graph_capture_end"
+    values = dict(_ASSIGN.findall(message), graph=capture.group(1))
+    return Milestone(stamp, rank, kind, message, values)
+
+
+def _pairs(message: str, skip: int) -> dict[str, str]:
+    """`, key: value, key: value` after the `Decode batch` / `Prefill batch` words."""
+    if message.startswith(" [", skip):  # the iteration number of SGLANG_LOG_FORWARD_ITERS
+        skip = message.find("]", skip) + 1
+    fields = {}
+    for part in message[skip + 2:].rstrip(",").split(", "):
+        key, sep, value = part.partition(": ")
+        if sep:
+            fields[key] = value
+    return fields
+
+
+def _graph(fields: dict[str, str]) -> bool | None:
+    value = fields.get("cuda graph")
+    if value is not None:
+        return value == "True"
+    for key, value in fields.items():  # "cpu graph", "npu graph", "musa graph"
+        if key.endswith(" graph"):
+            return value == "True"
+    return None
+
+
+def _float(fields: dict[str, str], *keys: str) -> float | None:
+    for key in keys:
+        if key in fields:
+            try:
+                return float(fields[key])
+            except ValueError:
+                return None
+    return None
+
+
+def _decode(message: str, stamp: str, rank: str) -> DecodeStats | None:
+    f = _pairs(message, 12)
+    try:
+        running, queue = int(f["#running-req"]), int(f["#queue-req"])
+        throughput = float(f["gen throughput (token/s)"])
+        tokens = f.get("#token") or f.get("#full token")
+        return DecodeStats(stamp, rank, running, queue, throughput, int(tokens) if tokens else None,
+                           _float(f, "token usage", "full token usage"), _float(f, "accept len"),
+                           _float(f, "accept rate"), _graph(f), f)
+    except (KeyError, ValueError):
+        return None  # a decode line of a format this does not know: not one we can plot
+
+
+def _prefill(message: str, stamp: str, rank: str) -> PrefillStats | None:
+    f = _pairs(message, 13)
+    try:
+        return PrefillStats(stamp, rank, int(f["#new-seq"]), int(f["#new-token"]), int(f["#cached-token"]),
+                            int(f["#running-req"]), int(f["#queue-req"]),
+                            _float(f, "token usage", "full token usage"),
+                            _float(f, "input throughput (token/s)"), _graph(f), f)
+    except (KeyError, ValueError):
+        return None
