@@ -16,6 +16,7 @@ from cockpit import __version__
 from cockpit.errors import CockpitError, UsageError
 from cockpit.load import bench_cli
 from cockpit.sglang import explain_cli
+from cockpit.systemd import unit_cli
 from cockpit.traceback import cli as fold_cli
 
 EXAMPLES = """\
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     fold_cli.add_parser(sub)
     explain_cli.add_parser(sub)
     bench_cli.add_parser(sub)
+    unit_cli.add_parser(sub)
     _add_lab(sub)
     return parser
 
@@ -164,6 +166,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "fold": fold_cli.run,
     "explain": explain_cli.run,
     "bench": bench_cli.run,
+    "unit": unit_cli.run,
     "lab": _cmd_lab,
 }
 
