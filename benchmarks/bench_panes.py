@@ -91,7 +91,7 @@ async def journal_frames() -> dict:
 async def source_open(lab_name: str) -> dict:
     app = CockpitApp(Config(), Target(lab_name, "sglang-demo.service"), live=False)
     big = "/tmp/big_module.py"
-    async with app.run_test(size=(160, 50)) as pilot:
+    async with app.run_test(size=(160, 50)):
         host = app.pool.get(lab_name)
         src = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py"
         await host.run(["sh", "-c", f"cat /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/server_args.py "

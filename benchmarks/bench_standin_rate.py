@@ -16,7 +16,7 @@ from pathlib import Path
 
 from _common import emit
 
-from cockpit.lab.image import sglang_source
+from cockpit.sglang.releases import sglang_source
 from cockpit.load.runner import LoadConfig, Runner
 
 ROOT = Path(__file__).resolve().parents[1]

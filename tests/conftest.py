@@ -32,7 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def sglang_root() -> callable:
     """`sglang_root("0.5.23")`: a directory holding that release's real `sglang` package source."""
-    from cockpit.lab.image import sglang_source
+    from cockpit.sglang.releases import sglang_source
 
     def get(version: str) -> Path:
         return sglang_source(version, progress=lambda m: None)

@@ -2,32 +2,25 @@
 
 The image is keyed by a hash of its recipe (suite, mirror, packages, the setup script), so a
 changed recipe builds a new image and an unchanged one is never rebuilt; each boot runs on a
-throw-away overlay of it. The SGLang source of a release is fetched with
-`pip download --no-deps` and kept beside the images, to be bind-mounted at boot.
+throw-away overlay of it. The SGLang source it shows comes from cockpit.sglang.releases.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.errors import CockpitError
+from cockpit.sglang.releases import cache_root
 
 HERE = Path(__file__).parent
 SETUP_SCRIPT = HERE / "image-setup.sh"
 LAB_PYTHON = "python3.11"  # Debian bookworm's; the fixture tracebacks name this site-packages
 SITE_PACKAGES = f"/opt/sglang/venv/lib/{LAB_PYTHON}/site-packages"
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("COCKPIT_LAB_CACHE", "/var/cache/cockpit-lab"))
 
 
 @dataclass(frozen=True)
@@ -121,36 +114,3 @@ def build(recipe: Recipe = Recipe(), progress=print) -> Path:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
     return final / "rootfs"
-
-
-def sglang_source(version: str, progress=print) -> Path:
-    """A directory holding `sglang/` and its dist-info for `version`: the real release's source."""
-    target = cache_root() / "sglang" / version
-    if (target / "complete").is_file():
-        return target
-    wheels = cache_root() / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
-    if not found:
-        progress(f"downloading the SGLang {version} source (pip download --no-deps sglang=={version})")
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                               f"sglang=={version}", "-d", str(wheels)], capture_output=True, text=True)
-        found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
-        if proc.returncode != 0 or not found:
-            raise CockpitError(f"could not download SGLang {version}: {proc.stderr.strip().splitlines()[-1:] or 'no wheel'}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=target.parent))
-    try:
-        with zipfile.ZipFile(found[-1]) as wheel:
-            for name in wheel.namelist():
-                top = name.split("/", 1)[0]
-                if name.endswith(".py") and top == "sglang" or top.endswith(".dist-info"):
-                    wheel.extract(name, work)
-        (work / "complete").write_text(found[-1].name + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        work.rename(target)
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
-    return target

@@ -26,6 +26,7 @@ import cockpit
 from cockpit.errors import CockpitError, UsageError
 from cockpit.lab import image, network
 from cockpit.lab.paths import DEFAULT_NAME, run_root, state_root
+from cockpit.sglang.releases import sglang_source
 
 DEFAULT_SGLANG = "0.5.23"
 GUEST_DIR = Path(__file__).with_name("guest")
@@ -150,7 +151,7 @@ class Lab:
         if running is not None:
             return running
         rootfs = image.build(progress=progress)
-        source = image.sglang_source(sglang_version, progress=progress)
+        source = sglang_source(sglang_version, progress=progress)
         self._ensure_keys()
         run_root().mkdir(parents=True, exist_ok=True)
         with open(run_root() / ".lock", "w") as lock:

@@ -1,0 +1,245 @@
+"""Pre-flight: what SGLang will make of a command line, before anything is written or restarted.
+
+Two layers. The static one is instant and offline: the release's own flag catalog (unknown
+flags with a did-you-mean, values that argparse will refuse, a missing required flag) and the
+cross-flag rules SGLang enforces at start-up (rules.py), each with the release range it holds
+for. Paths are checked on the host. The dry run is exact: the release's own argument
+resolution, run in the service's Python on the host with nothing started on the GPUs; its
+traceback is read like a crash's. A Python that cannot import SGLang (the lab has the source
+but no torch) is said once, and the static layer stands alone.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+from cockpit.remote.base import Host, HostError
+from cockpit.sglang.explain import explain
+from cockpit.sglang.flags import Catalog, Flag
+from cockpit.sglang.rules import eagle_violation
+from cockpit.systemd.unit_args import Item, parse_items
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+PATH_FLAGS = ("--model-path", "--speculative-draft-model-path", "--tokenizer-path")
+_CONVERT = {"int": int, "float": float}
+
+
+@dataclass
+class Finding:
+    severity: str  # "error": the server will not start; "warning"; "info"
+    rule: str
+    flags: list[str]
+    message: str
+    would_raise: str | None = None  # what launch_server dies with: "AssertionError", "SystemExit(2)", ...
+    fix: str | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    dry_run: str | None = None  # "passed", "failed", or why it could not run
+
+    @property
+    def would_start(self) -> bool:
+        return not any(f.severity == ERROR for f in self.findings)
+
+
+def _flag_items(argv: Sequence[str], catalog: Catalog) -> tuple[list[Item], list[Item]]:
+    """(flags, positionals) of a server argv (its program part is skipped); a bare list of flags
+    works too."""
+    words = list(argv)
+    if words and words[0].startswith("-"):
+        words.insert(0, "launch_server")
+    _, items = parse_items(words, catalog)
+    return [i for i in items if i.is_flag], [i for i in items if not i.is_flag]
+
+
+def _resolve(name: str, catalog: Catalog) -> tuple[Flag | None, list[Flag]]:
+    """The flag a spelling means, as argparse would take it (unique prefixes are accepted)."""
+    flag = catalog.get(name)
+    if flag is not None:
+        return flag, []
+    matches = {f.name: f for f in catalog.flags for n in f.names if n.startswith(name)}
+    if len(matches) == 1:
+        return next(iter(matches.values())), []
+    return None, list(matches.values())
+
+
+def _values(item: Item) -> list[str]:
+    if item.value is None:
+        return []
+    return list(item.value) if isinstance(item.value, tuple) else [item.value]
+
+
+def check_static(argv: Sequence[str], catalog: Catalog) -> list[Finding]:
+    """Every static finding for a `launch_server` argv, in the order of the command line."""
+    version = catalog.version or "(unknown release)"
+    stop = f"SGLang {version} will stop at start-up"
+    findings: list[Finding] = []
+    flags, positionals = _flag_items(argv, catalog)
+    given: dict[str, str | None] = {}
+    seen: dict[str, str] = {}
+    for item in flags:
+        assert item.name is not None
+        flag, ambiguous = _resolve(item.name, catalog)
+        if flag is None:
+            if ambiguous:
+                names = ", ".join(f.name for f in ambiguous[:4])
+                findings.append(Finding(ERROR, "ambiguous-flag", [item.name],
+                                        f"{stop}: {item.name} could be any of {names} (argparse refuses it).",
+                                        "SystemExit(2)", f"Write the whole flag name, for example {ambiguous[0].name}."))
+                continue
+            hint = catalog.suggest(item.name)
+            findings.append(Finding(
+                ERROR, "unknown-flag", [item.name],
+                f"{stop}: {item.name} is not a flag of this release "
+                f"(`error: unrecognized arguments: {item.name}`)." + (f" Did you mean {hint[0]}?" if hint else ""),
+                "SystemExit(2)", f"Use {hint[0]}." if hint else "Remove it."))
+            continue
+        if item.name not in flag.names:
+            findings.append(Finding(WARNING, "abbreviated-flag", [item.name],
+                                    f"{item.name} is taken as {flag.name} (an abbreviation argparse accepts).",
+                                    None, f"Write {flag.name} in full: a later release may add a flag that "
+                                          "makes the abbreviation ambiguous."))
+        if flag.name in seen:
+            findings.append(Finding(WARNING, "repeated-flag", [flag.name],
+                                    f"{flag.name} is given twice; the last value wins.", None, "Remove one."))
+        seen[flag.name] = item.name
+        values = _values(item)
+        if flag.takes_value and not values and flag.nargs not in ("?", "*"):
+            findings.append(Finding(ERROR, "missing-value", [flag.name],
+                                    f"{stop}: {flag.name} expects a value (`expected one argument`).",
+                                    "SystemExit(2)", f"Give {flag.name} a value or remove it."))
+            continue
+        kind = _CONVERT.get(flag.type or "")
+        for value in values:
+            if kind is not None:
+                try:
+                    kind(value)
+                except ValueError:
+                    findings.append(Finding(ERROR, "bad-type", [flag.name],
+                                            f"{stop}: {flag.name} {value!r} is not a valid {flag.type} "
+                                            f"(`invalid {flag.type} value`).", "SystemExit(2)",
+                                            f"Give {flag.name} a {flag.type}."))
+                    break
+            if flag.choices and all(isinstance(c, str) for c in flag.choices) and value not in flag.choices:
+                shown = ", ".join(map(str, flag.choices[:12])) + (" ..." if len(flag.choices) > 12 else "")
+                findings.append(Finding(ERROR, "bad-choice", [flag.name],
+                                        f"{stop}: {flag.name} {value!r} is not one of its choices ({shown}).",
+                                        "SystemExit(2)", f"Pick one of: {shown}."))
+        given[flag.name] = " ".join(values) if values else None
+    for word in positionals:
+        findings.append(Finding(ERROR, "stray-argument", [], f"{stop}: `{word.value}` is not a flag nor a flag's "
+                                f"value (`error: unrecognized arguments`).", "SystemExit(2)",
+                                "Remove it, or attach it to the flag it belongs to."))
+    for flag in catalog.flags:
+        if flag.required and flag.name not in given:
+            findings.append(Finding(ERROR, "missing-required", [flag.name],
+                                    f"{stop}: {flag.name} is required.", "SystemExit(2)", f"Add {flag.name}."))
+    violation = eagle_violation(version, given)
+    if violation is not None:
+        findings.append(Finding(ERROR, violation.rule, list(violation.flags), violation.message,
+                                violation.exception, violation.fix))
+    return findings
+
+
+def given_flags(argv: Sequence[str], catalog: Catalog) -> dict[str, str | None]:
+    """Canonical flag -> value for the flags of an argv that the release knows."""
+    out: dict[str, str | None] = {}
+    for item in _flag_items(argv, catalog)[0]:
+        flag = _resolve(item.name or "", catalog)[0]
+        if flag is not None:
+            values = _values(item)
+            out[flag.name] = " ".join(values) if values else None
+    return out
+
+
+async def check_paths(host: Host, argv: Sequence[str], catalog: Catalog) -> list[Finding]:
+    """Model directories named by the flags exist on the host and hold config.json."""
+    findings = []
+    for name, value in given_flags(argv, catalog).items():
+        if name not in PATH_FLAGS or not value or not value.startswith(("/", "./", "~")):
+            continue
+        try:
+            await host.stat(posixpath.join(value, "config.json"))
+        except HostError:
+            try:
+                await host.stat(value)
+                problem = f"{value} on {host.name} holds no config.json"
+            except HostError:
+                problem = f"{value} does not exist on {host.name}"
+            findings.append(Finding(ERROR, "model-path", [name], f"SGLang will stop loading the model: {problem}.",
+                                    "OSError", f"Point {name} at a model directory on {host.name}."))
+    return findings
+
+
+PROBE = """\
+import sys
+try:
+    from sglang.srt.server_args import prepare_server_args
+except BaseException as e:
+    print(f"COCKPIT-NO-SGLANG {type(e).__name__}: {e}")
+    sys.exit(3)
+sa = prepare_server_args(sys.argv[1:])
+if hasattr(sa, "resolve_once"):
+    sa.resolve_once()
+print("COCKPIT-PREFLIGHT-OK")
+"""
+
+
+async def dry_run(host: Host, python: str, argv: Sequence[str], catalog: Catalog | None,
+                  timeout: float = 120.0) -> tuple[str, list[Finding]]:
+    """The release's own resolution of these flags on the host. Returns (outcome, findings)."""
+    from cockpit.traceback.cli import fold
+    from cockpit.traceback.model import Traceback
+
+    cache = f"/tmp/cockpit-preflight-{secrets.token_hex(4)}"
+    # --device cuda keeps the GPU code paths of the checks; nothing is started on a GPU.
+    args = [*argv, "--device", "cuda"] if "--device" not in argv else list(argv)
+    command = ["env", f"SGLANG_CACHE_DIR={cache}", "timeout", str(int(timeout)), python, "-c", PROBE, *args]
+    try:
+        result = await host.run(command, timeout=timeout + 10)
+    except HostError as e:
+        return f"not run: {e}", []
+    finally:
+        try:
+            await host.run(["rm", "-rf", cache], timeout=10)
+        except HostError:
+            pass
+    out = result.text + "\n" + result.error_text
+    if "COCKPIT-NO-SGLANG" in out:
+        why = re.search(r"COCKPIT-NO-SGLANG (.*)", out)
+        return f"not run: {python} on {host.name} cannot import SGLang ({why.group(1) if why else '?'}); " \
+               "only the static checks ran", []
+    if result.returncode == 124:
+        return f"not run: the dry run took longer than {int(timeout)} s", []
+    if "COCKPIT-PREFLIGHT-OK" in out:
+        return "passed", []
+    records = fold(out.encode().splitlines()).records
+    tracebacks = [r for r in records if isinstance(r, Traceback) and r.frames]
+    if not tracebacks:
+        last = (result.error_text or result.text).strip().splitlines()[-1:] or ["no output"]
+        return "failed", [Finding(ERROR, "dry-run", [], f"The dry run failed: {last[0]}", "SystemExit")]
+    tb = tracebacks[-1]
+    frame = tb.failing_frame
+    flags: list[str] = []
+    detail = ""
+    if frame is not None and frame.line is not None:
+        try:
+            source = (await host.read_file(frame.file)).decode("utf-8", "replace")
+            explained = explain(source, frame.file, frame.line, exception=tb.exception or "",
+                                message=tb.message, catalog=catalog)
+            flags, detail = explained.flags, " " + explained.sentence()
+        except (HostError, SyntaxError, ValueError):
+            pass
+    where = f" in {frame.function}" if frame is not None and frame.function else ""
+    return "failed", [Finding(ERROR, "dry-run", flags,
+                              f"The dry run stopped: {tb.exception}{where}"
+                              f"{': ' + tb.message if tb.message else ''}.{detail}", tb.exception)]

@@ -1,0 +1,59 @@
+"""The Python source of an SGLang release, from PyPI (`pip download --no-deps sglang==V`),
+unpacked once into a cache: for the lab to show, for pre-flight and explain offline, and for
+the tests, which check the cockpit against every release it claims to understand."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from cockpit.errors import CockpitError
+
+
+def cache_root() -> Path:
+    """Shared with the lab's image cache when writable (root), else the user's cache."""
+    explicit = os.environ.get("COCKPIT_LAB_CACHE")
+    if explicit:
+        return Path(explicit)
+    shared = Path("/var/cache/cockpit-lab")
+    if os.access(shared, os.W_OK) or (not shared.exists() and os.access(shared.parent, os.W_OK)):
+        return shared
+    return Path("~/.cache/cockpit").expanduser()
+
+
+def sglang_source(version: str, progress=print) -> Path:
+    """A directory holding `sglang/` and its dist-info for `version`: the real release's source."""
+    target = cache_root() / "sglang" / version
+    if (target / "complete").is_file():
+        return target
+    wheels = cache_root() / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
+    if not found:
+        progress(f"downloading the SGLang {version} source (pip download --no-deps sglang=={version})")
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                               f"sglang=={version}", "-d", str(wheels)], capture_output=True, text=True)
+        found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
+        if proc.returncode != 0 or not found:
+            raise CockpitError(f"could not download SGLang {version}: {proc.stderr.strip().splitlines()[-1:] or 'no wheel'}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=target.parent))
+    try:
+        with zipfile.ZipFile(found[-1]) as wheel:
+            for name in wheel.namelist():
+                top = name.split("/", 1)[0]
+                if name.endswith(".py") and top == "sglang" or top.endswith(".dist-info"):
+                    wheel.extract(name, work)
+        (work / "complete").write_text(found[-1].name + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        work.rename(target)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return target
