@@ -6,7 +6,7 @@ known to be one of ours: the prefix ends at the first `] `, and the message must
 with one of a handful of fixed strings (one `str.startswith` with a tuple, in C). Everything
 else returns None after those two calls.
 
-The formats, from SGLang's own source (0.4.x to 0.5.23):
+The formats, from the source of SGLang 0.5.9 and 0.5.23 and the 0.4.x lines in the fixtures:
 - prefix `[%Y-%m-%d %H:%M:%S{.mmm}{ DPn}{ PPn}{ ATTN_CPn}{ MOE_DPn}{ TPn}{ EPn}] `; 0.5.9's
   argument checks add `LEVEL file.py:LINE: ` after it;
 - `Decode batch{ [iter]}, key: value, ...` (0.4.x: `Decode batch.` and no accept rate), with

@@ -1,0 +1,168 @@
+"""Passive throughput: what the server says it is doing, with no load run of ours going.
+
+Two sources. SGLang's decode lines (`gen throughput (token/s)`, `#running-req`, `accept len`),
+printed every `decode_log_interval` steps, come with the journal the cockpit follows anyway:
+they are the primary source. `/server_info`'s `internal_states` (`last_gen_throughput`,
+`avg_spec_accept_length`, one entry per data-parallel rank) is polled too, for when the lines
+do not come: `--log-level warning` hides them, the journal is not followed, or a long log
+interval leaves the series still while 0.5.23 decays `last_gen_throughput` to 0 once decode
+stops. The value it serves is the one the last decode line printed, so a polled point is
+dropped while decode lines are fresh: the two sources never draw the same number twice.
+
+With data-parallel attention every DP rank prints its own decode line, for its share of the
+requests: a point is the sum of each rank's latest line, so the series shows the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator, Literal
+
+from cockpit.remote.base import Host, HostError
+from cockpit.sglang.logparse import DecodeStats, parse
+from cockpit.systemd.entry import JournalEntry
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputPoint:
+    time: float  # epoch seconds: the journal entry's time, or when the poll was answered
+    gen_throughput: float  # output tokens/s of the whole server
+    running_req: int | None  # /server_info does not say
+    accept_len: float | None  # speculative decoding only
+    source: Literal["log", "server_info"]
+
+
+def _dp_of(rank: str) -> str | None:
+    """The DP label of a rank prefix ("" without DP); None for a later pipeline stage, whose
+    line repeats the first stage's tokens."""
+    dp = ""
+    for part in rank.split():
+        if part.startswith("PP") and part != "PP0":
+            return None
+        if part.startswith("DP"):
+            dp = part
+    return dp
+
+
+class ThroughputSeries:
+    """A bounded series of the server's output throughput, fed from the journal and the poller."""
+
+    def __init__(self, maxlen: int = 600, fresh_s: float = 10.0) -> None:
+        self.points: collections.deque[ThroughputPoint] = collections.deque(maxlen=maxlen)
+        self.fresh_s = fresh_s  # how long a decode line counts as the current word
+        self._ranks: dict[str, tuple[float, DecodeStats]] = {}
+        self._last_log = float("-inf")
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __iter__(self) -> Iterator[ThroughputPoint]:
+        return iter(self.points)
+
+    @property
+    def latest(self) -> ThroughputPoint | None:
+        return self.points[-1] if self.points else None
+
+    def values(self) -> list[float]:
+        """The throughput alone, oldest first: what a sparkline draws."""
+        return [p.gen_throughput for p in self.points]
+
+    def add_entry(self, entry: JournalEntry) -> ThroughputPoint | None:
+        """A journal entry; only decode lines add a point."""
+        when = entry.realtime_us / 1e6 if entry.realtime_us is not None else time.time()
+        return self.add_line(entry.message, when)
+
+    def add_line(self, line: str, when: float) -> ThroughputPoint | None:
+        event = parse(line)
+        return self.add_decode(event, when) if isinstance(event, DecodeStats) else None
+
+    def add_decode(self, event: DecodeStats, when: float) -> ThroughputPoint | None:
+        dp = _dp_of(event.rank)
+        if dp is None:
+            return None
+        self._ranks[dp] = (when, event)
+        current = [e for t, e in self._ranks.values() if when - t <= self.fresh_s]
+        accepts = [e.accept_len for e in current if e.accept_len is not None]
+        point = ThroughputPoint(when, sum(e.gen_throughput for e in current), sum(e.running_req for e in current),
+                                sum(accepts) / len(accepts) if accepts else None, "log")
+        self._last_log = when
+        self.points.append(point)
+        return point
+
+    def add_polled(self, point: ThroughputPoint) -> bool:
+        """A /server_info point, kept only when no decode line is fresh."""
+        if point.time - self._last_log <= self.fresh_s:
+            return False
+        self.points.append(point)
+        return True
+
+
+def point_from_server_info(info: dict, when: float) -> ThroughputPoint | None:
+    """`internal_states` (a list, one per DP rank; a dict in some releases) -> a point."""
+    states = info.get("internal_states")
+    if isinstance(states, dict):
+        states = [states]
+    if not isinstance(states, list):
+        return None
+    rates = [s["last_gen_throughput"] for s in states
+             if isinstance(s, dict) and isinstance(s.get("last_gen_throughput"), (int, float))]
+    if not rates:
+        return None
+    accepts = [s["avg_spec_accept_length"] for s in states
+               if isinstance(s, dict) and isinstance(s.get("avg_spec_accept_length"), (int, float))]
+    return ThroughputPoint(when, float(sum(rates)), None, sum(accepts) / len(accepts) if accepts else None,
+                           "server_info")
+
+
+class ServerInfoPoller:
+    """Polls `/server_info` through the host (the server listens on the host's loopback).
+
+    Older releases served it only at `/get_server_info`, which later ones keep but log a
+    deprecation warning for on every call: it is asked only after a 404.
+    """
+
+    def __init__(self, host: Host, port: int, *, address: str = "127.0.0.1", interval_s: float = 2.0,
+                 timeout_s: float = 5.0) -> None:
+        self.host = host
+        self.port = port
+        self.address = address
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.path = "/server_info"
+
+    async def poll(self) -> ThroughputPoint | None:
+        """One request; raises HostError (with a sentence) when the server cannot be asked."""
+        try:
+            status, body = await self.host.http_request("GET", self.address, self.port, self.path,
+                                                        timeout=self.timeout_s)
+            if status == 404 and self.path == "/server_info":
+                self.path = "/get_server_info"
+                status, body = await self.host.http_request("GET", self.address, self.port, self.path,
+                                                            timeout=self.timeout_s)
+        except (OSError, EOFError, asyncio.TimeoutError) as e:  # EOFError: cut off mid-answer
+            raise HostError(f"{self.address}:{self.port} on {self.host.name} did not answer: "
+                            f"{e or type(e).__name__}") from None
+        if status != 200:
+            raise HostError(f"{self.path} on {self.host.name} answered HTTP {status}")
+        try:
+            info = json.loads(body)
+        except ValueError:
+            raise HostError(f"{self.path} on {self.host.name} did not answer with JSON") from None
+        return point_from_server_info(info, time.time()) if isinstance(info, dict) else None
+
+    async def run(self, on_point: Callable[[ThroughputPoint], None],
+                  on_error: Callable[[str], None]) -> None:
+        """Until cancelled. A failed poll (the server restarting, say) is reported, not fatal."""
+        while True:
+            try:
+                point = await self.poll()
+            except HostError as e:
+                on_error(str(e))
+            else:
+                if point is not None:
+                    on_point(point)
+            await asyncio.sleep(self.interval_s)
