@@ -61,9 +61,9 @@ FIXTURE_TRACEBACKS = {
 
 
 def entry(message: str, pid: int | None = 4100, *, t: int = 0, unit: str | None = UNIT,
-          priority: int = 6) -> JournalEntry:
+          priority: int = 6, invocation: str = "inv1") -> JournalEntry:
     return JournalEntry(message, cursor=f"c{t}", realtime_us=1796031916000000 + t, pid=pid, priority=priority,
-                        invocation_id="inv1", unit=unit)
+                        invocation_id=invocation, unit=unit)
 
 
 def fold_entries(entries: list[JournalEntry]) -> Folder:
@@ -108,7 +108,7 @@ def test_fixture_traceback_has_the_right_failing_frame_and_exception(name: str) 
     assert (tb.exception, tb.message) == (exception, message)
     assert len(tb.frames) == n_frames
     if failing is not None:
-        assert frame_tuple(tb.frames[-1]) == failing
+        assert frame_tuple(tb.failing_frame) == failing
     if holds is not None:
         assert holds in [frame_tuple(f) for f in tb.frames]
     assert (tb.complete, tb.truncated) == (complete, truncated)
@@ -438,6 +438,16 @@ def test_lines_journald_reads_after_the_exit_message_still_join_their_traceback(
     assert_same(tb.to_json(), describe_exception(exc))
 
 
+def test_a_later_run_that_reuses_the_pid_does_not_reopen_an_old_traceback() -> None:
+    folder = Folder()
+    folder.feed(entry("Traceback (most recent call last):", 32))
+    folder.feed(entry('  File "a.py", line 1, in <module>', 32))
+    folder.feed(entry(f"{UNIT}: Main process exited, code=killed, status=9/KILL", 1))
+    folder.feed(entry("    indented output of the next run", 32, invocation="inv2"))
+    assert [r.kind for r in folder.records] == ["traceback", "line", "line"]
+    assert len(folder.records[0].lines) == 2 and not folder.records[0].open
+
+
 def test_close_one_pid_or_all() -> None:
     folder = Folder()
     folder.feed(entry("Traceback (most recent call last):", 41))
@@ -508,6 +518,8 @@ def test_json_records_follow_the_design_contract() -> None:
     exc = raised(chained)
     folder = fold_entries([entry("hello", 5, t=1, priority=3),
                            *[entry(text, 6, t=2) for text in logged("[2026-05-25 19:34:29 TP3]", exc)]])
+    assert (folder.records[0].cursor, folder.records[0].invocation_id) == ("c1", "inv1")
+    assert (folder.records[1].cursor, folder.records[1].invocation_id) == ("c2", "inv1")
     line, tb = (r.to_json() for r in folder.records)
     assert line == {"kind": "line", "text": "hello", "pid": 5, "rank": None, "unit": UNIT,
                     "time": "1796031916000001", "priority": 3}

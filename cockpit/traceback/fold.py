@@ -2,21 +2,22 @@
 
 Lines of several processes interleave in the journal, so each stream (a `_PID`, or the one
 stream of plain text) has at most one open traceback, which takes that stream's lines while
-they fit Python's traceback grammar. Ranks that share a PID (SGLang's workers inherit the
-main process's stdout, so journald stamps them all with its PID) are told apart by the log
-prefix: a prefixed line of another rank passes by an open traceback without closing it.
+they fit Python's traceback grammar. Ranks that share a PID (plain text has none; a launcher
+or container runtime that relays its workers' output stamps them all with its own) are told
+apart by SGLang's log prefix: a prefixed line of another rank passes by an open traceback
+without closing it, and the unprefixed lines after it stay with the traceback.
 
 A traceback closes at the first line of its stream that cannot continue it, at an exit of
 its unit (any message of PID 1 about the unit), or on `close()`. journald may read a dying
 process's last lines after systemd reported the exit, so a traceback closed by an exit
-takes its stream's next line back if that line fits.
+takes its stream's next line back if that line fits and comes from the same invocation.
 
 A line that looks like a frame while no traceback is open is a plain line, unless the next
 line of its stream continues it as a traceback would: then it is the start of a traceback
 whose head was cut off (`tail -20`), or of a SyntaxError printed without a header, and the
 record changes from a line into a traceback in place.
 
-Per line the common case is one dict lookup, two string tests and one small object.
+Per line the common case is three string tests, three empty-dict tests and one small object.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ Record = Line | Traceback
 # What an open traceback expects next.
 FRAMES, GROUP, MESSAGE, AFTER_BLANK, MARKER, MARKER_BLANK = range(6)
 _NOT_TEXT = ("", " ", "\t")
+_OPENING_TAILS = (HEADER, *GROUP_TAILS)  # how the lines that may open a traceback end
 
 
 class Change(NamedTuple):
@@ -98,10 +100,9 @@ class Folder:
         try:
             for entry in entries:
                 text = entry.message
-                pid = entry.pid
-                if ((opened and (pid in opened or pid == 1)) or (exited and pid in exited)
-                        or (frame_like and pid in frame_like) or text.endswith(HEADER)
-                        or text.startswith("  ") or text.endswith(GROUP_TAILS) or "\n" in text):
+                if (text.endswith(_OPENING_TAILS) or text.startswith("  ") or "\n" in text
+                        or (opened and (entry.pid in opened or entry.pid == 1))
+                        or (exited and entry.pid in exited) or (frame_like and entry.pid in frame_like)):
                     entry_(entry)
                 else:
                     append(Line(text, entry))
@@ -286,6 +287,8 @@ class Folder:
 
     def _reopen(self, key: int | None, text: str, entry: JournalEntry) -> bool:
         op = self._exited.pop(key)
+        if entry.invocation_id != op.tb.invocation_id:  # the PID was used again by a later run
+            return False
         op.tb.open = True
         self._open[key] = op
         return self._continue(op, text, entry)

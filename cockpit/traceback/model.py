@@ -46,10 +46,6 @@ class Line:
         self.entry = entry  # shared by the lines of one multi-line MESSAGE
 
     @property
-    def from_text(self) -> bool:
-        return self.entry is TEXT_SOURCE
-
-    @property
     def pid(self) -> int | None:
         return self.entry.pid
 
