@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 from cockpit import __version__
 from cockpit.errors import CockpitError, UsageError
 from cockpit.load import bench_cli
-from cockpit.sglang import explain_cli
+from cockpit.sglang import explain_cli, preflight_cli
 from cockpit.systemd import unit_cli
 from cockpit.traceback import cli as fold_cli
 
@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain_cli.add_parser(sub)
     bench_cli.add_parser(sub)
     unit_cli.add_parser(sub)
+    preflight_cli.add_parser(sub)
     _add_lab(sub)
     return parser
 
@@ -167,6 +168,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "explain": explain_cli.run,
     "bench": bench_cli.run,
     "unit": unit_cli.run,
+    "preflight": preflight_cli.run,
     "lab": _cmd_lab,
 }
 
