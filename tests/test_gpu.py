@@ -78,7 +78,8 @@ def test_the_same_values_without_units_in_the_samplers_own_column_order() -> Non
 
 
 def test_values_the_gpu_cannot_give_are_none_and_named() -> None:
-    line = f"2026/11/30 05:55:28.129, 3, {UUID}, NVIDIA H200, 100, [N/A], 62579, 143771, [Not Supported], [N/A], 58, 1500"
+    line = (f"2026/11/30 05:55:28.129, 3, {UUID}, NVIDIA H200, 100, [N/A], 62579, 143771, [Not Supported], "
+            "[N/A], 58, 1500")
     s = parse_line(line)
     assert s.index == 3 and s.util_pct == 100.0 and s.sm_clock_mhz == 1500.0
     assert s.mem_util_pct is None and s.power_w is None and s.power_limit_w is None
@@ -149,7 +150,8 @@ async def test_a_stream_with_garbage_and_missing_values_then_a_crash(tmp_path: P
                       ROW.format(i=0, p="[N/A]"), ROW.format(i=1, p="691.00"),
                       ROW.format(i=0, p="[N/A]"), ROW.format(i=1, p="689.50")])
     smi = script(tmp_path, f"cat <<'EOF'\n{rows}\nEOF\n"
-                           "echo 'Failed to initialize NVML: GPU access blocked by the operating system' >&2\nexit 15\n")
+                           "echo 'Failed to initialize NVML: GPU access blocked by the operating system' >&2\n"
+                           "exit 15\n")
     rec = Recorder()
     end = await GpuSampler(LocalHost("gpu-7"), nvidia_smi=smi).run_once(rec.on_samples, rec.on_notice)
     assert [[(s.index, s.power_w) for s in r] for r in rec.rounds] == [

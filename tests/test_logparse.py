@@ -183,5 +183,6 @@ def test_the_0_5_9_graph_capture_lines() -> None:
     end = parse("[2026-11-30 06:24:06 TP0] Capture cuda graph end. Time elapsed: 9.87 s. mem usage=0.69 GB. "
                 "avail mem=19.46 GB.")
     assert isinstance(begin, Milestone) and isinstance(end, Milestone)
-    assert (begin.kind, begin.values["graph"], begin.number("avail mem")) == ("graph_capture_begin", "cuda graph", 20.15)
+    assert (begin.kind, begin.values["graph"], begin.number("avail mem")) == (
+        "graph_capture_begin", "cuda graph", 20.15)
     assert (end.kind, end.number("mem usage"), end.number("avail mem")) == ("graph_capture_end", 0.69, 19.46)

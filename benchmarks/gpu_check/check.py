@@ -31,7 +31,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from cockpit.load.gpu import QUERY_FIELDS, GpuNotice, GpuSample, GpuSampler, fields_from_header, parse_line  # noqa: E402
+from cockpit.load.gpu import (QUERY_FIELDS, GpuNotice, GpuSample, GpuSampler,  # noqa: E402
+                              fields_from_header, parse_line)
 from cockpit.remote.local import LocalHost  # noqa: E402
 
 
@@ -114,7 +115,8 @@ def compare(samples: list[GpuSample], raw_lines: list[str], load: dict) -> dict:
     lag = [s.time - stamp_time(s.stamp) for s in samples if s.stamp]
 
     def both(attr: str) -> dict:
-        return {"sampler": stats([getattr(s, attr) for s in mine]), "nvidia_smi": stats([getattr(r, attr) for r in ref])}
+        return {"sampler": stats([getattr(s, attr) for s in mine]),
+                "nvidia_smi": stats([getattr(r, attr) for r in ref])}
 
     return {
         "device": load["device"], "torch": load["torch"], "tflops": round(load["tflops"], 1),
