@@ -66,6 +66,26 @@ def entry(message: str, pid: int | None = 4100, *, t: int = 0, unit: str | None 
                         invocation_id=invocation, unit=unit)
 
 
+class Fed(Folder):
+    """A folder that remembers its input, so a test can check that no line was lost."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inputs: list[str] = []
+
+    def feed(self, entry: JournalEntry) -> list[Change]:
+        self.inputs += entry.message.split("\n")
+        return super().feed(entry)
+
+    def feed_batch(self, entries: list[JournalEntry]) -> BatchChanges:
+        for e in entries:
+            self.inputs += e.message.split("\n")
+        return super().feed_batch(entries)
+
+    def check(self) -> None:
+        assert_every_line_once(self.inputs, self.records)
+
+
 def fold_entries(entries: list[JournalEntry]) -> Folder:
     folder = Folder()
     for e in entries:
@@ -403,7 +423,7 @@ def test_killed_process_leaves_an_incomplete_traceback_closed_by_its_next_line()
     exc = raised(resolve, Cfg())
     head = printed(exc)[:5]
     entries = [entry(text, 11) for text in head] + [entry("[2026-05-25 19:34:29] restarted worker", 11)]
-    folder = Folder()
+    folder = Fed()
     for e in entries[:-1]:
         folder.feed(e)
     assert folder.records[0].open and not folder.records[0].complete
@@ -413,10 +433,11 @@ def test_killed_process_leaves_an_incomplete_traceback_closed_by_its_next_line()
     assert (tb.open, tb.complete, tb.lines, tb.exception) == (False, False, head, None)
     assert [list(frame_tuple(f)) for f in tb.frames] == describe_exception(exc)["frames"][:2]  # so far
     assert "incomplete" in header(tb)
+    folder.check()
 
 
 def test_exit_of_the_unit_closes_its_open_tracebacks() -> None:
-    folder = Folder()
+    folder = Fed()
     folder.feed(entry("Traceback (most recent call last):", 21))
     folder.feed(entry('  File "a.py", line 1, in <module>', 21))
     folder.feed(entry("Traceback (most recent call last):", 22, unit="other.service"))
@@ -424,6 +445,7 @@ def test_exit_of_the_unit_closes_its_open_tracebacks() -> None:
     assert changes == [Change("updated", 0), Change("appended", 2)]
     assert not folder.records[0].open and folder.records[1].open
     assert [tb.pid for tb in folder.open_tracebacks] == [22]
+    folder.check()
 
 
 def test_lines_journald_reads_after_the_exit_message_still_join_their_traceback() -> None:
@@ -439,29 +461,31 @@ def test_lines_journald_reads_after_the_exit_message_still_join_their_traceback(
 
 
 def test_a_later_run_that_reuses_the_pid_does_not_reopen_an_old_traceback() -> None:
-    folder = Folder()
+    folder = Fed()
     folder.feed(entry("Traceback (most recent call last):", 32))
     folder.feed(entry('  File "a.py", line 1, in <module>', 32))
     folder.feed(entry(f"{UNIT}: Main process exited, code=killed, status=9/KILL", 1))
     folder.feed(entry("    indented output of the next run", 32, invocation="inv2"))
     assert [r.kind for r in folder.records] == ["traceback", "line", "line"]
     assert len(folder.records[0].lines) == 2 and not folder.records[0].open
+    folder.check()
 
 
 def test_close_one_pid_or_all() -> None:
-    folder = Folder()
+    folder = Fed()
     folder.feed(entry("Traceback (most recent call last):", 41))
     folder.feed(entry("Traceback (most recent call last):", 42))
     assert folder.close(41) == [Change("updated", 0)]
     assert [tb.pid for tb in folder.open_tracebacks] == [42]
     assert folder.close() == [Change("updated", 1)] and folder.open_tracebacks == []
+    folder.check()
 
 
 # --- the incremental API ------------------------------------------------------------------
 
 
 def test_records_update_in_place_as_lines_arrive() -> None:
-    folder = Folder()
+    folder = Fed()
     assert folder.feed(entry("[2026-05-25 19:34:29 TP0] Scheduler hit an exception: Traceback (most recent call last):")) \
         == [Change("appended", 0)]
     assert folder.feed(entry('  File "/x.py", line 3, in run')) == [Change("updated", 0)]
@@ -469,10 +493,11 @@ def test_records_update_in_place_as_lines_arrive() -> None:
     assert folder.feed(entry("ValueError: boom")) == [Change("updated", 0)]
     assert folder.records[0].exception == "ValueError" and folder.records[0].complete
     assert folder.feed(entry("decode", 99)) == [Change("appended", 1)]
+    folder.check()
 
 
 def test_a_frame_like_line_becomes_a_traceback_when_the_next_line_continues_it() -> None:
-    folder = Folder()
+    folder = Fed()
     folder.feed(entry('  File "/x.py", line 3, in run', 51))
     assert isinstance(folder.records[0], Line)
     folder.feed(entry("other process", 52))
@@ -481,16 +506,18 @@ def test_a_frame_like_line_becomes_a_traceback_when_the_next_line_continues_it()
     tb = folder.records[0]
     assert isinstance(tb, Traceback) and tb.truncated and tb.frames[0].code == "run()"
     assert folder.records[1].text == "other process"
+    folder.check()
 
 
 def test_feed_batch_reports_new_and_updated_records() -> None:
-    folder = Folder()
+    folder = Fed()
     folder.feed_batch([entry("Traceback (most recent call last):"), entry("a", 2)])
     result = folder.feed_batch([entry('  File "x.py", line 1, in <module>'), entry("b", 2),
                                 entry("KeyError: 'k'"), entry("c", 2)])
     assert result == BatchChanges(first_new=2, updated=[0])
     assert [r.kind for r in folder.records] == ["traceback", "line", "line", "line"]
     assert folder.records[0].exception == "KeyError"
+    folder.check()
 
 
 def test_discard_forgets_the_oldest_records_and_shifts_indices() -> None:
