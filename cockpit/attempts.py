@@ -1,0 +1,91 @@
+"""The attempts of a session: each write-and-restart of a unit, kept on the jump box.
+
+One JSON line per attempt, per host and unit, under ~/.local/state/cockpit/attempts/: the
+flags before and after, the pre-flight findings, the outcome and its time, the traceback of a
+crash, and the unit texts that were written, so that any earlier attempt can be rolled back
+to and the incident note can tell the story.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+UNSET = "(unset)"
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path("~/.local/state").expanduser())
+    return Path(base) / "cockpit" / "attempts"
+
+
+@dataclass
+class Attempt:
+    number: int
+    host: str
+    unit: str
+    started_at: float
+    flags_before: dict[str, str | None]
+    flags_after: dict[str, str | None]
+    texts: dict[str, str]  # the unit files as written
+    previous_texts: dict[str, str]  # as they were before
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    outcome: str = "pending"  # "ready", "crashed", "timeout", "refused", "failed", "pending"
+    seconds: float | None = None  # to ready, or to the crash
+    detail: str = ""
+    traceback: dict[str, Any] | None = None  # the folded crash (cockpit fold --json shape)
+    backups: list[str] = field(default_factory=list)
+    note: str = ""  # "rollback to attempt 2", ...
+
+    def diff(self) -> list[tuple[str, str | None, str | None]]:
+        """(flag, before, after) for every flag that changed; UNSET where one side lacks it."""
+        names = dict.fromkeys([*self.flags_before, *self.flags_after])
+        pairs = ((n, self.flags_before.get(n, UNSET), self.flags_after.get(n, UNSET)) for n in names)
+        return [(n, a, b) for n, a, b in pairs if a != b]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class AttemptLog:
+    def __init__(self, host: str, unit: str, root: Path | None = None) -> None:
+        self.path = (root or state_dir()) / _safe(host) / f"{_safe(unit)}.jsonl"
+        self.host = host
+        self.unit = unit
+
+    def load(self) -> list[Attempt]:
+        try:
+            lines = self.path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        attempts: dict[int, Attempt] = {}
+        for line in lines:
+            try:
+                data = json.loads(line)
+                attempts[data["number"]] = Attempt(**data)  # a later line updates the same attempt
+            except (ValueError, TypeError, KeyError):
+                continue  # a torn line (the app was killed while writing): skip it, keep the rest
+        return [attempts[k] for k in sorted(attempts)]
+
+    def new(self, **fields: Any) -> Attempt:
+        existing = self.load()
+        attempt = Attempt(number=(existing[-1].number + 1) if existing else 1, host=self.host, unit=self.unit,
+                          started_at=time.time(), **fields)
+        self.save(attempt)
+        return attempt
+
+    def save(self, attempt: Attempt) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(attempt.to_json()) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name)

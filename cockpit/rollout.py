@@ -1,0 +1,81 @@
+"""One attempt, start to finish: pre-flight, write, reload, restart, watch, record.
+
+The flag editor and the rollback key both end here, so every change to a unit is checked the
+same way and lands in the attempt log with its outcome.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Callable
+
+from cockpit.attempts import Attempt, AttemptLog
+from cockpit.config import HostConfig
+from cockpit.errors import CockpitError
+from cockpit.remote.base import Host
+from cockpit.sglang.flags import Catalog
+from cockpit.sglang.preflight import Finding, check_static, given_flags
+from cockpit.systemd.deploy import restart_and_watch, write_files
+from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.unit import Unit
+from cockpit.systemd.unit_syntax import parse_unit_file
+from cockpit.targets import Target
+from cockpit.traceback.fold import Folder
+from cockpit.traceback.model import Traceback
+
+
+def preflight(unit: Unit, catalog: Catalog | None) -> list[Finding]:
+    return check_static(unit.exec(), catalog) if catalog is not None else []
+
+
+def flags_of(unit: Unit, catalog: Catalog | None) -> dict[str, str | None]:
+    if catalog is not None:
+        return given_flags(unit.exec(), catalog)
+    return {f["name"]: f["value"] for f in unit.describe()["flags"]}
+
+
+def with_files(unit: Unit, texts: dict[str, str]) -> Unit:
+    """`unit` with some of its files replaced by `texts` as an edit (rolling back to the texts an
+    earlier attempt found): `changed()` then names exactly those files."""
+    files = tuple(parse_unit_file(f.path, texts[f.path]) if f.path in texts else f for f in unit.files)
+    return replace(unit, files=files)
+
+
+def last_traceback(entries: list[JournalEntry]) -> Traceback | None:
+    folder = Folder()
+    folder.feed_batch(entries)
+    folder.close()
+    found = [r for r in folder.records if isinstance(r, Traceback) and r.frames]
+    return found[-1] if found else None
+
+
+async def apply(host: Host, cfg: HostConfig, target: Target, loaded: Unit, edited: Unit, *,
+                catalog: Catalog | None, log: AttemptLog, note: str = "", read_only: bool = False,
+                timeout: float = 900.0,
+                on_entries: Callable[[list[JournalEntry]], None] | None = None) -> Attempt:
+    """Write `edited` over `loaded` (refused when the host's files changed meanwhile), restart,
+    watch, and record the attempt whatever happens."""
+    changed = edited.changed()
+    attempt = log.new(flags_before=flags_of(loaded, catalog), flags_after=flags_of(edited, catalog),
+                      texts=changed, previous_texts={p: loaded.texts[p] for p in changed},
+                      findings=[f.to_json() for f in preflight(edited, catalog)], note=note)
+    started = time.monotonic()
+    try:
+        if read_only or cfg.read_only:
+            raise CockpitError(f"{cfg.name} is read-only here: nothing was written")
+        attempt.backups = await write_files(host, cfg, target.unit, changed,
+                                            {p: loaded.texts[p] for p in changed})
+        watch = await restart_and_watch(host, cfg, target.unit, target.url_host_port, timeout=timeout,
+                                        on_entries=on_entries)
+    except CockpitError as e:
+        attempt.outcome, attempt.detail = "failed", str(e)
+        attempt.seconds = time.monotonic() - started
+        log.save(attempt)
+        return attempt
+    attempt.outcome, attempt.seconds, attempt.detail = watch.outcome, watch.seconds, watch.detail
+    if watch.outcome != "ready":
+        tb = last_traceback(watch.entries)
+        attempt.traceback = tb.to_json() if tb is not None else None
+    log.save(attempt)
+    return attempt

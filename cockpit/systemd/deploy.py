@@ -1,0 +1,159 @@
+"""Writing a changed unit and restarting it: the one round-trip the flag editor makes.
+
+Order matters, and every step can stop the round with one sentence and nothing half-done:
+the files are re-read and compared with what was loaded (someone may have edited them on the
+host meanwhile); the new text is checked by `systemd-analyze verify` where the host has it;
+each file is backed up, then replaced atomically (root: SFTP temp, fsync, rename; with
+`sudo = true`: SFTP to /tmp, then `sudo -n install`, the only way a non-root account may write
+/etc/systemd/system); then daemon-reload, restart, and a watch until the ready line and a
+200 from /health, or the crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from cockpit.config import HostConfig
+from cockpit.errors import CockpitError
+from cockpit.remote.base import Host, HostError
+from cockpit.systemd import journal
+from cockpit.systemd.control import ControlError, UnitControl, explain_failure, privileged
+from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.readiness import is_ready
+from cockpit.systemd.status import fetch
+
+READY_LINE = "The server is fired up and ready to roll!"
+BACKUPS_KEPT = 10
+
+
+class ChangedOnHost(CockpitError):
+    pass
+
+
+@dataclass
+class Watch:
+    """How a restart ended."""
+
+    outcome: str  # "ready", "crashed", "timeout"
+    seconds: float
+    entries: list[JournalEntry] = field(default_factory=list)  # the journal of the new invocation
+    detail: str = ""
+
+
+def backup_name(path: str, stamp: float | None = None) -> str:
+    return f"{path}.cockpit-bak.{time.strftime('%Y%m%dT%H%M%S', time.gmtime(stamp or time.time()))}"
+
+
+async def _verify(host: Host, cfg: HostConfig, unit_name: str, texts: dict[str, str]) -> None:
+    """`systemd-analyze verify` on a copy of the new unit file, before it replaces the old one."""
+    fragment = next((t for p, t in texts.items() if posixpath.basename(p) == unit_name), None)
+    if fragment is None:
+        return  # only drop-ins changed: verified with the unit after the reload
+    work = f"/tmp/cockpit-verify-{secrets.token_hex(4)}"
+    try:
+        made = await host.run(["mkdir", "-m", "0700", work])
+        if not made.ok:
+            return
+        await host.write_file_atomic(f"{work}/{unit_name}", fragment.encode())
+        result = await host.run(["systemd-analyze", "verify", f"{work}/{unit_name}"], timeout=60)
+        if result.returncode == 127:
+            return  # the host has no systemd-analyze
+        problems = [line for line in (result.error_text + "\n" + result.text).splitlines()
+                    if line.strip() and unit_name in line and "Unit configuration has fatal error" not in line]
+        if not result.ok and problems:
+            raise ControlError(f"systemd-analyze verify refuses the new {unit_name}: {problems[0].strip()}")
+    finally:
+        await host.run(["rm", "-rf", work], timeout=10)
+
+
+async def write_files(host: Host, cfg: HostConfig, unit_name: str, new: dict[str, str],
+                      loaded: dict[str, str]) -> list[str]:
+    """Replace each changed file; returns where the old texts were backed up."""
+    for path in new:
+        try:
+            current = (await host.read_file(path)).decode("utf-8", "replace")
+        except HostError as e:
+            raise ChangedOnHost(f"cannot re-read {path} on {host.name}: {e}") from None
+        if current != loaded.get(path):
+            raise ChangedOnHost(f"{path} changed on {host.name} since it was loaded: reload it and make "
+                                "your change again (nothing was written)")
+    await _verify(host, cfg, unit_name, new)
+    backups = []
+    stamp = time.time()
+    for path, text in new.items():
+        backup = backup_name(path, stamp)
+        if cfg.sudo:
+            await _install(host, cfg, path, loaded[path], backup)
+            await _install(host, cfg, path, text, path)
+        else:
+            await host.write_file_atomic(backup, loaded[path].encode())
+            await host.write_file_atomic(path, text.encode())
+            await _prune(host, path)
+        backups.append(backup)
+    return backups
+
+
+async def _install(host: Host, cfg: HostConfig, path: str, text: str, target: str) -> None:
+    tmp = f"/tmp/.cockpit-{secrets.token_hex(6)}"
+    try:
+        await host.write_file_atomic(tmp, text.encode(), mode=0o600)
+        argv = privileged(cfg, ["install", "-m", "0644", tmp, target])
+        result = await host.run(argv, timeout=30)
+        if not result.ok:
+            raise ControlError(explain_failure(host.name, cfg.user, argv, result))
+    finally:
+        await host.run(["rm", "-f", tmp], timeout=10)
+
+
+async def _prune(host: Host, path: str) -> None:
+    """Keep the last BACKUPS_KEPT backups of `path` (root only: sudo may not delete)."""
+    directory, name = posixpath.split(path)
+    listed = await host.run(["find", directory, "-maxdepth", "1", "-name", f"{name}.cockpit-bak.*"], timeout=30)
+    old = sorted(listed.text.split())[:-BACKUPS_KEPT]
+    if old:
+        await host.run(["rm", "-f", "--", *old], timeout=30)
+
+
+async def restart_and_watch(host: Host, cfg: HostConfig, unit: str, url_host_port: tuple[str, int], *,
+                            timeout: float = 900.0, read_only: bool = False,
+                            on_entries: Callable[[list[JournalEntry]], None] | None = None) -> Watch:
+    """daemon-reload, restart, then follow the new invocation until it is ready or dies."""
+    control = UnitControl(host, cfg, read_only=read_only)
+    await control.daemon_reload()
+    before = await fetch(host, unit)
+    started = time.monotonic()
+    last = await journal.tail(host, unit, 1)
+    cursor = last[-1].cursor if last else None
+    await control.act("restart", unit)
+    entries: list[JournalEntry] = []
+    seen_ready = False
+
+    def collect(batch: list[JournalEntry]) -> None:
+        entries.extend(batch)
+        if on_entries is not None:
+            on_entries(batch)
+
+    follower = journal.JournalFollower(host, unit, backlog=0, after_cursor=cursor)
+    follow = asyncio.create_task(follower.run(collect))
+    try:
+        while time.monotonic() - started < timeout:
+            await asyncio.sleep(0.5)
+            seen_ready = seen_ready or any(READY_LINE in e.message for e in entries)
+            status = await fetch(host, unit)
+            new_invocation = status.invocation_id != before.invocation_id
+            died = status.active_state in ("failed", "inactive") or status.sub_state == "auto-restart"
+            if new_invocation and (died or (status.n_restarts > before.n_restarts and not seen_ready)):
+                await asyncio.sleep(1.0)  # journald may still be reading the last lines
+                return Watch("crashed", time.monotonic() - started, list(entries),
+                             f"{status.active_state} ({status.last_exit or status.result})")
+            if seen_ready and status.active_state == "active" and await is_ready(host, *url_host_port):
+                return Watch("ready", time.monotonic() - started, list(entries))
+        return Watch("timeout", time.monotonic() - started, list(entries), f"not ready after {timeout:.0f} s")
+    finally:
+        follow.cancel()
+        await asyncio.gather(follow, return_exceptions=True)

@@ -1,0 +1,129 @@
+"""The seed incident in the lab: flagged before the write, one restart to ready, attempts recorded;
+a concurrent edit refused; the non-root operator writing through sudo; a rollback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cockpit.attempts import AttemptLog
+from cockpit.config import HostConfig
+from cockpit.remote.ssh import SSHHost
+from cockpit.rollout import apply, preflight, with_files
+from cockpit.sglang.catalogs import CatalogCache
+from cockpit.systemd.remote_unit import load_remote_unit
+from cockpit.systemd.status import fetch
+from cockpit.targets import Target
+from tests.conftest import LabHandle
+
+UNIT = "/etc/systemd/system/sglang-demo.service"
+SITE = "/opt/sglang/venv/lib/python3.11/site-packages"
+SEED = """[Unit]
+Description=SGLang demo server (cockpit lab stand-in, not a real SGLang)
+
+[Service]
+Environment=PYTHONUNBUFFERED=1
+Environment=PYTHONPATH=/opt/cockpit
+Environment=COCKPIT_STANDIN_STARTUP_S=0.5
+ExecStart=/opt/sglang/venv/bin/python -m cockpit.lab.standin \\
+    --model-path /models/Llama-3.1-8B-Instruct \\
+    --tp-size 8 \\
+    --speculative-algorithm EAGLE3 \\
+    --speculative-draft-model-path /models/EAGLE3-LLaMA3.1-Instruct-8B \\
+    --speculative-num-draft-tokens 3 \\
+    --speculative-eagle-topk 4 \\
+    --host 127.0.0.1 \\
+    --port 30000
+Restart=on-failure
+RestartSec=2
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+@pytest.fixture
+def seed_unit(lab: LabHandle):
+    original = lab.ssh("cat", UNIT).stdout
+    lab.ssh("tee", UNIT, input=SEED)
+    lab.ssh("systemctl", "daemon-reload")
+    lab.ssh("systemctl", "restart", "sglang-demo")
+    yield
+    lab.ssh("tee", UNIT, input=original)
+    lab.ssh("sh", "-c", f"rm -f {UNIT}.cockpit-bak.*")
+    lab.ssh("systemctl", "daemon-reload")
+    lab.ssh("systemctl", "reset-failed", "sglang-demo", check=False)
+    lab.ssh("systemctl", "restart", "sglang-demo")
+
+
+async def _load(host: SSHHost):
+    status = await fetch(host, "sglang-demo.service")
+    catalog = await CatalogCache().get(host, SITE)
+    return await load_remote_unit(host, status, catalog), catalog
+
+
+async def test_seed_incident_is_caught_before_the_write_and_fixed_in_one_restart(
+        lab: LabHandle, seed_unit, tmp_path: Path) -> None:
+    host = SSHHost(HostConfig(name=lab.name))
+    target = Target(lab.name, "sglang-demo.service")
+    log = AttemptLog(lab.name, "sglang-demo.service", root=tmp_path)
+    try:
+        unit, catalog = await _load(host)
+        [finding] = [f for f in preflight(unit, catalog) if f.severity == "error"]
+        assert finding.would_raise == "AssertionError" and "_handle_eagle_family" in finding.message
+        typo = unit.set_flag("--num-speculative-tokens", "16")
+        assert any("Did you mean --speculative-num-draft-tokens?" in f.message for f in preflight(typo, catalog))
+        fixed = unit.set_flag("--speculative-num-steps", "3").set_flag("--speculative-num-draft-tokens", "8")
+        assert [f for f in preflight(fixed, catalog) if f.severity == "error"] == []
+        attempt = await apply(host, host.config, target, unit, fixed, catalog=catalog, log=log, timeout=60)
+        assert attempt.outcome == "ready", attempt.detail
+        assert 0 < attempt.seconds < 30
+        assert sorted(attempt.diff()) == [("--speculative-num-draft-tokens", "3", "8"),
+                                          ("--speculative-num-steps", "(unset)", "3")]
+        written = lab.ssh("cat", UNIT).stdout
+        assert "    --port 30000 \\\n    --speculative-num-steps 3\n" in written  # one flag per line, appended
+        assert written.replace("--speculative-num-draft-tokens 8", "--speculative-num-draft-tokens 3").replace(
+            "    --port 30000 \\\n    --speculative-num-steps 3\n", "    --port 30000\n") == SEED
+        assert lab.ssh("sh", "-c", f"ls {UNIT}.cockpit-bak.*").stdout.strip()  # a backup beside it
+        assert (await fetch(host, "sglang-demo.service")).active_state == "active"
+        # Roll back to the file as it was before the attempt: recorded as an attempt too (and it crashes).
+        current, _ = await _load(host)
+        rolled = await apply(host, host.config, target, current, with_files(current, attempt.previous_texts),
+                             catalog=catalog, log=log, note=f"rollback to before attempt {attempt.number}", timeout=60)
+        assert rolled.outcome == "crashed" and rolled.traceback["exception"] == "AssertionError"
+        assert lab.ssh("cat", UNIT).stdout == SEED
+        assert [a.number for a in log.load()] == [1, 2] and log.load()[1].note.startswith("rollback")
+    finally:
+        await host.close()
+
+
+async def test_concurrent_edit_is_detected(lab: LabHandle, seed_unit, tmp_path: Path) -> None:
+    host = SSHHost(HostConfig(name=lab.name))
+    try:
+        unit, catalog = await _load(host)
+        lab.ssh("sh", "-c", f"echo '# edited by hand' >> {UNIT}")
+        attempt = await apply(host, host.config, Target(lab.name, "sglang-demo.service"), unit,
+                              unit.set_flag("--speculative-num-steps", "3"), catalog=catalog,
+                              log=AttemptLog(lab.name, "sglang-demo.service", root=tmp_path), timeout=60)
+        assert attempt.outcome == "failed"
+        assert attempt.detail == (f"{UNIT} changed on {lab.name} since it was loaded: reload it and make your change "
+                                  "again (nothing was written)")
+        assert lab.ssh("cat", UNIT).stdout.endswith("# edited by hand\n")
+    finally:
+        await host.close()
+
+
+async def test_operator_writes_through_sudo(lab: LabHandle, seed_unit, tmp_path: Path) -> None:
+    host = SSHHost(HostConfig(name=f"{lab.name}-operator", user="operator", sudo=True))
+    try:
+        unit, catalog = await _load(host)
+        fixed = unit.set_flag("--speculative-num-steps", "3").set_flag("--speculative-num-draft-tokens", "8")
+        attempt = await apply(host, host.config, Target(f"{lab.name}-operator", "sglang-demo.service"), unit, fixed,
+                              catalog=catalog, log=AttemptLog(lab.name, "sglang-demo.service", root=tmp_path),
+                              timeout=60)
+        assert attempt.outcome == "ready", attempt.detail
+        assert "--speculative-num-steps 3" in lab.ssh("cat", UNIT).stdout
+        assert lab.ssh("stat", "-c", "%U %a", UNIT).stdout.strip() == "root 644"
+    finally:
+        await host.close()
