@@ -15,20 +15,28 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Input
+from textual.widgets import ContentSwitcher, Footer, Input
 
+from cockpit.attempts import AttemptLog
 from cockpit.config import Config
 from cockpit.errors import CockpitError
 from cockpit.remote.pool import HostPool
 from cockpit.remote.source import SourceCache, SourceError, staleness
 from cockpit.sglang.catalogs import CatalogCache, package_root_of
+from cockpit.rollout import apply, with_files
 from cockpit.sglang.explain import explain
+from cockpit.sglang.flags import Catalog
+from cockpit.sglang.preflight import given_flags
 from cockpit.systemd import journal
+from cockpit.systemd.remote_unit import load_remote_unit, site_packages
+from cockpit.systemd.unit import Unit
 from cockpit.systemd.control import UnitControl
 from cockpit.systemd.readiness import is_ready
 from cockpit.systemd.status import fetch
 from cockpit.targets import Target, all_targets
 from cockpit.traceback.model import Traceback
+from cockpit.ui.panes.attempts import AttemptsPane
+from cockpit.ui.panes.flags import FlagsPane
 from cockpit.ui.panes.journal import JournalView
 from cockpit.ui.panes.source import Shown, SourcePane, cached_highlight
 from cockpit.ui.panes.status import StatusPane
@@ -36,6 +44,7 @@ from cockpit.ui.panes.tracebacks import TracebackList
 from cockpit.ui.screens.confirm import ConfirmModal
 from cockpit.ui.screens.picker import PickerScreen
 from cockpit.ui.screens.trust import trust_modal
+from cockpit.ui.screens.write import WriteModal
 
 POLL_S = 1.0
 READY_RECHECK_S = 15.0  # /health makes SGLang generate a token and log a line: ask sparingly once ready
@@ -56,6 +65,8 @@ class CockpitApp(App[None]):
         Binding("x", "unit_action('stop')", "Stop", id="stop"),
         Binding("t", "unit_action('start')", "Start", id="start"),
         Binding("o", "pick", "Units", id="pick"),
+        Binding("e", "edit_flags", "Flags", id="flags"),
+        Binding("h", "attempts", "Attempts", id="attempts"),
     ]
 
     def __init__(self, config: Config, target: Target | None, *, read_only: bool = False, live: bool = True) -> None:
@@ -68,6 +79,8 @@ class CockpitApp(App[None]):
         self.sources = SourceCache()
         self.catalogs = CatalogCache()
         self._prompt_kind: str | None = None
+        self.unit_model: Unit | None = None
+        self.catalog: Catalog | None = None
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -79,7 +92,10 @@ class CockpitApp(App[None]):
                 yield JournalView(id="journal")
                 yield Input(id="prompt")
             yield TracebackList(id="tracebacks")
-        yield SourcePane(id="source")
+        with ContentSwitcher(id="detail"):
+            yield SourcePane(id="source")
+            yield FlagsPane(id="flags")
+            yield AttemptsPane(id="attempts")
         yield Footer()
 
     @property
@@ -94,7 +110,7 @@ class CockpitApp(App[None]):
         self.query_one("#journal-box").border_title = "journal"
         self.query_one("#prompt").display = False
         self.query_one(TracebackList).display = False
-        self.query_one(SourcePane).display = False
+        self.query_one("#detail").display = False
         self.journal_view.focus()
         if not self.live:
             return
@@ -110,6 +126,7 @@ class CockpitApp(App[None]):
         self.query_one("#journal-box").border_title = f"journal · {self.target.unit}"
         self.poll_status()
         self.follow_journal()
+        self.load_unit_model()
 
     # -- feeds ----------------------------------------------------------------------------
 
@@ -194,7 +211,8 @@ class CockpitApp(App[None]):
         pane.host, pane.unit, pane.status = target.host, target.unit, None
         self.journal_view.clear()
         self.query_one(TracebackList).show([])
-        self.query_one(SourcePane).display = False
+        self.query_one("#detail").display = False
+        self.unit_model, self.catalog = None, None
         self._start_feeds()
 
     # -- tracebacks and source ---------------------------------------------------------------
@@ -212,8 +230,16 @@ class CockpitApp(App[None]):
     def on_source_pane_open(self, event: SourcePane.Open) -> None:
         self.open_frame(event.traceback, event.frame)
 
-    def on_source_pane_closed(self, event: SourcePane.Closed) -> None:
-        self.query_one(SourcePane).display = False
+    def show_detail(self, name: str) -> None:
+        switcher = self.query_one("#detail", ContentSwitcher)
+        switcher.display = True
+        switcher.current = name
+
+    @on(SourcePane.Closed)
+    @on(FlagsPane.Closed)
+    @on(AttemptsPane.Closed)
+    def close_detail(self) -> None:
+        self.query_one("#detail").display = False
         self.journal_view.focus()
 
     @work(exclusive=True, group="source", exit_on_error=False)
@@ -221,7 +247,7 @@ class CockpitApp(App[None]):
         pane = self.query_one(SourcePane)
         frame = traceback.frames[index]
         pane.traceback, pane.frame = traceback, index
-        pane.display = True
+        self.show_detail("source")
         pane.set_title(f"{frame.file}:{frame.line} · frame {index + 1} of {len(traceback.frames)} · "
                        f"{frame.function or ''}")
         if self.target is None or frame.line is None:
@@ -243,7 +269,9 @@ class CockpitApp(App[None]):
             explained = explain(source.text, frame.file, frame.line, exception=(traceback.exception or "") if last else "",
                                 message=traceback.message if last else "", catalog=catalog)
             start, end = explained.start_line, explained.end_line
-            message = explained.sentence() if last else f"Frame {index + 1}: `{explained.statement.strip()}`"
+            values = given_flags(self.unit_model.exec(), catalog) if self.unit_model and catalog else None
+            message = explained.sentence(values) if last else f"Frame {index + 1}: `{explained.statement.strip()}`"
+            pane.flags = explained.flags
         except (SyntaxError, ValueError) as e:
             start = end = frame.line
             message = f"Could not read the statement: {e}"
@@ -257,6 +285,94 @@ class CockpitApp(App[None]):
         pane.view.focus()
         if cached_highlight(key) is None:
             pane.highlight_in_thread(key, source.text, "monokai" if self.current_theme.dark else "friendly")
+
+    # -- the flag editor and attempts --------------------------------------------------------
+
+    @work(group="feeds", exit_on_error=False)
+    async def load_unit_model(self) -> None:
+        """The unit's files and the release's flag catalog, for the editor and the explanations."""
+        target = self.target
+        assert target is not None
+        host = self.pool.get(target.host)
+        try:
+            status = await fetch(host, target.unit)
+            unit = await load_remote_unit(host, status)
+            python = target.python or (unit.exec()[0] if unit.exec() else None)
+            root = await site_packages(host, python) if python else None
+            catalog = await self.catalogs.get(host, root) if root else None
+            self.unit_model, self.catalog = (await load_remote_unit(host, status, catalog)), catalog
+        except CockpitError as e:
+            self.unit_model, self.catalog = None, None
+            self.notify(f"cannot load the unit's flags: {e}", severity="warning", timeout=8)
+
+    def action_edit_flags(self, focus: list[str] | None = None) -> None:
+        if self.unit_model is None:
+            self.notify("the unit file is not loaded yet (or could not be read)", severity="warning")
+            return
+        pane = self.query_one(FlagsPane)
+        if pane.loaded is None or pane.edited is None or not pane.edited.changed():
+            pane.load(self.unit_model, self.catalog, focus)
+        self.show_detail("flags")
+        pane.query_one("#flag-list").focus()
+
+    def on_source_pane_edit(self, event: SourcePane.Edit) -> None:
+        self.action_edit_flags(event.flags)
+
+    def action_attempts(self) -> None:
+        if self.target is None:
+            return
+        pane = self.query_one(AttemptsPane)
+        pane.show(AttemptLog(self.target.host, self.target.unit).load())
+        self.show_detail("attempts")
+        pane.focus()
+
+    def on_flags_pane_write(self, event: FlagsPane.Write) -> None:
+        target = self.target
+        if target is None:
+            return
+        cfg = self.config.host(target.host)
+        if self.read_only or cfg.read_only:
+            self.notify(f"{target.host} is read-only here: nothing is written", severity="error")
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.run_attempt(event.loaded, event.edited, "")
+
+        self.push_screen(WriteModal(target.host, target.unit, event.loaded, event.edited, event.findings, cfg.sudo),
+                         confirmed)
+
+    def on_attempts_pane_rollback(self, event: AttemptsPane.Rollback) -> None:
+        target, current = self.target, self.unit_model
+        if target is None or current is None:
+            return
+        edited = with_files(current, event.attempt.texts)
+        if not edited.changed():
+            self.notify(f"the unit already is as attempt #{event.attempt.number} wrote it", timeout=4)
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.run_attempt(current, edited, f"rollback to attempt #{event.attempt.number}")
+
+        self.push_screen(WriteModal(target.host, target.unit, current, edited, [], self.config.host(target.host).sudo),
+                         confirmed)
+
+    @work(exclusive=True, group="attempt", exit_on_error=False)
+    async def run_attempt(self, loaded: Unit, edited: Unit, note: str) -> None:
+        target = self.target
+        assert target is not None
+        host = self.pool.get(target.host)
+        self.notify(f"writing {target.unit} on {target.host} and restarting it…", timeout=4)
+        attempt = await apply(host, self.config.host(target.host), target, loaded, edited, catalog=self.catalog,
+                              log=AttemptLog(target.host, target.unit), note=note, read_only=self.read_only)
+        severity = "information" if attempt.outcome == "ready" else "error"
+        took = f" in {attempt.seconds:.1f} s" if attempt.seconds is not None else ""
+        self.notify(f"attempt #{attempt.number}: {attempt.outcome}{took}" + (f": {attempt.detail}" if attempt.detail else ""),
+                    severity=severity, timeout=10)
+        self.query_one(FlagsPane).loaded = None  # the next `e` starts from the unit as now written
+        await self.load_unit_model().wait()
+        self.action_attempts()
 
     # -- the prompt line ---------------------------------------------------------------------
 

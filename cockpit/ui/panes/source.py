@@ -211,6 +211,7 @@ class SourcePane(Vertical):
         Binding("n", "search_next(1)", "Next match", show=False, id="source.search_next"),
         Binding("N", "search_next(-1)", "Prev match", show=False, id="source.search_previous"),
         Binding("colon", "prompt('goto')", "Go to line", key_display=":", id="source.goto"),
+        Binding("e", "edit", "Edit these flags", id="source.edit"),
         Binding("escape", "close", "Close", id="source.close"),
     ]
 
@@ -225,10 +226,18 @@ class SourcePane(Vertical):
     class Closed(Message):
         pass
 
+    class Edit(Message):
+        """Open the flag editor on the flags the failing statement reads."""
+
+        def __init__(self, flags: list[str]) -> None:
+            super().__init__()
+            self.flags = flags
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.traceback: Traceback | None = None
         self.frame = 0
+        self.flags: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield SourceView(id="source-view")
@@ -266,6 +275,9 @@ class SourcePane(Vertical):
 
     def action_close(self) -> None:
         self.post_message(self.Closed())
+
+    def action_edit(self) -> None:
+        self.post_message(self.Edit(self.flags))
 
     @work(thread=True, exclusive=True, group="highlight", exit_on_error=False)
     def highlight_in_thread(self, key: tuple[str, str, float], text: str, theme: str) -> None:

@@ -1,0 +1,61 @@
+"""The attempt timeline: each write-and-restart of this unit, newest first; `u` rolls back."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from cockpit.attempts import Attempt
+
+_OUTCOME = {"ready": ("✓", "green"), "crashed": ("✗", "red"), "failed": ("✗", "red"), "timeout": ("…", "yellow"),
+            "pending": ("◐", "yellow"), "refused": ("✗", "red")}
+
+
+def describe(attempt: Attempt) -> Text:
+    mark, colour = _OUTCOME.get(attempt.outcome, ("?", ""))
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{mark} #{attempt.number} ", colour + " bold")
+    text.append(time.strftime("%H:%M:%S ", time.localtime(attempt.started_at)), "dim")
+    outcome = attempt.outcome + (f" in {attempt.seconds:.1f} s" if attempt.seconds is not None else "")
+    if attempt.traceback:
+        outcome += f" · {attempt.traceback.get('exception')}"
+    text.append(f"{outcome:<28}", colour)
+    changes = ", ".join(f"{n} {a}→{b}" for n, a, b in attempt.diff()) or "no flag changed"
+    text.append(changes + (f" · {attempt.note}" if attempt.note else ""))
+    if attempt.outcome == "failed" and attempt.detail:
+        text.append(f" · {attempt.detail}", "red")
+    return text
+
+
+class AttemptsPane(OptionList):
+    BINDINGS = [Binding("u", "rollback", "Roll back to this", id="attempts.rollback"),
+                Binding("escape", "close", "Close", id="attempts.close")]
+
+    class Rollback(Message):
+        def __init__(self, attempt: Attempt) -> None:
+            super().__init__()
+            self.attempt = attempt
+
+    class Closed(Message):
+        pass
+
+    def show(self, attempts: list[Attempt]) -> None:
+        self.attempts = list(reversed(attempts))
+        self.clear_options()
+        for a in self.attempts:
+            self.add_option(Option(describe(a), id=str(a.number)))
+        if not self.attempts:
+            self.add_option(Option(Text("no attempt yet: edit the flags (e) and write them (w)", "dim"), disabled=True))
+        self.border_title = f"attempts ({len(self.attempts)})"
+
+    def action_rollback(self) -> None:
+        if self.highlighted is not None and getattr(self, "attempts", None):
+            self.post_message(self.Rollback(self.attempts[self.highlighted]))
+
+    def action_close(self) -> None:
+        self.post_message(self.Closed())

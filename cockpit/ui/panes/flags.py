@@ -1,0 +1,331 @@
+"""The flag editor: the unit's command line as a form, checked as you type, written with `w`.
+
+The form is built from the release's own flag catalog (types, choices, help). Every change is
+kept in an edited copy of the unit; the pre-flight findings are recomputed on each change, so
+the mistake shows before anything is written.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from cockpit.errors import CockpitError
+from cockpit.sglang.flags import Catalog, Flag
+from cockpit.sglang.preflight import ERROR, WARNING, Finding, check_static
+from cockpit.suggest import closest, score
+from cockpit.systemd.unit import Unit
+
+TOPICS = (
+    ("model", ("model", "tokenizer", "revision", "load-format", "dtype", "quantization", "trust-remote", "context",
+               "served-model", "chat-template", "json-model")),
+    ("parallelism", ("tp-size", "tensor-parallel", "dp-size", "pp-size", "ep-size", "nnodes", "node-rank", "dist-",
+                     "attn-dp", "moe-dp", "enable-dp")),
+    ("speculative decoding", ("speculative",)),
+    ("memory", ("mem-fraction", "max-total-tokens", "kv-cache", "page-size", "chunked-prefill", "max-prefill",
+                "cuda-graph", "cpu-offload", "hicache")),
+    ("scheduling", ("max-running", "schedule", "radix", "priority", "stream-interval", "max-queued")),
+    ("server", ("host", "port", "api-key", "log", "metrics", "tool-call", "reasoning", "ssl", "timeout", "device")),
+)
+
+
+def topic_of(name: str) -> str:
+    bare = name.lstrip("-")
+    for topic, words in TOPICS:
+        if any(bare.startswith(w) or w in bare for w in words):
+            return topic
+    return "other"
+
+
+def _value_text(value: object) -> str:
+    if value is None:
+        return "(switch)"
+    return " ".join(value) if isinstance(value, tuple) else str(value)
+
+
+class FlagsPane(Vertical):
+    """Edits stay in `edited` until `w`; `loaded` is the unit as read from the host."""
+
+    BINDINGS = [
+        Binding("enter", "edit", "Edit", id="flags.edit"),
+        Binding("a", "add", "Add flag", id="flags.add"),
+        Binding("delete,x", "unset", "Unset", key_display="del", id="flags.unset"),
+        Binding("R", "raw", "Raw", id="flags.raw"),
+        Binding("w", "write", "Write & restart", id="flags.write"),
+        Binding("ctrl+z", "revert", "Revert", id="flags.revert"),
+        Binding("escape", "close", "Close", id="flags.close"),
+    ]
+
+    class Write(Message):
+        def __init__(self, loaded: Unit, edited: Unit, findings: list[Finding]) -> None:
+            super().__init__()
+            self.loaded, self.edited, self.findings = loaded, edited, findings
+
+    class Closed(Message):
+        pass
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.loaded: Unit | None = None
+        self.edited: Unit | None = None
+        self.catalog: Catalog | None = None
+        self.findings: list[Finding] = []
+        self._editing: str | None = None  # the flag the input edits; "+" while adding
+        self._raw = False
+
+    def compose(self) -> ComposeResult:
+        yield Label("", id="flags-head")
+        with Horizontal(id="flags-body"):
+            yield OptionList(id="flag-list")
+            yield Static("", id="flag-help", markup=False)
+        yield Input(id="flag-input")
+        yield OptionList(id="flag-suggestions")
+        yield Static("", id="flag-findings")
+
+    def on_mount(self) -> None:
+        self.query_one("#flag-input").display = False
+        self.query_one("#flag-suggestions").display = False
+
+    # -- data -----------------------------------------------------------------------------
+
+    def load(self, unit: Unit, catalog: Catalog | None, focus: list[str] | None = None) -> None:
+        self.loaded = self.edited = unit
+        self.catalog = catalog
+        self._refresh(focus[0] if focus else None)
+
+    def _flags(self) -> list[tuple[str, object]]:
+        assert self.edited is not None
+        return [(i.name or "", i.value) for i in self.edited.flags()]
+
+    def _refresh(self, select: str | None = None) -> None:
+        if self.edited is None:
+            return
+        self.findings = check_static(self.edited.exec(), self.catalog) if self.catalog is not None else []
+        options = self.query_one("#flag-list", OptionList)
+        keep = select or (self._selected_name())
+        options.clear_options()
+        flags = self._flags()
+        by_topic: dict[str, list[tuple[str, object]]] = {}
+        for name, value in flags:
+            by_topic.setdefault(topic_of(name), []).append((name, value))
+        bad = {f for finding in self.findings if finding.severity == ERROR for f in finding.flags}
+        highlight = None
+        for topic in [t for t, _ in TOPICS] + ["other"]:
+            if topic not in by_topic:
+                continue
+            options.add_option(Option(Text(f"── {topic}", style="bold"), disabled=True))
+            for name, value in by_topic[topic]:
+                label = Text()
+                label.append(f"{'✗ ' if name in bad else '  '}{name:<40}", "red bold" if name in bad else "")
+                label.append(_value_text(value), "italic" if value is None else "")
+                options.add_option(Option(label, id=name))
+                if name == keep:
+                    highlight = options.option_count - 1
+        env = self.edited.environment()
+        if env:
+            options.add_option(Option(Text("── environment", style="bold"), disabled=True))
+            for key, value in env.items():
+                options.add_option(Option(Text(f"  {key}={value}"), id=f"env:{key}"))
+        if highlight is None:  # show the first flag the pre-flight blames, else the first flag
+            ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+            first_bad = next((i for i, n in enumerate(ids) if n in bad), None)
+            highlight = first_bad if first_bad is not None else next((i for i, n in enumerate(ids) if n), None)
+        if highlight is not None:
+            options.highlighted = highlight
+        changed = self.edited.changed()
+        head = f"{self.edited.defined_in}"
+        if self.catalog is not None and self.catalog.version:
+            head += f" · SGLang {self.catalog.version} flags"
+        head += f" · {len(changed)} file{'s' * (len(changed) != 1)} changed" if changed else " · unchanged"
+        self.query_one("#flags-head", Label).update(head)
+        self._show_findings()
+        self._show_help()
+        if self._raw:
+            self._show_raw()
+
+    def _show_findings(self) -> None:
+        text = Text()
+        errors = [f for f in self.findings if f.severity == ERROR]
+        warnings = [f for f in self.findings if f.severity == WARNING]
+        if not errors and not warnings:
+            text.append("✓ pre-flight: no problem found", "green")
+        for f in errors + warnings:
+            text.append("✗ " if f.severity == ERROR else "! ", "red bold" if f.severity == ERROR else "yellow")
+            text.append(f.message + (f" Fix: {f.fix}" if f.fix else "") + "\n")
+        self.query_one("#flag-findings", Static).update(text)
+
+    def _selected_name(self) -> str | None:
+        options = self.query_one("#flag-list", OptionList)
+        if options.highlighted is None:
+            return None
+        return options.get_option_at_index(options.highlighted).id
+
+    def _flag(self, name: str | None) -> Flag | None:
+        return self.catalog.get(name) if self.catalog is not None and name else None
+
+    def _show_help(self) -> None:
+        name = self._selected_name()
+        flag = self._flag(name)
+        if name is None:
+            text = ""
+        elif flag is None:
+            text = f"{name}: not a flag of this release." if not name.startswith("env:") else \
+                f"{name[4:]}: an environment variable of the unit (Environment=)."
+        else:
+            kind = "switch" if not flag.takes_value else (flag.type or "value")
+            parts = [f"{flag.name} ({kind})"]
+            if flag.choices:
+                parts.append("choices: " + ", ".join(map(str, flag.choices[:20])))
+            if flag.default is not None:
+                parts.append(f"default: {flag.default}")
+            parts.append(flag.help or "")
+            text = "\n".join(p for p in parts if p)
+        self.query_one("#flag-help", Static).update(text)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option_list.id == "flag-list":
+            self._show_help()
+
+    def _show_raw(self) -> None:
+        assert self.edited is not None
+        path = self.edited.defined_in
+        self.query_one("#flag-help", Static).update(self.edited.render(path))
+
+    # -- editing --------------------------------------------------------------------------
+
+    def _prompt(self, editing: str, value: str, placeholder: str) -> None:
+        self._editing = editing
+        field = self.query_one("#flag-input", Input)
+        field.placeholder = placeholder
+        field.value = value
+        field.display = True
+        field.focus()
+
+    def action_edit(self) -> None:
+        name = self._selected_name()
+        if name is None or self.edited is None:
+            return
+        if name.startswith("env:"):
+            key = name[4:]
+            self._prompt(name, self.edited.environment().get(key, ""), f"{key}=")
+            return
+        flag = self._flag(name)
+        if flag is not None and not flag.takes_value:
+            self.notify(f"{name} is a switch: unset it with del, or leave it", timeout=4)
+            return
+        value = dict(self._flags()).get(name)
+        kind = f" ({flag.type})" if flag is not None and flag.type else ""
+        self._prompt(name, _value_text(value) if value is not None else "", f"{name}{kind}: new value")
+
+    def action_add(self) -> None:
+        self._prompt("+", "", "add a flag: type part of its name (fuzzy), Enter to pick, then its value")
+        self._suggest("")
+
+    def _suggest(self, text: str) -> None:
+        box = self.query_one("#flag-suggestions", OptionList)
+        if self.catalog is None:
+            box.display = False
+            return
+        names = [f.name for f in self.catalog.flags if not f.deprecated]
+        ranked = closest(text, names, n=12, cutoff=0.0) if text else sorted(names)[:12]
+        contains = [n for n in names if text and text.strip("-") in n]
+        picks = list(dict.fromkeys(contains[:6] + ranked))[:12]
+        box.clear_options()
+        for name in sorted(picks, key=lambda n: -score(text, n)) if text else picks:
+            box.add_option(Option(name, id=name))
+        box.display = bool(picks)
+        if picks:
+            box.highlighted = 0
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "flag-input" and self._editing == "+":
+            self._suggest(event.value.strip())
+
+    def on_key(self, event) -> None:
+        field = self.query_one("#flag-input", Input)
+        box = self.query_one("#flag-suggestions", OptionList)
+        if field.has_focus and self._editing == "+" and box.display and event.key in ("down", "up"):
+            if event.key == "down":
+                box.action_cursor_down()
+            else:
+                box.action_cursor_up()
+            event.stop()
+        elif field.has_focus and event.key == "escape":
+            self._end_prompt()
+            event.stop()
+
+    def _end_prompt(self) -> None:
+        self.query_one("#flag-input").display = False
+        self.query_one("#flag-suggestions").display = False
+        self._editing = None
+        self.query_one("#flag-list").focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "flag-input" or self.edited is None:
+            return
+        event.stop()
+        editing, text = self._editing, event.value
+        box = self.query_one("#flag-suggestions", OptionList)
+        try:
+            if editing == "+":
+                name = (box.get_option_at_index(box.highlighted).id if box.display and box.highlighted is not None
+                        else text.strip()) or ""
+                if not name:
+                    return self._end_prompt()
+                name = name if name.startswith("-") else "--" + name
+                flag = self._flag(name)
+                if flag is not None and not flag.takes_value:
+                    self.edited = self.edited.set_flag(name, None)
+                    self._end_prompt()
+                    return self._refresh(name)
+                box.display = False
+                return self._prompt(name, "", f"{name}: value")
+            if editing is not None and editing.startswith("env:"):
+                value = text.split("=", 1)[1] if text.startswith(editing[4:] + "=") else text
+                self.edited = self.edited.set_env(editing[4:], value)
+            elif editing is not None:
+                flag = self._flag(editing)
+                value = tuple(text.split()) if flag is not None and flag.nargs in ("+", "*") else text
+                self.edited = self.edited.set_flag(editing, value)
+        except CockpitError as e:
+            self.notify(str(e), severity="error", timeout=8)
+        self._end_prompt()
+        self._refresh(editing)
+
+    def action_unset(self) -> None:
+        name = self._selected_name()
+        if name is None or self.edited is None:
+            return
+        try:
+            self.edited = self.edited.unset_env(name[4:]) if name.startswith("env:") else self.edited.unset_flag(name)
+        except CockpitError as e:
+            self.notify(str(e), severity="error", timeout=8)
+        self._refresh()
+
+    def action_raw(self) -> None:
+        self._raw = not self._raw
+        if self._raw:
+            self._show_raw()
+        else:
+            self._show_help()
+
+    def action_revert(self) -> None:
+        if self.loaded is not None:
+            self.edited = self.loaded
+            self._refresh()
+
+    def action_write(self) -> None:
+        if self.loaded is None or self.edited is None:
+            return
+        if not self.edited.changed():
+            self.notify("nothing changed", timeout=3)
+            return
+        self.post_message(self.Write(self.loaded, self.edited, self.findings))
+
+    def action_close(self) -> None:
+        self.post_message(self.Closed())

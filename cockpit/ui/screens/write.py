@@ -1,0 +1,71 @@
+"""The write modal: the diff of each unit file, the pre-flight verdict, and what will happen."""
+
+from __future__ import annotations
+
+import difflib
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label, Static
+
+from cockpit.sglang.preflight import ERROR, Finding
+from cockpit.systemd.unit import Unit
+
+
+def diff_text(loaded: Unit, edited: Unit) -> Text:
+    text = Text()
+    for path, new in edited.changed().items():
+        old = loaded.texts.get(path, "")
+        for line in difflib.unified_diff(old.splitlines(), new.splitlines(), f"{path} (now)", f"{path} (new)",
+                                         lineterm="", n=2):
+            style = ("green" if line.startswith("+") and not line.startswith("+++") else
+                     "red" if line.startswith("-") and not line.startswith("---") else
+                     "cyan" if line.startswith("@@") else "")
+            text.append(line + "\n", style)
+    return text
+
+
+class WriteModal(ModalScreen[bool]):
+    BINDINGS = [Binding("y", "answer(True)", "Write", id="write.yes"),
+                Binding("n,escape", "answer(False)", "Cancel", id="write.no")]
+
+    def __init__(self, host: str, unit: str, loaded: Unit, edited: Unit, findings: list[Finding],
+                 sudo: bool) -> None:
+        super().__init__()
+        self.host, self.unit, self.loaded, self.edited, self.findings, self.sudo = host, unit, loaded, edited, findings, sudo
+
+    def compose(self) -> ComposeResult:
+        errors = [f for f in self.findings if f.severity == ERROR]
+        files = ", ".join(self.edited.changed())
+        how = "sudo -n install" if self.sudo else "an atomic rename"
+        with Vertical(classes="dialog", id="write-dialog"):
+            yield Label(f"Write {self.unit} on {self.host} and restart it?", classes="dialog-title")
+            with VerticalScroll(id="write-diff"):
+                yield Static(diff_text(self.loaded, self.edited))
+            verdict = Text()
+            if errors:
+                verdict.append("The pre-flight expects the server NOT to start:\n", "red bold")
+                for f in errors:
+                    verdict.append(f"✗ {f.message}\n", "red")
+            else:
+                verdict.append("✓ The pre-flight found nothing that stops the server.\n", "green")
+            verdict.append(f"\nWrites {files} by {how}, keeping a backup; runs systemd-analyze verify where the host "
+                           f"has it, daemon-reload, restarts {self.unit} and watches it until it is ready or crashes. "
+                           "SGLang stops serving until then.")
+            yield Static(verdict, classes="dialog-body")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Write anyway (y)" if errors else "Write and restart (y)", id="yes",
+                             variant="error" if errors else "primary")
+                yield Button("Cancel (n)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)

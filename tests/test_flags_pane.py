@@ -1,0 +1,127 @@
+"""The flag editor, the write modal and the attempt timeline: Pilot and snapshot tests on the
+seed incident's unit, with the real 0.5.23 flag catalog."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cockpit.attempts import Attempt
+from cockpit.config import Config
+from cockpit.sglang.flags import load_catalog
+from cockpit.systemd.unit import load_unit
+from cockpit.targets import Target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.panes.attempts import AttemptsPane
+from cockpit.ui.panes.flags import FlagsPane, topic_of
+from cockpit.ui.screens.write import WriteModal
+from tests.test_rollout_lab import SEED, UNIT
+
+
+@pytest.fixture(scope="module")
+def catalog(sglang_root):
+    return load_catalog(sglang_root("0.5.23"))
+
+
+def app_with_unit(catalog) -> CockpitApp:
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    app.unit_model = load_unit({UNIT: SEED}, UNIT, name="sglang-demo.service", catalog=catalog)
+    app.catalog = catalog
+    return app
+
+
+def test_topics() -> None:
+    assert topic_of("--speculative-eagle-topk") == "speculative decoding"
+    assert topic_of("--tp-size") == "parallelism"
+    assert topic_of("--mem-fraction-static") == "memory"
+    assert topic_of("--model-path") == "model"
+    assert topic_of("--enable-foo") == "other"
+
+
+async def test_the_mistake_shows_before_anything_is_written(catalog) -> None:
+    app = app_with_unit(catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        assert [f.rule for f in pane.findings if f.severity == "error"] == ["eagle-params-together"]
+        await pilot.press("a", *"num-steps")
+        await pilot.pause()
+        await pilot.press("enter", "3", "enter")
+        await pilot.pause()
+        assert [f for f in pane.findings if f.severity == "error"] == []
+        assert dict((i.name, i.value) for i in pane.edited.flags())["--speculative-num-steps"] == "3"
+        assert "--speculative-num-steps 3" in pane.edited.render(UNIT)
+        await pilot.press("ctrl+z")
+        assert pane.edited is pane.loaded
+
+
+async def test_did_you_mean_for_an_unknown_flag(catalog) -> None:
+    app = app_with_unit(catalog)
+    app.unit_model = app.unit_model.set_flag("--num-speculative-tokens", "16")
+    async with app.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        unknown = [f for f in pane.findings if f.rule == "unknown-flag"]
+        assert unknown and "Did you mean --speculative-num-draft-tokens?" in unknown[0].message
+
+
+async def test_write_shows_diff_and_verdict_and_respects_read_only(catalog) -> None:
+    app = app_with_unit(catalog)
+    ran = []
+    async with app.run_test(size=(150, 50)) as pilot:
+        app.run_attempt = lambda loaded, edited, note: ran.append(edited)
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        pane.edited = pane.edited.set_flag("--speculative-num-steps", "3")
+        pane._refresh()
+        await pilot.press("w")
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, WriteModal)
+        assert "+    --speculative-num-steps 3" in str(modal.query_one("#write-diff").query_one("Static").render())
+        await pilot.press("y")
+        await pilot.pause()
+        assert len(ran) == 1 and "--speculative-num-steps 3" in ran[0].render(UNIT)
+    ro = app_with_unit(catalog)
+    ro.read_only = True
+    async with ro.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = ro.query_one(FlagsPane)
+        pane.edited = pane.edited.set_flag("--speculative-num-steps", "3")
+        await pilot.press("w")
+        await pilot.pause()
+        assert not isinstance(ro.screen, WriteModal)
+
+
+def _attempts() -> list[Attempt]:
+    base = dict(host="cockpit-lab", unit="sglang-demo.service", texts={}, previous_texts={})
+    return [
+        Attempt(1, started_at=1796032000.0, flags_before={"--speculative-eagle-topk": "4"},
+                flags_after={"--speculative-eagle-topk": "4", "--num-speculative-tokens": "16"}, outcome="crashed",
+                seconds=2.1, traceback={"exception": "SystemExit"}, **base),
+        Attempt(2, started_at=1796032100.0, flags_before={"--speculative-eagle-topk": "4"},
+                flags_after={"--speculative-eagle-topk": "4", "--speculative-num-steps": "3"}, outcome="ready",
+                seconds=1.6, **base),
+    ]
+
+
+@pytest.mark.parametrize("view", ["flags", "write", "attempts"])
+def test_snapshots(snap_compare, catalog, view) -> None:
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        if view == "attempts":
+            pane = app.query_one(AttemptsPane)
+            pane.show(_attempts())
+            app.show_detail("attempts")
+            pane.focus()
+        else:
+            await pilot.press("e")
+            if view == "write":
+                pane = app.query_one(FlagsPane)
+                pane.edited = pane.edited.set_flag("--speculative-num-steps", "3")
+                pane._refresh()
+                await pilot.press("w")
+        await pilot.pause()
+    assert time.timezone == 0  # snapshots are taken in UTC (conftest)
+    assert snap_compare(app_with_unit(catalog), terminal_size=(150, 50), run_before=run_before)
