@@ -26,7 +26,7 @@ venv: deps $(VENV)/.installed
 
 demo: venv
 	$(VENV)/bin/cockpit lab up
-	$(VENV)/bin/cockpit --host cockpit-lab --unit sglang-demo.service
+	$(VENV)/bin/cockpit --config cockpit/lab/demo.toml --unit demo
 
 test: venv
 	$(PY) -m pytest -p no:cacheprovider

@@ -15,13 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cockpit.statedir import safe_name, state_dir
+
 
 UNSET = "(unset)"
-
-
-def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path("~/.local/state").expanduser())
-    return Path(base) / "cockpit" / "attempts"
 
 
 @dataclass
@@ -54,7 +51,7 @@ class Attempt:
 
 class AttemptLog:
     def __init__(self, host: str, unit: str, root: Path | None = None) -> None:
-        self.path = (root or state_dir()) / _safe(host) / f"{_safe(unit)}.jsonl"
+        self.path = (root or state_dir("attempts")) / safe_name(host) / f"{safe_name(unit)}.jsonl"
         self.host = host
         self.unit = unit
 
@@ -86,6 +83,3 @@ class AttemptLog:
             f.flush()
             os.fsync(f.fileno())
 
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name)

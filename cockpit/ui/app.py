@@ -8,7 +8,9 @@ so tests can hand them recorded data (`live=False`).
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import time
 from dataclasses import replace
 
 from textual import on, work
@@ -23,6 +25,11 @@ from cockpit.errors import CockpitError
 from cockpit.remote.pool import HostPool
 from cockpit.remote.source import SourceCache, SourceError, staleness
 from cockpit.sglang.catalogs import CatalogCache, package_root_of
+from cockpit.load.gpu import GpuSampler
+from cockpit.load.passive import ThroughputSeries
+from cockpit.load.results import LevelResult, RequestResult
+from cockpit.load.runner import LoadConfig, Runner, run_record
+from cockpit.load.store import load_runs, save_run
 from cockpit.rollout import apply, with_files
 from cockpit.sglang.explain import explain
 from cockpit.sglang.flags import Catalog
@@ -40,8 +47,10 @@ from cockpit.ui.panes.flags import FlagsPane
 from cockpit.ui.panes.journal import JournalView
 from cockpit.ui.panes.source import Shown, SourcePane, cached_highlight
 from cockpit.ui.panes.status import StatusPane
+from cockpit.ui.panes.throughput import ThroughputPane
 from cockpit.ui.panes.tracebacks import TracebackList
 from cockpit.ui.screens.confirm import ConfirmModal
+from cockpit.ui.screens.runs import RunPicker
 from cockpit.ui.screens.picker import PickerScreen
 from cockpit.ui.screens.trust import trust_modal
 from cockpit.ui.screens.write import WriteModal
@@ -67,6 +76,9 @@ class CockpitApp(App[None]):
         Binding("o", "pick", "Units", id="pick"),
         Binding("e", "edit_flags", "Flags", id="flags"),
         Binding("h", "attempts", "Attempts", id="attempts"),
+        Binding("m", "throughput", "Throughput", id="throughput"),
+        Binding("b", "load_run", "Load run", id="load_run"),
+        Binding("B", "cancel_run", "Cancel run", show=False, id="cancel_run"),
     ]
 
     def __init__(self, config: Config, target: Target | None, *, read_only: bool = False, live: bool = True) -> None:
@@ -81,6 +93,8 @@ class CockpitApp(App[None]):
         self._prompt_kind: str | None = None
         self.unit_model: Unit | None = None
         self.catalog: Catalog | None = None
+        self.passive = ThroughputSeries()
+        self._gpu_started = False
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -96,6 +110,7 @@ class CockpitApp(App[None]):
             yield SourcePane(id="source")
             yield FlagsPane(id="flags")
             yield AttemptsPane(id="attempts")
+            yield ThroughputPane(id="throughput")
         yield Footer()
 
     @property
@@ -155,7 +170,15 @@ class CockpitApp(App[None]):
         target = self.target
         assert target is not None
         follower = journal.JournalFollower(self.pool.get(target.host), target.unit, backlog=2000)
-        await follower.run(self.journal_view.append_entries)
+        await follower.run(self.on_journal_batch)
+
+    def on_journal_batch(self, entries: list) -> None:
+        self.journal_view.append_entries(entries)
+        pane = self.query_one(ThroughputPane)
+        for entry in entries:
+            point = self.passive.add_entry(entry)
+            if point is not None:
+                pane.passive(point.gen_throughput, point.accept_len)
 
     def _host_state(self, host: str, state: str, detail: str | None) -> None:
         if self.target is not None and host == self.target.host and self.is_running:
@@ -165,11 +188,6 @@ class CockpitApp(App[None]):
         return bool(await self.push_screen_wait(trust_modal(host, fingerprint)))
 
     # -- actions --------------------------------------------------------------------------
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "unit_action":
-            return not self.read_only and self.target is not None and not self.config.host(self.target.host).read_only
-        return True
 
     def action_unit_action(self, action: str) -> None:
         if self.target is None:
@@ -238,6 +256,7 @@ class CockpitApp(App[None]):
     @on(SourcePane.Closed)
     @on(FlagsPane.Closed)
     @on(AttemptsPane.Closed)
+    @on(ThroughputPane.Closed)
     def close_detail(self) -> None:
         self.query_one("#detail").display = False
         self.journal_view.focus()
@@ -373,6 +392,115 @@ class CockpitApp(App[None]):
         self.query_one(FlagsPane).loaded = None  # the next `e` starts from the unit as now written
         await self.load_unit_model().wait()
         self.action_attempts()
+
+    # -- throughput and load runs --------------------------------------------------------------
+
+    def action_throughput(self) -> None:
+        self.show_detail("throughput")
+        self.query_one(ThroughputPane).focus()
+        if not self._gpu_started and self.target is not None and self.live:
+            self._gpu_started = True
+            self.sample_gpus()
+
+    @work(group="feeds", exit_on_error=False)
+    async def sample_gpus(self) -> None:
+        assert self.target is not None
+        pane = self.query_one(ThroughputPane)
+        await GpuSampler(self.pool.get(self.target.host)).run(pane.gpu_samples, lambda n: pane.gpu_notice(n.message))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "unit_action":
+            return not self.read_only and self.target is not None and not self.config.host(self.target.host).read_only
+        if action == "cancel_run":
+            return any(w.name == "load_run_worker" and w.is_running for w in self.workers)
+        return True
+
+    def on_throughput_pane_start(self) -> None:
+        self.action_load_run()
+
+    def on_throughput_pane_cancel(self) -> None:
+        self.action_cancel_run()
+
+    def action_load_run(self) -> None:
+        if self.target is None:
+            return
+        if any(w.name == "load_run_worker" and w.is_running for w in self.workers):
+            self.notify("a load run is going: B cancels it", severity="warning")
+            return
+        self.action_throughput()
+        self.load_run_worker()
+
+    def action_cancel_run(self) -> None:
+        for worker in self.workers:
+            if worker.name == "load_run_worker" and worker.is_running:
+                worker.cancel()
+
+    @work(exclusive=True, group="load", exit_on_error=False)
+    async def load_run_worker(self) -> None:
+        target = self.target
+        assert target is not None
+        profile = self.config.profile(target.profile)
+        pane = self.query_one(ThroughputPane)
+        host = self.pool.get(target.host)
+        addr, port = target.url_host_port
+        pane.begin(profile.concurrency, profile.requests,
+                   f"profile {profile.name}: concurrency {','.join(map(str, profile.concurrency))}, "
+                   f"{profile.requests} requests, {profile.input_len} in / {profile.output_len} out")
+        levels: list[LevelResult] = []
+        try:
+            async with host.forward_port(addr, port) as local:
+                config = LoadConfig(url=f"http://127.0.0.1:{local}", concurrency=profile.concurrency,
+                                    requests=profile.requests, warmup=profile.warmup, input_len=profile.input_len,
+                                    output_len=profile.output_len, endpoint=profile.endpoint)
+                started = time.time()
+
+                def on_level(level: LevelResult) -> None:
+                    levels.append(level)
+                    pane.level_done(level)
+
+                def on_request(concurrency: int, result: RequestResult) -> None:
+                    pane.request_done(concurrency, result)
+
+                await Runner(config, on_request=on_request, on_level=on_level).run()
+        except asyncio.CancelledError:
+            pane.end(f"cancelled after {len(levels)} level(s); no request is left running")
+            raise
+        except (CockpitError, OSError) as e:
+            pane.end(f"load run failed: {e}")
+            return
+        info = await self._server_info(host, addr, port)
+        record = run_record(config, levels, started_at=started, host=target.host, unit=target.unit,
+                            sglang_version=info.get("version"),
+                            server_args={k: v for k, v in info.items() if not isinstance(v, (dict, list))},
+                            flags=given_flags(self.unit_model.exec(), self.catalog)
+                            if self.unit_model and self.catalog else None)
+        record["config"]["url"] = target.url
+        path = save_run(target.host, target.unit, record)
+        pane.end(f"done: {len(levels)} levels; saved {path.name} (c compares runs)")
+
+    async def _server_info(self, host, addr: str, port: int) -> dict:
+        for path in ("/server_info", "/get_server_info"):
+            try:
+                status, body = await host.http_request("GET", addr, port, path)
+                if status == 200:
+                    return json.loads(body)
+            except (OSError, CockpitError, ValueError):
+                continue
+        return {}
+
+    def on_throughput_pane_compare(self) -> None:
+        if self.target is None:
+            return
+        runs = load_runs(self.target.host, self.target.unit)
+        if len(runs) < 2:
+            self.notify("two saved load runs are needed to compare (b starts one)", severity="warning")
+            return
+
+        def picked(pair: tuple[dict, dict] | None) -> None:
+            if pair is not None:
+                self.query_one(ThroughputPane).show_comparison(*pair)
+
+        self.push_screen(RunPicker([r for _, r in runs]), picked)
 
     # -- the prompt line ---------------------------------------------------------------------
 

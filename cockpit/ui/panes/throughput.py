@@ -1,0 +1,235 @@
+"""The throughput pane: a load run as it happens, GPU telemetry, and the server's own throughput.
+
+Rows of sparklines (one per concurrency level, then TTFT, per-token ITL, each GPU's
+utilisation and memory, power, and the decode throughput SGLang logs even when no run is
+going), a progress bar with an ETA for the running level, and one plotext chart of output
+tok/s against concurrency, redrawn at most twice a second (a plot costs about 30 ms).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Label, ProgressBar, Sparkline, Static
+from textual_plotext import PlotextPlot
+
+from cockpit.load.gpu import GpuSample
+from cockpit.load.results import LevelResult, RequestResult
+from cockpit.load.store import compare, label
+
+CHART_HZ = 2.0
+WINDOW_S = 2.0  # output tok/s of a level: tokens of the requests that ended in the last 2 s
+
+
+class SparkRow(Horizontal):
+    """A label, a sparkline, and the latest value."""
+
+    def __init__(self, name: str, unit: str, **kwargs) -> None:
+        super().__init__(classes="spark-row", **kwargs)
+        self.row_name, self.unit = name, unit
+        self.values: collections.deque[float] = collections.deque(maxlen=240)
+
+    def compose(self) -> ComposeResult:
+        yield Label(self.row_name, classes="spark-name")
+        yield Sparkline([], classes="spark")
+        yield Label("", classes="spark-value")
+
+    def push(self, value: float, shown: str | None = None) -> None:
+        self.values.append(value)
+        self.query_one(Sparkline).data = list(self.values)  # no zero padding: sparklines scale min to max
+        self.query_one(".spark-value", Label).update(shown or f"{value:,.1f} {self.unit}")
+
+
+class ThroughputPane(Vertical):
+    BINDINGS = [
+        Binding("b", "start", "Load run", id="throughput.start"),
+        Binding("B", "cancel", "Cancel run", id="throughput.cancel"),
+        Binding("c", "compare", "Compare runs", id="throughput.compare"),
+        Binding("escape", "close", "Close", id="throughput.close"),
+    ]
+
+    class Start(Message):
+        pass
+
+    class Cancel(Message):
+        pass
+
+    class Compare(Message):
+        pass
+
+    class Closed(Message):
+        pass
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.levels_done: list[LevelResult] = []
+        self.level_rows: dict[int, SparkRow] = {}
+        self._ended: dict[int, collections.deque[tuple[float, int]]] = {}
+        self._plan: tuple[int, ...] = ()
+        self._requests = 0
+        self._level_started = 0.0
+        self._done_in_level = 0
+        self._chart_at = 0.0
+        self._compare: tuple[dict[str, Any], dict[str, Any]] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Label("no load run yet: b starts the unit's load profile", id="run-head")
+        yield ProgressBar(id="run-progress", show_eta=True)
+        with Horizontal(id="throughput-body"):
+            with VerticalScroll(id="spark-rows"):
+                yield Vertical(id="level-rows")
+                yield SparkRow("TTFT", "ms", id="row-ttft")
+                yield SparkRow("ITL/token", "ms", id="row-itl")
+                yield SparkRow("server (log)", "tok/s", id="row-passive")
+                yield Vertical(id="gpu-rows")
+            yield PlotextPlot(id="chart")
+        yield Static("", id="compare-table")
+
+    def on_mount(self) -> None:
+        self.query_one("#run-progress").display = False
+        self.query_one("#compare-table").display = False
+        self._draw_chart(force=True)
+
+    # -- a run ------------------------------------------------------------------------------
+
+    def begin(self, plan: tuple[int, ...], requests: int, what: str) -> None:
+        self.levels_done = []
+        self._plan, self._requests = plan, requests
+        holder = self.query_one("#level-rows", Vertical)
+        holder.remove_children()
+        self.level_rows = {c: SparkRow(f"c={c}", "tok/s") for c in plan}
+        holder.mount_all(self.level_rows.values())
+        self._ended = {c: collections.deque() for c in plan}
+        self.query_one("#run-head", Label).update(f"load run: {what}")
+        bar = self.query_one("#run-progress", ProgressBar)
+        bar.display = True
+        bar.update(total=requests * len(plan), progress=0)
+        self._start_level(plan[0])
+
+    def _start_level(self, concurrency: int) -> None:
+        self._level_started = time.monotonic()
+        self._done_in_level = 0
+        index = self._plan.index(concurrency) + 1
+        self.query_one("#run-head", Label).update(
+            f"level {index}/{len(self._plan)} · concurrency {concurrency} · {self._requests} requests")
+
+    def request_done(self, concurrency: int, result: RequestResult) -> None:
+        self.query_one("#run-progress", ProgressBar).advance(1)
+        self._done_in_level += 1
+        if not result.ok:
+            return
+        now = time.monotonic()
+        ended = self._ended.setdefault(concurrency, collections.deque())
+        ended.append((now, result.output_tokens))
+        while ended and ended[0][0] < now - WINDOW_S:
+            ended.popleft()
+        span = min(WINDOW_S, max(now - self._level_started, 1e-3))
+        row = self.level_rows.get(concurrency)
+        if row is not None:
+            row.push(sum(n for _, n in ended) / span)
+        if result.ttft_s is not None:
+            self.query_one("#row-ttft", SparkRow).push(result.ttft_s * 1000)
+        itl = result.per_token_itl_s()
+        if itl:
+            self.query_one("#row-itl", SparkRow).push(sum(itl) / len(itl) * 1000)
+
+    def level_done(self, level: LevelResult) -> None:
+        self.levels_done.append(level)
+        row = self.level_rows.get(level.concurrency)
+        if row is not None:
+            row.query_one(".spark-value", Label).update(
+                f"{level.output_tokens_per_s:,.0f} tok/s · {level.output_tokens_per_s_per_stream or 0:,.1f}/stream"
+                + (f" · {level.errors} err" if level.errors else ""))
+        rest = [c for c in self._plan if c not in {lv.concurrency for lv in self.levels_done}]
+        if rest:
+            self._start_level(rest[0])
+        self._draw_chart(force=True)
+
+    def end(self, message: str) -> None:
+        self.query_one("#run-head", Label).update(message)
+        self.query_one("#run-progress").display = False
+
+    # -- telemetry ----------------------------------------------------------------------------
+
+    def gpu_samples(self, samples: list[GpuSample]) -> None:
+        holder = self.query_one("#gpu-rows", Vertical)
+        for s in samples:
+            util_id, mem_id = f"gpu{s.index}-util", f"gpu{s.index}-mem"
+            if not holder.query(f"#{util_id}"):
+                holder.mount(SparkRow(f"GPU{s.index} util", "%", id=util_id), SparkRow(f"GPU{s.index} mem", "GiB", id=mem_id))
+                continue
+            if s.util_pct is not None:
+                holder.query_one(f"#{util_id}", SparkRow).push(s.util_pct, f"{s.util_pct:.0f} %"
+                                                               + (f" · {s.power_w:.0f} W" if s.power_w else ""))
+            if s.mem_used_mib is not None:
+                total = f" / {s.mem_total_mib / 1024:.0f}" if s.mem_total_mib else ""
+                holder.query_one(f"#{mem_id}", SparkRow).push(s.mem_used_mib / 1024, f"{s.mem_used_mib / 1024:.1f}{total} GiB")
+
+    def gpu_notice(self, message: str) -> None:
+        holder = self.query_one("#gpu-rows", Vertical)
+        holder.remove_children()
+        holder.mount(Label(message, classes="spark-note"))
+
+    def passive(self, value: float, accept_len: float | None) -> None:
+        shown = f"{value:,.0f} tok/s" + (f" · accept {accept_len:.2f}" if accept_len else "")
+        self.query_one("#row-passive", SparkRow).push(value, shown)
+
+    # -- the chart and the comparison -----------------------------------------------------------
+
+    def _draw_chart(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._chart_at < 1 / CHART_HZ:
+            return
+        self._chart_at = now
+        chart = self.query_one(PlotextPlot)
+        plt = chart.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("output tok/s by concurrency")
+        plt.xlabel("concurrency")
+        if self._compare is not None:
+            a, b = self._compare
+            for run, name in ((a, "A"), (b, "B")):
+                levels = run.get("levels", [])
+                plt.plot([lv["concurrency"] for lv in levels], [lv["output_tokens_per_s"] for lv in levels],
+                         marker="braille", label=f"{name}: {label(run)}")
+        elif self.levels_done:
+            plt.plot([lv.concurrency for lv in self.levels_done], [lv.output_tokens_per_s for lv in self.levels_done],
+                     marker="braille")
+        chart.refresh()
+
+    def show_comparison(self, a: dict[str, Any], b: dict[str, Any]) -> None:
+        self._compare = (a, b)
+        rows = compare(a, b)
+        text = Text()
+        text.append(f"A: {label(a)}    B: {label(b)}\n", "bold")
+        text.append(f"{'conc':>5} {'A tok/s':>10} {'B tok/s':>10} {'×':>6} {'A /stream':>10} {'B /stream':>10} "
+                    f"{'×':>6} {'A TTFT':>8} {'B TTFT':>8}\n", "dim")
+        for r in rows:
+            text.append(f"{r['concurrency']:>5} {r['a_tok_s']:>10.1f} {r['b_tok_s']:>10.1f} "
+                        f"{(r['speedup'] or 0):>6.2f} {(r['a_per_stream'] or 0):>10.1f} {(r['b_per_stream'] or 0):>10.1f} "
+                        f"{(r['per_stream_speedup'] or 0):>6.2f} {(r['a_ttft_p50_ms'] or 0):>8.1f} "
+                        f"{(r['b_ttft_p50_ms'] or 0):>8.1f}\n")
+        table = self.query_one("#compare-table", Static)
+        table.update(text)
+        table.display = True
+        self._draw_chart(force=True)
+
+    def action_start(self) -> None:
+        self.post_message(self.Start())
+
+    def action_cancel(self) -> None:
+        self.post_message(self.Cancel())
+
+    def action_compare(self) -> None:
+        self.post_message(self.Compare())
+
+    def action_close(self) -> None:
+        self.post_message(self.Closed())
