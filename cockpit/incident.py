@@ -1,0 +1,664 @@
+"""The incident note: a Markdown file that tells what happened to a unit, beside its screenshots.
+
+Two halves, so the note is tested without a host:
+
+- `gather(host, target, since=...)` reads what the note needs over a Host: the unit's status,
+  its command line, the SGLang version, the journal of the period (`--since TIME`, or by
+  default the unit's current and previous invocation), the tracebacks folded from it, the
+  attempts recorded on this jump box in that period, and the failing statement's source and
+  explanation. What cannot be read becomes one sentence in `Incident.problems`, not an error.
+- `render(incident)` turns that plain data into Markdown.
+
+Every traceback is written whole, line for line as the journal has it (the folder's
+`Traceback.lines`: log prefix, carets and all), in a fenced block whose fence is longer than any
+run of backticks inside, so no content can close it early. Nothing is truncated.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from cockpit.attempts import UNSET, Attempt, AttemptLog
+from cockpit.errors import CockpitError
+from cockpit.remote.base import Host, HostError
+from cockpit.remote.source import SourceCache, staleness
+from cockpit.sglang.catalogs import CatalogCache, package_root_of, remote_version
+from cockpit.sglang.explain import explain
+from cockpit.sglang.flags import Catalog
+from cockpit.sglang.preflight import given_flags
+from cockpit.systemd import journal
+from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.remote_unit import load_remote_unit, site_packages
+from cockpit.systemd.status import UnitStatus, fetch
+from cockpit.targets import Target
+from cockpit.traceback import Folder, Traceback
+
+CONTEXT_LINES = 4  # source lines shown before and after the failing statement
+FIRST_PAGE = 2000  # journal entries read first when looking for the previous invocation
+MAX_ENTRIES = 500_000  # the most journal entries one note reads
+
+
+@dataclass
+class SourceExcerpt:
+    """A few lines around the failing statement of the last traceback, and its explanation."""
+
+    host: str
+    path: str
+    line: int  # the line the traceback names
+    function: str | None
+    start_line: int  # the failing statement
+    end_line: int
+    first_line: int  # the number of `lines[0]`
+    lines: list[str]
+    sentence: str | None = None  # what the statement checks, in terms of the server's flags
+    warning: str | None = None  # the file changed after the crash
+
+
+@dataclass
+class Image:
+    label: str
+    path: str  # relative to the note
+    svg: str | None = None
+    text: str | None = None
+    converter: str | None = None  # what made the PNG ("rsvg-convert 2.54.7")
+
+
+@dataclass
+class Incident:
+    host: str
+    unit: str
+    written_at: float = field(default_factory=time.time)
+    period: str = "the unit's current and previous invocation"
+    period_start: float | None = None  # epoch seconds of the first journal entry read
+    period_end: float | None = None
+    entries: int = 0  # journal entries read for the period
+    version: str | None = None
+    version_from: str | None = None  # "/server_info", "the installed package"
+    standin: str | None = None  # the lab's stand-in says so in /server_info
+    status: UnitStatus | None = None
+    command: list[str] | None = None  # Unit.exec(): the argv systemd runs
+    attempts: list[Attempt] = field(default_factory=list)
+    tracebacks: list[Traceback] = field(default_factory=list)
+    source: SourceExcerpt | None = None
+    load_run: dict[str, Any] | None = None
+    images: list[Image] = field(default_factory=list)
+    events: list[tuple[float, str]] = field(default_factory=list)  # systemd's messages and readiness, by time
+    problems: list[str] = field(default_factory=list)
+
+
+# -- Markdown helpers ---------------------------------------------------------------------------
+
+
+def fence_for(text: str, char: str = "`") -> str:
+    """A fence longer than every run of `char` in `text` (at least three)."""
+    longest = max((len(m) for m in re.findall(re.escape(char) + "+", text)), default=0)
+    return char * max(3, longest + 1)
+
+
+def fenced(text: str, info: str = "") -> str:
+    """`text` in a fenced code block that nothing inside can close. `text` is kept as is."""
+    fence = fence_for(text)
+    body = text if text.endswith("\n") or not text else text + "\n"
+    return f"{fence}{info}\n{body}{fence}\n"
+
+
+def code(text: str) -> str:
+    """Inline code that holds any backticks: a longer delimiter, padded when needed."""
+    text = text.replace("\n", " ")
+    if not text:
+        return "` `"
+    ticks = "`" * (max((len(m) for m in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def cell(text: str) -> str:
+    """Text for a table cell: one line, pipes escaped."""
+    return text.replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+
+
+def _when(epoch: float | None, with_zone: bool = True) -> str:
+    if epoch is None:
+        return "-"
+    fmt = "%Y-%m-%d %H:%M:%S %Z" if with_zone else "%Y-%m-%d %H:%M:%S"
+    return time.strftime(fmt, time.localtime(epoch))
+
+
+def _clock(epoch: float | None) -> str:
+    if epoch is None:
+        return "--:--:--"
+    local = time.localtime(epoch)
+    return time.strftime("%H:%M:%S", local) + f".{int(epoch * 1000) % 1000:03d} " + time.strftime("%Z", local)
+
+
+def command_lines(argv: Sequence[str]) -> str:
+    """The argv as a shell command, one flag (with its values) per line; the program and
+    what precedes its first `--flag` (`python -m module`) stay on the first line."""
+    groups: list[list[str]] = [[]]
+    flags_began = False
+    for word in argv:
+        flags_began = flags_began or word.startswith("--")
+        if (flags_began and word.startswith("-") and len(word) > 1 and not re.fullmatch(r"-\d[\d.eE+-]*", word)
+                and groups[-1]):
+            groups.append([])
+        groups[-1].append(shlex.quote(word))
+    return " \\\n    ".join(" ".join(g) for g in groups if g)
+
+
+def traceback_text(tb: Traceback) -> str:
+    """The traceback's lines, joined as the journal's messages are: nothing added or removed."""
+    return "\n".join(tb.lines)
+
+
+def _ms(value: Any) -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{value:.1f}"
+
+
+def _stat(level: dict[str, Any], name: str, key: str) -> Any:
+    stats = level.get(name)
+    return stats.get(key) if isinstance(stats, dict) else None
+
+
+def _number(value: Any, fmt: str = ".1f") -> str:
+    return "-" if not isinstance(value, (int, float)) else format(value, fmt)
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def render(incident: Incident) -> str:
+    """The note as Markdown, from plain data."""
+    out: list[str] = []
+    w = out.append
+    w(f"# Incident: {incident.unit} on {incident.host}\n")
+    w(f"Written {_when(incident.written_at)} by SGLang cockpit. Period: {incident.period}"
+      + (f", {_when(incident.period_start)} to {_when(incident.period_end)}" if incident.period_start else "")
+      + (f" ({incident.entries} journal entries)." if incident.entries else "."))
+    w("")
+    w(_summary(incident))
+    w("")
+    _render_server(incident, w)
+    _render_timeline(incident, w)
+    _render_images(incident, w)
+    _render_attempts(incident, w)
+    _render_tracebacks(incident, w)
+    _render_source(incident, w)
+    _render_load_run(incident, w)
+    if incident.problems:
+        w("## What this note could not include\n")
+        for problem in incident.problems:
+            w(f"- {problem}")
+        w("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _summary(incident: Incident) -> str:
+    tbs = incident.tracebacks
+    if not tbs:
+        what = "No traceback in the period."
+    else:
+        kinds: dict[str, list[str]] = {}
+        for tb in tbs:
+            kinds.setdefault(tb.exception or "an unfinished traceback", []).append(_who(tb))
+        parts = [f"{name} ×{len(who)} ({', '.join(sorted(set(who), key=_rank_key))})" for name, who in kinds.items()]
+        what = f"{len(tbs)} traceback{'s' * (len(tbs) != 1)} in the period: {'; '.join(parts)}."
+    st = incident.status
+    if st is not None:
+        state = f"Now {st.active_state} ({st.sub_state})"
+        if st.ready is not None:
+            state += ", ready" if st.ready else ", not serving"
+        state += f", {st.n_restarts} restart{'s' * (st.n_restarts != 1)}"
+        if st.last_exit:
+            state += f", last exit {st.last_exit}"
+        what += f" {state}."
+    if incident.attempts:
+        last = incident.attempts[-1]
+        what += f" {len(incident.attempts)} attempt{'s' * (len(incident.attempts) != 1)} recorded; the last, " \
+                f"#{last.number}, {last.outcome}."
+    return what
+
+
+def _who(tb: Traceback) -> str:
+    return tb.rank or (f"pid {tb.pid}" if tb.pid else "?")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def _rank_key(who: str) -> tuple[int, str]:
+    m = re.fullmatch(r"[A-Z]+(\d+)", who)
+    return (int(m.group(1)), who) if m else (1 << 30, who)
+
+
+def _render_server(incident: Incident, w) -> None:
+    w("## Server\n")
+    w(f"- Host: {code(incident.host)}")
+    w(f"- Unit: {code(incident.unit)}")
+    version = incident.version or "unknown"
+    if incident.version_from:
+        version += f" (from {incident.version_from})"
+    if incident.standin:
+        version += f" · {incident.standin}"
+    w(f"- SGLang: {version}")
+    st = incident.status
+    if st is not None:
+        w(f"- State: {st.active_state} ({st.sub_state}), result {st.result or '-'}, pid {st.main_pid or '-'}, "
+          f"restarts {st.n_restarts}, last exit {st.last_exit or '-'}")
+        w(f"- Invocation: {code(st.invocation_id or '-')}, started {_when(st.exec_main_start)}")
+        if st.fragment_path:
+            files = ", ".join(code(p) for p in (st.fragment_path, *st.drop_in_paths))
+            w(f"- Unit files: {files}" + (" (changed on disk: daemon-reload needed)" if st.need_daemon_reload else ""))
+    w("")
+    if incident.command:
+        w("The unit's current command line (`ExecStart=`, as systemd runs it):\n")
+        w(fenced(command_lines(incident.command), "sh"))
+
+
+READY_TEXT = "The server is fired up and ready to roll!"
+
+
+def unit_events(entries: Iterable[JournalEntry]) -> list[tuple[float, str]]:
+    """systemd's messages about the unit (started, exited, restarting) and SGLang's ready line."""
+    out = []
+    for e in entries:
+        if e.realtime_us and (e.pid == 1 or READY_TEXT in e.message):
+            out.append((e.realtime_us / 1e6, e.message))
+    return out
+
+
+def timeline(incident: Incident, gap_s: float = 5.0) -> list[tuple[float, str]]:
+    """The period's events in order: the unit's, the tracebacks (a burst of the same exception
+    is one event) and the attempts."""
+    events = list(incident.events)
+    burst: list[Traceback] = []
+
+    def flush() -> None:
+        if not burst:
+            return
+        who = sorted({_who(tb) for tb in burst}, key=_rank_key)
+        name = burst[0].exception or "unfinished traceback"
+        count = f"{len(burst)} tracebacks" if len(burst) > 1 else "traceback"
+        events.append((burst[0].times[0] / 1e6, f"{count}: {name} ({', '.join(who)})"))
+        burst.clear()
+
+    for tb in incident.tracebacks:
+        if not tb.times or not tb.times[0]:
+            continue
+        if burst and (tb.exception != burst[0].exception or tb.times[0] - burst[-1].times[0] > gap_s * 1e6):
+            flush()
+        burst.append(tb)
+    flush()
+    for a in incident.attempts:
+        events.append((a.started_at, f"attempt #{a.number} writes the unit"
+                       + (f" ({', '.join(n for n, _, _ in a.diff())})" if a.diff() else "")))
+        if a.seconds is not None:
+            events.append((a.started_at + a.seconds, f"attempt #{a.number}: {a.outcome}"))
+    return sorted(events, key=lambda e: e[0])
+
+
+def _render_timeline(incident: Incident, w) -> None:
+    events = timeline(incident)
+    if not events:
+        return
+    w("## Timeline\n")
+    w(f"| time ({time.strftime('%Z', time.localtime(events[0][0]))}) | event |")
+    w("|---|---|")
+    for when, text in events:
+        local = time.localtime(when)
+        w(f"| {time.strftime('%Y-%m-%d %H:%M:%S', local)}.{int(when * 1000) % 1000:03d} | {cell(text)} |")
+    w("")
+
+
+def _render_images(incident: Incident, w) -> None:
+    if not incident.images:
+        return
+    w("## Screens\n")
+    for image in incident.images:
+        extras = [f"[SVG]({image.svg})" if image.svg else None, f"[text]({image.text})" if image.text else None]
+        links = ", ".join(e for e in extras if e)
+        if image.path:
+            w(f"![{image.label}]({image.path})\n")
+            w(f"{image.label}: [PNG]({image.path})" + (f", {links}" if links else "")
+              + (f" (PNG by {image.converter})" if image.converter else "") + "\n")
+        else:
+            w(f"{image.label}: {links} (no PNG)\n")
+
+
+def _render_attempts(incident: Incident, w) -> None:
+    w("## Attempts\n")
+    if not incident.attempts:
+        w("No write-and-restart was recorded on this jump box in the period.\n")
+        return
+    w("| # | started | flags changed | pre-flight | outcome | time | note |")
+    w("|---|---|---|---|---|---|---|")
+    for a in incident.attempts:
+        names = ", ".join(name for name, _, _ in a.diff())
+        changed = names or ("(no flag; unit text only)" if a.texts else "-")
+        errors = sum(1 for f in a.findings if f.get("severity") == "error")
+        warnings = sum(1 for f in a.findings if f.get("severity") == "warning")
+        infos = len(a.findings) - errors - warnings
+        pre = ", ".join(p for p in (_count(errors, "error") if errors else "",
+                                    _count(warnings, "warning") if warnings else "",
+                                    f"{infos} info" if infos else "") if p) or "-"
+        took = "-" if a.seconds is None else f"{a.seconds:.1f} s" + (" to ready" if a.outcome == "ready" else "")
+        w(f"| {a.number} | {_when(a.started_at, False)} | {cell(changed)} | {pre} | {cell(a.outcome)} | {took} | "
+          f"{cell(a.note or '')} |")
+    w("")
+    for a in incident.attempts:
+        w(f"### Attempt {a.number}: {a.outcome}\n")
+        w(f"Started {_when(a.started_at)}" + (f"; {a.note}" if a.note else "") + "."
+          + (f" {a.outcome.capitalize()} after {a.seconds:.1f} s." if a.seconds is not None else ""))
+        if a.detail:
+            w("")
+            w(fenced(a.detail, "text").rstrip("\n"))
+        w("")
+        diff = a.diff()
+        if diff:
+            w("| flag | before | after |")
+            w("|---|---|---|")
+            for name, before, after in diff:
+                w(f"| {cell(code(name))} | {cell(_flag_value(before))} | {cell(_flag_value(after))} |")
+            w("")
+        elif a.texts:
+            w(f"No flag changed; the unit files written: {', '.join(code(p) for p in a.texts)}.\n")
+        if a.findings:
+            w("Pre-flight findings:\n")
+            for f in a.findings:
+                flags = ", ".join(code(x) for x in f.get("flags") or [])
+                line = f"- **{f.get('severity', '?')}** {f.get('rule', '')}" + (f" ({flags})" if flags else "") \
+                    + f": {f.get('message', '')}"
+                if f.get("would_raise"):
+                    line += f" Would raise {code(str(f['would_raise']))}."
+                if f.get("fix"):
+                    line += f" Fix: {f['fix']}"
+                w(line)
+            w("")
+        tb = a.traceback
+        if isinstance(tb, dict) and tb.get("exception"):
+            w(f"Crashed with {code(str(tb['exception']) + ': ' + str(tb.get('message', '')))}"
+              + (f" on {tb['rank']}" if tb.get("rank") else "") + " (in full under Tracebacks).\n")
+
+
+def _flag_value(value: str | None) -> str:
+    if value is None:
+        return "(switch on)"
+    if value == UNSET:
+        return "(unset)"
+    return code(value)
+
+
+def _render_tracebacks(incident: Incident, w) -> None:
+    tbs = incident.tracebacks
+    w(f"## Tracebacks ({len(tbs)})\n")
+    if not tbs:
+        w("None in the period.\n")
+        return
+    w("Each in full, line for line as the journal has it.\n")
+    for k, tb in enumerate(tbs, 1):
+        when = _clock(tb.times[0] / 1e6) if tb.times and tb.times[0] else "--:--:--"
+        head = " · ".join(x for x in (tb.rank, tb.exception or "unfinished", when,
+                                      f"pid {tb.pid}" if tb.pid is not None else None) if x)
+        w(f"### {k}. {head}\n")
+        facts = []
+        frame = tb.failing_frame
+        if frame is not None:
+            facts.append(f"Failing frame: {code(frame.file)}, line {frame.line}"
+                         + (f", in {code(frame.function)}" if frame.function else ""))
+        if tb.chained:
+            facts.append(f"{len(tb.chained)} earlier exception{'s' * (len(tb.chained) != 1)} in its chain")
+        if tb.truncated:
+            facts.append("its start was cut off before the journal received it")
+        if tb.exception is None or not tb.complete:
+            facts.append("it did not finish printing")
+        if facts:
+            w("; ".join(facts) + ".\n")
+        w(fenced(traceback_text(tb), "text"))
+
+
+def _render_source(incident: Incident, w) -> None:
+    src = incident.source
+    if src is None:
+        return
+    w("## The failing statement\n")
+    where = f"{code(src.path)} on {src.host}, line {src.line}" + (f", in {code(src.function)}" if src.function else "")
+    w(f"The last traceback's failing frame: {where}. "
+      f"`>` marks the line the traceback names, `*` the rest of the statement.\n")
+    if src.warning:
+        w(f"⚠ {src.warning}\n")
+    width = len(str(src.first_line + len(src.lines) - 1))
+    rows = []
+    for k, text in enumerate(src.lines):
+        number = src.first_line + k
+        mark = ">" if number == src.line else ("*" if src.start_line <= number <= src.end_line else " ")
+        rows.append(f"{mark} {number:>{width}}  {text}")
+    w(fenced("\n".join(rows), "text"))
+    if src.sentence:
+        w(src.sentence + "\n")
+
+
+def _render_load_run(incident: Incident, w) -> None:
+    run = incident.load_run
+    if not run:
+        return
+    levels = [lv for lv in run.get("levels") or [] if isinstance(lv, dict)]
+    config = run.get("config") if isinstance(run.get("config"), dict) else {}
+    w("## Load run\n")
+    facts = [f"{config.get('url')}" if config.get("url") else None,
+             f"model {config.get('model')}" if config.get("model") else None,
+             f"input {config.get('input_len')} words" if config.get("input_len") else None,
+             f"output {config.get('output_len')} tokens" if config.get("output_len") else None,
+             f"SGLang {run.get('sglang_version')}" if run.get("sglang_version") else None,
+             f"started {_when(run['started_at'])}" if isinstance(run.get("started_at"), (int, float)) else None]
+    facts_text = ", ".join(f for f in facts if f)
+    if facts_text:
+        w(facts_text + ".\n")
+    w("| concurrency | requests | errors | output tok/s | tok/s per stream | TTFT p50 ms | TTFT p99 ms | "
+      "TPOT mean ms | ITL mean ms | chunk gap mean ms | tokens/chunk | E2E p50 ms |")
+    w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for lv in levels:
+        w(f"| {lv.get('concurrency', '-')} | {lv.get('requests', '-')} | {lv.get('errors', '-')} | "
+          f"{_number(lv.get('output_tokens_per_s'))} | {_number(lv.get('output_tokens_per_s_per_stream'))} | "
+          f"{_ms(_stat(lv, 'ttft_ms', 'p50'))} | {_ms(_stat(lv, 'ttft_ms', 'p99'))} | "
+          f"{_ms(_stat(lv, 'tpot_ms', 'mean'))} | {_ms(_stat(lv, 'itl_ms', 'mean'))} | "
+          f"{_ms(_stat(lv, 'chunk_gap_ms', 'mean'))} | {_number(lv.get('tokens_per_chunk'), '.2f')} | "
+          f"{_ms(_stat(lv, 'e2e_ms', 'p50'))} |")
+    w("")
+    if any(lv.get("token_count_source", "usage") != "usage" for lv in levels):
+        w("The server sent no usage for some levels: their tokens were counted from chunks (an estimate).\n")
+
+
+# -- gathering over a host ------------------------------------------------------------------------
+
+
+def fold(entries: Iterable[JournalEntry]) -> list[Traceback]:
+    """The tracebacks of some journal entries, in the order they began."""
+    folder = Folder()
+    folder.feed_batch(entries)
+    folder.close()
+    return [r for r in folder.records if isinstance(r, Traceback)]
+
+
+def attempts_in(attempts: Iterable[Attempt], start: float | None, end: float | None = None) -> list[Attempt]:
+    """The attempts that ran during [start, end] (all of them when start is None): one that
+    started just before the period but watched the restart it caused belongs to it."""
+    return [a for a in attempts if (start is None or a.started_at + (a.seconds or 0.0) >= start)
+            and (end is None or a.started_at <= end)]
+
+
+async def _journal(host: Host, argv: list[str]) -> list[JournalEntry]:
+    result = await host.run(argv, timeout=120)
+    if result.returncode != 0 and not result.stdout:
+        raise CockpitError(f"journalctl on {host.name} failed: {result.error_text or result.returncode}")
+    return journal.parse_lines(result.stdout.splitlines())
+
+
+async def period_entries(host: Host, unit: str, since: str | None = None, *,
+                         invocations: int = 2, max_entries: int = MAX_ENTRIES) -> tuple[list[JournalEntry], bool]:
+    """The unit's journal for the period, oldest first, and whether it was cut at `max_entries`.
+
+    With `since` (any time journalctl understands), everything from then on. Without it, the
+    entries of the unit's last `invocations` invocations: pages are read backwards by cursor
+    until an entry of an earlier invocation shows, and everything after that entry is kept."""
+    if since is not None:
+        entries = await _journal(host, journal.journal_argv(unit, f"--since={since}"))
+        cut = len(entries) > max_entries
+        return (entries[-max_entries:] if cut else entries), cut
+    entries = await journal.tail(host, unit, FIRST_PAGE)
+    page = FIRST_PAGE
+    while True:
+        seen: list[str] = []
+        for k in range(len(entries) - 1, -1, -1):
+            inv = entries[k].invocation_id
+            if inv is not None and inv not in seen:
+                if len(seen) == invocations:
+                    return entries[k + 1:], False
+                seen.append(inv)
+        if len(entries) >= max_entries or not entries or entries[0].cursor is None:
+            return entries, len(entries) >= max_entries
+        page = min(page * 4, max_entries - len(entries))
+        earlier = await journal.older(host, unit, entries[0].cursor, page)
+        if not earlier:
+            return entries, False
+        entries = earlier + entries
+
+
+async def server_info(host: Host, url_host: str, port: int) -> dict[str, Any] | None:
+    try:
+        status, body = await host.http_request("GET", url_host, port, "/server_info", timeout=5.0)
+    except (HostError, OSError, TimeoutError, ConnectionError):
+        return None
+    if status != 200:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+async def excerpt(host: Host, tb: Traceback, *, sources: SourceCache, catalog: Catalog | None,
+                  values: dict[str, str | None] | None) -> SourceExcerpt:
+    """The failing frame's statement with a few lines around it; raises CockpitError when the
+    file cannot be read."""
+    frame = tb.failing_frame
+    if frame is None or frame.line is None:
+        raise CockpitError("the last traceback names no source line")
+    source = await sources.get(host, frame.file)
+    lines = source.lines
+    if not 1 <= frame.line <= len(lines):
+        raise CockpitError(f"{frame.file} on {host.name} has {len(lines)} lines, not line {frame.line}: "
+                           "the file changed since the crash")
+    sentence = None
+    start = end = frame.line
+    try:
+        explained = explain(source.text, frame.file, frame.line, exception=tb.exception or "", message=tb.message,
+                            catalog=catalog)
+        start, end = explained.start_line, explained.end_line
+        sentence = explained.sentence(values)
+    except (SyntaxError, ValueError) as e:
+        sentence = f"Could not read the statement: {e}"
+    first = max(1, min(start, frame.line) - CONTEXT_LINES)
+    last = min(len(lines), max(end, frame.line) + CONTEXT_LINES)
+    crashed = tb.times[0] / 1e6 if tb.times and tb.times[0] else None
+    return SourceExcerpt(host.name, frame.file, frame.line, frame.function, start, end, first, lines[first - 1:last],
+                         sentence, staleness(source, crashed))
+
+
+async def gather(host: Host, target: Target, *, since: str | None = None, load_run: dict[str, Any] | None = None,
+                 attempt_log: AttemptLog | None = None, sources: SourceCache | None = None,
+                 catalogs: CatalogCache | None = None) -> Incident:
+    """Everything the note needs, read over `host`. The status and the journal must be read
+    (a CockpitError otherwise); anything else that fails is named in `problems`."""
+    unit = target.unit
+    incident = Incident(host=host.name, unit=unit, load_run=load_run,
+                        period=f"since {since}" if since else "the unit's current and previous invocation")
+    sources = sources or SourceCache()
+    catalogs = catalogs or CatalogCache()
+    status = await fetch(host, unit)
+    incident.status = status
+    entries, cut = await period_entries(host, unit, since)
+    incident.entries = len(entries)
+    times = [e.realtime_us for e in entries if e.realtime_us]
+    incident.period_start = times[0] / 1e6 if times else None
+    incident.period_end = times[-1] / 1e6 if times else None
+    if cut:
+        incident.problems.append(f"the period holds more than {MAX_ENTRIES} journal entries: only the last "
+                                 f"{MAX_ENTRIES} were read, so earlier tracebacks are missing")
+    incident.tracebacks = fold(entries)
+    incident.events = unit_events(entries)
+
+    model = None
+    try:
+        model = await load_remote_unit(host, status)
+        incident.command = model.exec()
+    except CockpitError as e:
+        incident.problems.append(f"the unit's command line: {e}")
+
+    catalog = None
+    python = target.python or (incident.command[0] if incident.command else None)
+    root = None
+    if python:
+        try:
+            root = await site_packages(host, python)
+        except HostError as e:
+            incident.problems.append(f"where the service's Python keeps SGLang: {e}")
+    if root:
+        try:
+            catalog = await catalogs.get(host, root)
+        except CockpitError as e:
+            incident.problems.append(f"the SGLang flag list: {e}")
+
+    info = await server_info(host, *target.url_host_port)
+    if info and info.get("version"):
+        incident.version, incident.version_from = str(info["version"]), "/server_info"
+    elif catalog is not None and catalog.version:
+        incident.version, incident.version_from = catalog.version, f"the package installed under {root}"
+    elif root:
+        try:
+            incident.version = await remote_version(host, root)
+            incident.version_from = f"the package installed under {root}" if incident.version else None
+        except HostError:
+            pass
+    if info and info.get("standin"):
+        incident.standin = str(info["standin"])
+
+    log = attempt_log or AttemptLog(host.name, unit)
+    incident.attempts = attempts_in(log.load(), incident.period_start)
+
+    last = next((tb for tb in reversed(incident.tracebacks) if tb.frames), None)
+    if last is not None:
+        frame_catalog = catalog
+        frame_root = package_root_of(last.failing_frame.file) if last.failing_frame else None
+        if frame_root and frame_root != root:
+            try:
+                frame_catalog = await catalogs.get(host, frame_root)
+            except CockpitError:
+                pass
+        values = given_flags(incident.command, frame_catalog) if incident.command and frame_catalog else None
+        try:
+            incident.source = await excerpt(host, last, sources=sources, catalog=frame_catalog, values=values)
+        except CockpitError as e:
+            incident.problems.append(f"the failing statement's source: {e}")
+    return incident
+
+
+def load_run_file(path: str | Path) -> dict[str, Any]:
+    """A `cockpit bench --json` record; a CockpitError names what is wrong with the file."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise CockpitError(f"cannot read the load run {path}: {e.strerror or e}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise CockpitError(f"the load run {path} is not JSON: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
+        raise CockpitError(f"the load run {path} has no \"levels\" list (write it with `cockpit bench --json`)")
+    return data
