@@ -37,11 +37,12 @@ class RequestResult:
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
 
     def per_token_itl_s(self) -> list[float]:
-        """Each gap spread over the tokens of the chunk it ends; exact when the server reported them."""
+        """One sample per token: each gap spread over the tokens of the chunk it ends (a chunk of n
+        tokens gives n samples of gap/n); exact when the server reported each chunk's tokens."""
         if not self.chunk_gaps_s:
             return []
         if len(self.chunk_tokens) == len(self.chunk_gaps_s) + 1:
-            return [g / max(1, n) for g, n in zip(self.chunk_gaps_s, self.chunk_tokens[1:])]
+            return [g / n for g, n in zip(self.chunk_gaps_s, self.chunk_tokens[1:]) if n > 0 for _ in range(n)]
         # Only the total is known: the first chunk holds the prefill's one token.
         per_chunk = max(1.0, (self.output_tokens - 1) / len(self.chunk_gaps_s))
         return [g / per_chunk for g in self.chunk_gaps_s]

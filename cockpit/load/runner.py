@@ -87,7 +87,8 @@ class Runner:
         if self.config.warmup:
             await asyncio.gather(*(one(False) for _ in range(self.config.warmup)))
         start = time.perf_counter()
-        tasks = [asyncio.ensure_future(one(True)) for _ in range(self.config.requests)]
+        # Fewer requests than the concurrency would never reach it: send at least one per slot.
+        tasks = [asyncio.ensure_future(one(True)) for _ in range(max(self.config.requests, concurrency))]
         try:
             results = await asyncio.gather(*tasks)
         except BaseException:

@@ -35,19 +35,26 @@ class SparkRow(Horizontal):
         super().__init__(classes="spark-row", **kwargs)
         self.row_name, self.unit = name, unit
         self.values: collections.deque[float] = collections.deque(maxlen=240)
+        self.shown = ""
 
     def compose(self) -> ComposeResult:
         yield Label(self.row_name, classes="spark-name")
-        yield Sparkline([], classes="spark")
-        yield Label("", classes="spark-value")
+        yield Sparkline(list(self.values), classes="spark")
+        yield Label(self.shown, classes="spark-value")
 
     def push(self, value: float, shown: str | None = None) -> None:
         self.values.append(value)
-        self.query_one(Sparkline).data = list(self.values)  # no zero padding: sparklines scale min to max
-        self.query_one(".spark-value", Label).update(shown or f"{value:,.1f} {self.unit}")
+        self.set_text(shown or f"{value:,.1f} {self.unit}")
+
+    def set_text(self, shown: str) -> None:
+        """Values may arrive before the row is composed: they are drawn when it is."""
+        self.shown = shown
+        if self.children:
+            self.query_one(Sparkline).data = list(self.values)  # no zero padding: sparklines scale min to max
+            self.query_one(".spark-value", Label).update(shown)
 
 
-class ThroughputPane(Vertical):
+class ThroughputPane(Vertical, can_focus=True):
     BINDINGS = [
         Binding("b", "start", "Load run", id="throughput.start"),
         Binding("B", "cancel", "Cancel run", id="throughput.cancel"),
@@ -144,9 +151,8 @@ class ThroughputPane(Vertical):
         self.levels_done.append(level)
         row = self.level_rows.get(level.concurrency)
         if row is not None:
-            row.query_one(".spark-value", Label).update(
-                f"{level.output_tokens_per_s:,.0f} tok/s · {level.output_tokens_per_s_per_stream or 0:,.1f}/stream"
-                + (f" · {level.errors} err" if level.errors else ""))
+            row.set_text(f"{level.output_tokens_per_s:,.0f} tok/s · {level.output_tokens_per_s_per_stream or 0:,.1f}/stream"
+                         + (f" · {level.errors} err" if level.errors else ""))
         rest = [c for c in self._plan if c not in {lv.concurrency for lv in self.levels_done}]
         if rest:
             self._start_level(rest[0])
