@@ -1,0 +1,430 @@
+"""The incident note and the screenshots: Markdown from recorded lab journals (every traceback in
+full, checked with a CommonMark parser against the journal's own messages), the attempts and
+load-run tables, the PNG's leading spaces and font; and in the lab, after the stand-in's eight
+workers crashed, `cockpit snapshot` and the app's `write_incident`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shlex
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from cockpit.attempts import AttemptLog
+from cockpit.config import Config
+from cockpit.incident import (Incident, attempts_in, code, command_lines, excerpt_of, fence_for, fold, render,
+                              timeline, unit_events)
+from cockpit.sglang.flags import load_catalog
+from cockpit.sglang.preflight import Finding
+from cockpit.systemd.entry import JournalEntry, parse_json_line
+from cockpit.systemd.unit import load_unit
+from cockpit.targets import Target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.panes.journal import JournalView
+from cockpit.ui.panes.status import StatusPane
+from cockpit.ui.screenshot import monospace, png_facts, preserve_spaces, write_incident
+from tests.conftest import ROOT, LabHandle
+
+DATA = ROOT / "tests" / "data"
+UNITS = DATA / "units"
+CRASH = ("import urllib.request as u; "
+         "u.urlopen(u.Request('http://127.0.0.1:30000/standin/crash', data=b'', method='POST'))")
+HOOK = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py"
+
+
+# --- an independent reading of the journal: what each traceback is, from the raw JSON ---------
+
+
+def message_of(fields: dict) -> str:
+    value = fields.get("MESSAGE")
+    if isinstance(value, list):
+        return bytes(value).decode("utf-8", "replace")
+    return value or ""
+
+
+def journal_tracebacks(objects: list[dict]) -> list[list[str]]:
+    """Each traceback as the journal's messages of its process, from its header line to its
+    exception line, in the order they began (simple tracebacks only: no chains, no groups)."""
+    found: list[tuple[int, list[str]]] = []
+    open_: dict[str, list[str]] = {}
+    for fields in objects:
+        pid, text = fields.get("_PID"), message_of(fields)
+        if pid in open_:
+            open_[pid].append(text)
+            if not text.startswith("  "):
+                del open_[pid]  # the exception line ends it
+        elif text.endswith("Traceback (most recent call last):"):
+            lines = [text]
+            found.append((int(fields["__REALTIME_TIMESTAMP"]), lines))
+            open_[pid] = lines
+    return [lines for _, lines in sorted(found, key=lambda f: f[0])]
+
+
+def fences(markdown: str, info: str = "text") -> list[str]:
+    """The contents of the note's fenced blocks with that info string, as CommonMark reads them."""
+    return [t.content for t in MarkdownIt("commonmark").parse(markdown) if t.type == "fence" and t.info == info]
+
+
+def section(markdown: str, title: str) -> str:
+    start = markdown.index(f"\n## {title}")
+    end = markdown.find("\n## ", start + 1)
+    return markdown[start:end if end > 0 else None]
+
+
+def crash8() -> tuple[list[dict], list[JournalEntry]]:
+    lines = (DATA / "journal-crash8.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines], [parse_json_line(line) for line in lines]
+
+
+# --- the note from recorded data -------------------------------------------------------------------
+
+
+def test_each_of_the_eight_tracebacks_is_in_the_note_in_full_as_the_journal_has_it() -> None:
+    objects, entries = crash8()
+    expected = journal_tracebacks(objects)
+    assert len(expected) == 8 and all(len(lines) == 10 for lines in expected)
+    note = render(Incident("cockpit-lab", "sglang-demo.service", tracebacks=fold(entries),
+                           events=unit_events(entries)))
+    blocks = fences(section(note, "Tracebacks"))
+    assert blocks == ["\n".join(lines) + "\n" for lines in expected]
+    longest = max((line for lines in expected for line in lines), key=len)
+    assert len(longest) > 130 and longest in note and "…" not in section(note, "Tracebacks")  # never cut
+    ranks = re.findall(r"^### \d+\. (TP\d) · StandinCudaError", note, re.M)
+    assert sorted(ranks) == [f"TP{k}" for k in range(8)]
+    assert "8 tracebacks in the period: StandinCudaError ×8 (TP0, TP1, TP2, TP3, TP4, TP5, TP6, TP7)." in note
+    tl = section(note, "Timeline")
+    assert "| 8 tracebacks: StandinCudaError (TP0, TP1, TP2, TP3, TP4, TP5, TP6, TP7) |" in tl
+    assert "sglang-demo.service: Main process exited, code=killed, status=9/KILL" in tl
+    assert tl.index("8 tracebacks") < tl.index("Main process exited") < tl.index("ready to roll")
+
+
+def test_a_traceback_holding_backticks_gets_a_fence_nothing_inside_can_close() -> None:
+    lines = ["Traceback (most recent call last):",
+             '  File "/srv/app/render.py", line 12, in <module>',
+             '    raise ValueError("bad fence ``` here")',
+             "ValueError: bad fence ``` here",
+             "``````",  # a message line of six backticks: a three-backtick fence would end here
+             "and the message goes on"]
+    entries = [JournalEntry(text, cursor=f"c{k}", realtime_us=1796033564000000 + k, pid=7, unit="x.service",
+                            invocation_id="i1") for k, text in enumerate(lines)]
+    [tb] = fold(entries)
+    assert tb.lines == lines
+    note = render(Incident("h", "x.service", tracebacks=[tb]))
+    assert "\n```````text\n" in note  # seven: one more than the longest run inside
+    assert fences(note) == ["\n".join(lines) + "\n"]
+    assert fence_for("a ` b") == "```" and fence_for("x ```` y") == "`````"
+    assert code("a`b") == "``a`b``" and code("`x`") == "`` `x` ``" and code("plain") == "`plain`"
+
+
+def test_the_command_line_is_one_flag_per_line_and_the_shell_reads_it_back() -> None:
+    texts = {f"/etc/systemd/system/{p.relative_to(UNITS)}": p.read_text()
+             for p in [UNITS / "sglang-eagle.service", *sorted((UNITS / "sglang-eagle.service.d").glob("*.conf"))]}
+    texts["/etc/sglang/eagle.env"] = (UNITS / "eagle.env").read_text()
+    argv = load_unit(texts, "/etc/systemd/system/sglang-eagle.service").exec()
+    shown = command_lines(argv)
+    assert shlex.split(shown.replace("\\\n", " ")) == argv
+    lines = shown.splitlines()
+    assert all(line.lstrip().startswith("--") for line in lines[1:])
+    assert len(lines) == 1 + sum(1 for a in argv if a.startswith("--"))
+    assert command_lines(["/py", "-m", "srv", "--port", "1", "--x", "-1", "--name", "a b"]) == (
+        "/py -m srv \\\n    --port 1 \\\n    --x -1 \\\n    --name 'a b'")
+
+
+def _attempts(tmp_path: Path, period_start: float):
+    log = AttemptLog("cockpit-lab", "sglang-demo.service", root=tmp_path)
+    _, entries = crash8()
+    crash = fold(entries)[0]
+    before = {"--tp-size": "8", "--model-path": "/models/Llama-3.1-8B-Instruct"}
+    eagle = {**before, "--speculative-algorithm": "EAGLE3", "--speculative-eagle-topk": "4"}
+    finding = Finding("error", "eagle-needs-num-steps", ["--speculative-eagle-topk", "--speculative-num-steps"],
+                      "--speculative-eagle-topk is set but --speculative-num-steps is not: SGLang 0.5.23 asserts "
+                      "that both are set or neither", would_raise="AssertionError", fix="set --speculative-num-steps 3")
+    old = log.new(flags_before=before, flags_after=before, texts={}, previous_texts={})
+    old.started_at, old.outcome, old.seconds = period_start - 3600, "ready", 20.0
+    log.save(old)
+    first = log.new(flags_before=before, flags_after=eagle, texts={"/etc/systemd/system/sglang-demo.service": "x"},
+                    previous_texts={"/etc/systemd/system/sglang-demo.service": "y"}, findings=[finding.to_json()])
+    first.started_at, first.outcome, first.seconds = period_start - 2, "crashed", 7.25  # ran into the period
+    first.detail, first.traceback = "the unit exited 1", crash.to_json()
+    log.save(first)
+    back = log.new(flags_before=eagle, flags_after=before, texts={"/etc/systemd/system/sglang-demo.service": "y"},
+                   previous_texts={}, note="rollback to attempt #2")
+    back.started_at, back.outcome, back.seconds = period_start + 30, "ready", 12.3
+    log.save(back)
+    return log.load()
+
+
+def test_the_attempts_of_the_period_with_diff_findings_outcome_and_time_to_ready(tmp_path: Path) -> None:
+    start = 1796033564.0
+    attempts = attempts_in(_attempts(tmp_path, start), start)
+    assert [a.number for a in attempts] == [2, 3]  # #1 ended an hour before the period
+    note = render(Incident("cockpit-lab", "sglang-demo.service", attempts=attempts, period_start=start))
+    table = section(note, "Attempts")
+    rows = [line for line in table.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert rows[0].startswith("| 2 | 2026-11-30 10:12:42 | --speculative-algorithm, --speculative-eagle-topk | "
+                              "1 error | crashed | 7.2 s |")
+    assert rows[1] == ("| 3 | 2026-11-30 10:13:14 | --speculative-algorithm, --speculative-eagle-topk | - | ready | "
+                       "12.3 s to ready | rollback to attempt #2 |")
+    assert "| `--speculative-eagle-topk` | (unset) | `4` |" in table
+    assert "| `--speculative-algorithm` | `EAGLE3` | (unset) |" in table
+    assert ("- **error** eagle-needs-num-steps (`--speculative-eagle-topk`, `--speculative-num-steps`): "
+            "--speculative-eagle-topk is set but --speculative-num-steps is not") in table
+    assert "Would raise `AssertionError`. Fix: set --speculative-num-steps 3" in table
+    assert "Crashed with `StandinCudaError: CUDA error: an illegal memory access" in table
+    events = [text for _, text in timeline(Incident("h", "u", attempts=attempts))]
+    assert events == ["attempt #2 writes the unit (--speculative-algorithm, --speculative-eagle-topk)",
+                      "attempt #2: crashed", "attempt #3 writes the unit (--speculative-algorithm, "
+                      "--speculative-eagle-topk)", "attempt #3: ready"]
+
+
+def test_the_source_excerpt_marks_the_failing_statement_and_explains_it(sglang_root) -> None:
+    root = sglang_root("0.5.23")
+    [tb] = fold(parse_json_line(line) for line in (DATA / "journal-eagle.jsonl").read_text().splitlines())
+    text = (root / "sglang/srt/arg_groups/speculative_hook.py").read_text()
+    found = excerpt_of(text, "cockpit-lab", tb, catalog=load_catalog(root),
+                       values={"--speculative-eagle-topk": "4", "--speculative-num-draft-tokens": "3"})
+    assert (found.line, found.start_line, found.end_line) == (1162, 1160, 1163)
+    note = render(Incident("cockpit-lab", "sglang-demo.service", tracebacks=[tb], source=found))
+    part = section(note, "The failing statement")
+    [block] = fences(part)
+    marks = {int(m.group(2)): m.group(1) for m in re.finditer(r"^([>* ]) +(\d+)  ", block, re.M)}
+    assert marks[1162] == ">" and [marks[n] for n in (1160, 1161, 1163)] == ["*"] * 3
+    assert marks[1159] == " " and marks[1164] == " "
+    assert "and cfg.speculative_num_draft_tokens is None" in block.splitlines()[1162 - found.first_line]
+    assert ("This check failed: `not speculative_adaptive and speculative_num_steps is None` requires "
+            "`speculative_eagle_topk is None and speculative_num_draft_tokens is None`.") in part
+    assert ("(current values from the unit: --speculative-eagle-topk 4, --speculative-num-draft-tokens 3, "
+            "--speculative-adaptive unset, --speculative-num-steps unset).") in part
+
+
+def test_the_load_run_table_from_a_bench_record() -> None:
+    run = json.loads((DATA / "incident" / "run-standin.json").read_text())
+    note = render(Incident("cockpit-lab", "sglang-demo.service", load_run=run))
+    table = section(note, "Load run")
+    rows = [line for line in table.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert len(rows) == len(run["levels"]) == 2
+    for row, level in zip(rows, run["levels"]):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[0] == str(level["concurrency"]) and cells[2] == "0"
+        assert cells[3] == f"{level['output_tokens_per_s']:.1f}" and cells[5] == f"{level['ttft_ms']['p50']:.1f}"
+        assert cells[10] == f"{level['tokens_per_chunk']:.2f}"
+    assert "SGLang 0.5.23" in table and "output 40 tokens" in table
+
+
+# --- screenshots --------------------------------------------------------------------------------------
+
+
+def png_pixels(data: bytes, rows: int) -> tuple[int, list[bytes]]:
+    """(width, the first `rows` rows of RGBA pixels) of an 8-bit RGBA PNG, decoded here."""
+    width, height, _ = png_facts(data)
+    assert data[24:26] == b"\x08\x06", "8-bit RGBA expected"
+    idat, i = b"", 8
+    while i < len(data):
+        n = int.from_bytes(data[i:i + 4], "big")
+        if data[i + 4:i + 8] == b"IDAT":
+            idat += data[i + 8:i + 8 + n]
+        i += 12 + n
+    stride = width * 4
+    raw = zlib.decompressobj().decompress(idat, (stride + 1) * rows)
+    out: list[bytes] = []
+    prev = bytearray(stride)
+    for r in range(rows):
+        kind, line = raw[r * (stride + 1)], bytearray(raw[r * (stride + 1) + 1:(r + 1) * (stride + 1)])
+        for x in range(stride):
+            a = line[x - 4] if x >= 4 else 0
+            b, c = prev[x], prev[x - 4] if x >= 4 else 0
+            if kind == 1:
+                line[x] = (line[x] + a) & 255
+            elif kind == 2:
+                line[x] = (line[x] + b) & 255
+            elif kind == 3:
+                line[x] = (line[x] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        out.append(bytes(line))
+        prev = line
+    return width, out
+
+
+def leading_space_cell(svg: str) -> tuple[int, int, int, int, int]:
+    """(x0, x1, y0, y1, cell width) in pixels of the first text element of the screen that starts
+    with a space followed by a letter: the cell of that space."""
+    tx, ty = map(float, re.search(r'<g transform="translate\(([\d.]+),\s*([\d.]+)\)" clip-path', svg).groups())
+    m = re.search(r'<text class="[^"]+" x="([\d.]+)" y="([\d.]+)" textLength="([\d.]+)"[^>]*>&#160;(\w[^<]*)</text>',
+                  svg)
+    x, y, length, rest = float(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4)
+    cell = length / (1 + len(rest.replace("&#160;", " ")))
+    return int(tx + x + 2), int(tx + x + cell - 2), int(ty + y - 14), int(ty + y + 2), int(cell)
+
+
+def ink(rows: list[bytes], x0: int, x1: int, y0: int, y1: int) -> bool:
+    """Whether the box holds more than one colour (a glyph's pixels)."""
+    return len({rows[y][4 * x:4 * x + 4] for y in range(y0, y1) for x in range(x0, x1)}) > 1
+
+
+def check_png(folder: Path, name: str) -> None:
+    """A real PNG of the SVG's size, made by rsvg-convert, whose leading spaces are kept."""
+    svg = (folder / f"{name}.svg").read_text()
+    png = (folder / f"{name}.png").read_bytes()
+    width, height, texts = png_facts(png)
+    view = re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups()
+    assert (width, height) == (round(float(view[0])), round(float(view[1])))
+    assert texts["Software"].startswith("rsvg-convert ")
+    x0, x1, y0, y1, cell = leading_space_cell(svg)
+    _, rows = png_pixels(png, y1 + 1)
+    assert not ink(rows, x0, x1, y0, y1), "the leading space of a text element was dropped"
+    assert ink(rows, x0 + cell, x1 + cell, y0, y1), "the letter after the space is missing"
+
+
+def test_the_png_keeps_leading_spaces_which_rsvg_drops_without_the_fix(tmp_path: Path) -> None:
+    """The control: the same SVG converted without `xml:space="preserve"` shifts the text left."""
+    asyncio.run(_recorded_incident(tmp_path))
+    [folder] = list(tmp_path.glob("*/*/*"))
+    check_png(folder, "screen")
+    svg = (folder / "screen.svg").read_text()
+    broken = svg.replace(' xml:space="preserve"', "")
+    assert preserve_spaces(broken) == svg
+    png = subprocess.run(["rsvg-convert", "--format", "png"], input=monospace(broken).encode(),
+                         capture_output=True, check=True).stdout
+    x0, x1, y0, y1, _ = leading_space_cell(svg)
+    _, rows = png_pixels(png, y1 + 1)
+    assert ink(rows, x0, x1, y0, y1)  # rsvg drew the next letter where the space belongs
+
+
+def test_the_png_font_is_a_monospace_one_that_is_installed() -> None:
+    svg = '<svg class="rich-terminal"><style>.terminal-1-matrix {\n font-family: Fira Code, monospace;\n}</style></svg>'
+    assert 'font-family: "DejaVu Sans Mono", monospace;' in monospace(svg)
+    assert preserve_spaces(svg).startswith('<svg xml:space="preserve" class="rich-terminal">')
+    match = subprocess.run(["fc-match", "-f", "%{family}|%{spacing}", "DejaVu Sans Mono"], capture_output=True,
+                           text=True, check=True).stdout
+    assert match == "DejaVu Sans Mono|100"  # fontconfig's spacing 100: monospace
+
+
+async def _recorded_incident(out: Path) -> Path:
+    from tests.test_app_shell import recorded_status
+
+    _, entries = crash8()
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    async with app.run_test(headless=True, size=(160, 50)) as pilot:
+        app.query_one(StatusPane).show_status(recorded_status())
+        app.query_one(JournalView).append_entries(entries)
+        await pilot.pause()
+        return await write_incident(app, out)
+
+
+def test_write_incident_from_the_apps_memory_when_it_has_no_host(tmp_path: Path) -> None:
+    folder = asyncio.run(_recorded_incident(tmp_path))
+    assert folder.parent == tmp_path / "cockpit-lab" / "sglang-demo.service"
+    assert re.fullmatch(r"\d{8}-\d{6}", folder.name)
+    assert sorted(p.name for p in folder.iterdir()) == ["incident.md", "screen.png", "screen.svg", "screen.txt"]
+    text = (folder / "screen.txt").read_text()
+    assert len(text.splitlines()) == 50 and "tracebacks (8)" in text
+    assert " active (running)   sglang-demo.service on cockpit-lab   ready ✓" in text
+    objects, _ = crash8()
+    note = (folder / "incident.md").read_text()
+    assert fences(section(note, "Tracebacks")) == ["\n".join(t) + "\n" for t in journal_tracebacks(objects)]
+    assert "![the cockpit's screen](screen.png)" in note and "[SVG](screen.svg)" in note
+    assert "Period: the journal the cockpit held in memory" in note
+
+
+# --- in the lab -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def crashed(lab: LabHandle) -> float:
+    """The stand-in's eight workers crash; systemd restarts it and it gets ready again."""
+    before = float(lab.ssh("date", "+%s.%N").stdout)
+    lab.ssh("python3", "-c", CRASH)
+
+    def ready_again() -> bool:
+        out = lab.ssh("journalctl", "-u", "sglang-demo", f"--since=@{before:.6f}", "-o", "cat", check=False).stdout
+        return "Main process exited" in out and "ready to roll" in out.split("Main process exited")[-1]
+
+    lab.wait_for(ready_again, timeout=60, what="the stand-in to crash and get ready again")
+    return before
+
+
+def lab_period(lab: LabHandle) -> list[dict]:
+    """The journal of the crashed invocation and the one after it, read with journalctl here."""
+    out = lab.ssh("journalctl", "-u", "sglang-demo", "-o", "json", "--all", "--no-pager").stdout
+    objects = [json.loads(line) for line in out.splitlines() if line.strip()]
+    inv = [o.get("_SYSTEMD_INVOCATION_ID") for o in objects if "Scheduler hit an exception" in message_of(o)][-1]
+    first = next(k for k, o in enumerate(objects) if inv in (o.get("_SYSTEMD_INVOCATION_ID"), o.get("INVOCATION_ID")))
+    return objects[first:]
+
+
+def _snapshot_argv() -> list[str]:
+    from cockpit import cli
+
+    if "snapshot" in cli.COMMANDS:
+        return [sys.executable, "-m", "cockpit", "snapshot"]
+    harness = ("import argparse, sys\n"
+               "from cockpit.ui import snapshot_cli\n"
+               "p = argparse.ArgumentParser(); p.add_argument('--config'); s = p.add_subparsers(dest='command')\n"
+               "snapshot_cli.add_parser(s)\n"
+               "sys.exit(snapshot_cli.run(p.parse_args(['snapshot', *sys.argv[1:]])))\n")
+    return [sys.executable, "-c", harness]
+
+
+def test_cockpit_snapshot_after_the_eight_workers_crashed(lab: LabHandle, crashed: float, tmp_path: Path) -> None:
+    out = tmp_path / "incident"
+    started = time.monotonic()
+    proc = subprocess.run([*_snapshot_argv(), "--host", lab.name, "--unit", "sglang-demo", "--out", str(out), "--json"],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    elapsed = time.monotonic() - started
+    report = json.loads(proc.stdout)
+    assert report["tracebacks"] == 8 and report["problems"] == [], report
+    assert sorted(p.name for p in out.iterdir()) == ["incident.md", "journal.png", "journal.svg", "journal.txt",
+                                                      "source.png", "source.svg", "source.txt"]
+    for name in ("journal", "source"):
+        check_png(out, name)
+    journal_text = (out / "journal.txt").read_text()
+    assert int(re.search(r"tracebacks \((\d+)\)", journal_text).group(1)) >= 8  # more if the lab crashed before
+    assert '  File "/opt/cockpit/cockpit/lab/standin/worker.py", line 36, in _launch_kernel' in journal_text
+    assert "raise StandinCudaError(" in (out / "source.txt").read_text()
+
+    note = (out / "incident.md").read_text()
+    expected = journal_tracebacks(lab_period(lab))
+    assert len(expected) == 8
+    assert fences(section(note, "Tracebacks")) == ["\n".join(lines) + "\n" for lines in expected]
+    assert f"- Host: `{lab.name}`" in note and "- Unit: `sglang-demo.service`" in note
+    assert "- SGLang: 0.5.23 (from /server_info) · cockpit lab stand-in" in note
+    [command] = fences(note, "sh")
+    assert command.startswith("/opt/sglang/venv/bin/python -m cockpit.lab.standin \\\n    --model-path ")
+    assert "\n    --tp-size 8 \\\n" in command
+    source = section(note, "The failing statement")
+    assert re.search(r"^> 36  +raise StandinCudaError\($", fences(source)[0], re.M)
+    assert "The failing statement: `raise StandinCudaError(" in source
+    assert "![The journal at the last traceback" in note and "(journal.png)" in note and "(source.png)" in note
+    assert "status=9/KILL" in section(note, "Timeline")
+    print(f"snapshot took {elapsed:.1f} s")
+
+
+async def test_write_incident_in_the_live_app_reads_the_host(lab: LabHandle, crashed: float, tmp_path: Path) -> None:
+    """What the app's key calls: the screen as it is, the note read over the app's connection,
+    here for the period since just before the crash."""
+    app = CockpitApp(Config(), Target(lab.name, "sglang-demo.service"))
+    async with app.run_test(headless=True, size=(160, 50)):
+        deadline = time.monotonic() + 30
+        while app.query_one(StatusPane).status is None or len(app.query_one(JournalView).model.tracebacks()) < 8:
+            assert time.monotonic() < deadline, "the crash never reached the app"
+            await asyncio.sleep(0.2)
+        folder = await write_incident(app, tmp_path, since=f"@{crashed - 1:.0f}")
+    assert folder.parent == tmp_path / lab.name / "sglang-demo.service"
+    check_png(folder, "screen")
+    note = (folder / "incident.md").read_text()
+    assert f"Period: since @{crashed - 1:.0f}" in note
+    expected = journal_tracebacks(lab_period(lab))
+    assert fences(section(note, "Tracebacks")) == ["\n".join(lines) + "\n" for lines in expected]
+    assert "## What this note could not include" not in note
