@@ -46,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--out", metavar="DIR",
                    help="the folder to write into (default: ~/cockpit-incidents/<host>/<unit>/<YYYYmmdd-HHMMSS>/)")
     p.add_argument("--since", metavar="TIME",
-                   help="the period, in any form journalctl's --since takes ('-1h', '2026-11-30 10:00'); "
+                   help="the period, in any form journalctl's --since takes (--since=-1h, --since='2026-11-30 10:00'); "
                         "default: the unit's current and previous invocation")
     p.add_argument("--load-run", metavar="FILE", help="a `cockpit bench --json` record: the note's load-run table")
     p.add_argument("--size", default=f"{DEFAULT_SIZE[0]}x{DEFAULT_SIZE[1]}", metavar="COLSxROWS",
