@@ -543,22 +543,20 @@ async def server_info(host: Host, url_host: str, port: int) -> dict[str, Any] | 
     return data if isinstance(data, dict) else None
 
 
-async def excerpt(host: Host, tb: Traceback, *, sources: SourceCache, catalog: Catalog | None,
-                  values: dict[str, str | None] | None) -> SourceExcerpt:
-    """The failing frame's statement with a few lines around it; raises CockpitError when the
-    file cannot be read."""
+def excerpt_of(text: str, host: str, tb: Traceback, *, catalog: Catalog | None = None,
+               values: dict[str, str | None] | None = None) -> SourceExcerpt:
+    """The failing frame's statement in `text` (the file's source), a few lines around it, and
+    what it checks; raises CockpitError when the traceback's line is not in the text."""
     frame = tb.failing_frame
     if frame is None or frame.line is None:
         raise CockpitError("the last traceback names no source line")
-    source = await sources.get(host, frame.file)
-    lines = source.lines
+    lines = text.splitlines()
     if not 1 <= frame.line <= len(lines):
-        raise CockpitError(f"{frame.file} on {host.name} has {len(lines)} lines, not line {frame.line}: "
+        raise CockpitError(f"{frame.file} on {host} has {len(lines)} lines, not line {frame.line}: "
                            "the file changed since the crash")
-    sentence = None
     start = end = frame.line
     try:
-        explained = explain(source.text, frame.file, frame.line, exception=tb.exception or "", message=tb.message,
+        explained = explain(text, frame.file, frame.line, exception=tb.exception or "", message=tb.message,
                             catalog=catalog)
         start, end = explained.start_line, explained.end_line
         sentence = explained.sentence(values)
@@ -566,9 +564,21 @@ async def excerpt(host: Host, tb: Traceback, *, sources: SourceCache, catalog: C
         sentence = f"Could not read the statement: {e}"
     first = max(1, min(start, frame.line) - CONTEXT_LINES)
     last = min(len(lines), max(end, frame.line) + CONTEXT_LINES)
+    return SourceExcerpt(host, frame.file, frame.line, frame.function, start, end, first, lines[first - 1:last],
+                         sentence)
+
+
+async def excerpt(host: Host, tb: Traceback, *, sources: SourceCache, catalog: Catalog | None,
+                  values: dict[str, str | None] | None) -> SourceExcerpt:
+    """`excerpt_of` the file as the host has it, with a warning when it changed after the crash."""
+    frame = tb.failing_frame
+    if frame is None or frame.line is None:
+        raise CockpitError("the last traceback names no source line")
+    source = await sources.get(host, frame.file)
+    found = excerpt_of(source.text, host.name, tb, catalog=catalog, values=values)
     crashed = tb.times[0] / 1e6 if tb.times and tb.times[0] else None
-    return SourceExcerpt(host.name, frame.file, frame.line, frame.function, start, end, first, lines[first - 1:last],
-                         sentence, staleness(source, crashed))
+    found.warning = staleness(source, crashed)
+    return found
 
 
 async def gather(host: Host, target: Target, *, since: str | None = None, load_run: dict[str, Any] | None = None,
