@@ -18,6 +18,7 @@ from cockpit.load import bench_cli
 from cockpit.sglang import explain_cli, preflight_cli
 from cockpit.systemd import unit_cli
 from cockpit.traceback import cli as fold_cli
+from cockpit.ui import snapshot_cli  # imports no Textual until it runs
 
 EXAMPLES = """\
 examples:
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cli.add_parser(sub)
     unit_cli.add_parser(sub)
     preflight_cli.add_parser(sub)
+    snapshot_cli.add_parser(sub)
     _add_lab(sub)
     return parser
 
@@ -169,6 +171,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "bench": bench_cli.run,
     "unit": unit_cli.run,
     "preflight": preflight_cli.run,
+    "snapshot": snapshot_cli.run,
     "lab": _cmd_lab,
 }
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import ContentSwitcher, Footer, Input
@@ -45,15 +45,17 @@ from cockpit.traceback.model import Traceback
 from cockpit.ui.panes.attempts import AttemptsPane
 from cockpit.ui.panes.flags import FlagsPane
 from cockpit.ui.panes.journal import JournalView
-from cockpit.ui.panes.source import Shown, SourcePane, cached_highlight
+from cockpit.ui.panes.source import Shown, SourcePane, SourceView, cached_highlight
 from cockpit.ui.panes.status import StatusPane
 from cockpit.ui.panes.throughput import ThroughputPane
 from cockpit.ui.panes.tracebacks import TracebackList
 from cockpit.ui.screens.confirm import ConfirmModal
+from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.screens.runs import RunPicker
 from cockpit.ui.screens.picker import PickerScreen
 from cockpit.ui.screens.trust import trust_modal
 from cockpit.ui.screens.write import WriteModal
+from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
 
 POLL_S = 1.0
 READY_RECHECK_S = 15.0  # /health makes SGLang generate a token and log a line: ask sparingly once ready
@@ -70,6 +72,7 @@ class CockpitApp(App[None]):
     TITLE = "SGLang cockpit"
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+        Binding("question_mark", "help", "Keys", key_display="?", id="help"),
         Binding("r", "unit_action('restart')", "Restart", id="restart"),
         Binding("x", "unit_action('stop')", "Stop", id="stop"),
         Binding("t", "unit_action('start')", "Start", id="start"),
@@ -79,6 +82,7 @@ class CockpitApp(App[None]):
         Binding("m", "throughput", "Throughput", id="throughput"),
         Binding("b", "load_run", "Load run", id="load_run"),
         Binding("B", "cancel_run", "Cancel run", show=False, id="cancel_run"),
+        Binding("S", "snapshot", "Snapshot", id="snapshot"),
     ]
 
     def __init__(self, config: Config, target: Target | None, *, read_only: bool = False, live: bool = True) -> None:
@@ -95,6 +99,15 @@ class CockpitApp(App[None]):
         self.catalog: Catalog | None = None
         self.passive = ThroughputSeries()
         self._gpu_started = False
+        themes, self.theme_problems = discover()
+        for theme in themes:
+            self.register_theme(theme)
+        wanted = remembered() if live else None
+        wanted = wanted or config.ui.theme or DEFAULT_THEME
+        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+        if wanted not in self.available_themes:
+            self.theme_problems.append(f"theme {wanted!r} is not installed: using {DEFAULT_THEME}")
+        self.set_keymap(config.ui.keys)
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -122,6 +135,12 @@ class CockpitApp(App[None]):
         return self.query_one(JournalView)
 
     def on_mount(self) -> None:
+        for problem in self.theme_problems:
+            self.notify(problem, severity="warning", timeout=10)
+        unknown = sorted(set(self.config.ui.keys) - self.binding_ids())
+        if unknown:
+            self.notify(f"[ui.keys] names no binding {unknown[0]!r}: see ? for the ids", severity="warning",
+                        timeout=10)
         self.query_one("#journal-box").border_title = "journal"
         self.query_one("#prompt").display = False
         self.query_one(TracebackList).display = False
@@ -191,6 +210,9 @@ class CockpitApp(App[None]):
 
     def action_unit_action(self, action: str) -> None:
         if self.target is None:
+            return
+        if self.changes_refused():
+            self.notify(f"{self.target.host} is read-only here: nothing was {action}ed", severity="error")
             return
         verb, effect = _ACTION_TEXT[action]
         target = self.target
@@ -350,7 +372,7 @@ class CockpitApp(App[None]):
         if target is None:
             return
         cfg = self.config.host(target.host)
-        if self.read_only or cfg.read_only:
+        if self.changes_refused():
             self.notify(f"{target.host} is read-only here: nothing is written", severity="error")
             return
 
@@ -364,6 +386,9 @@ class CockpitApp(App[None]):
     def on_attempts_pane_rollback(self, event: AttemptsPane.Rollback) -> None:
         target, current = self.target, self.unit_model
         if target is None or current is None:
+            return
+        if self.changes_refused():
+            self.notify(f"{target.host} is read-only here: nothing is rolled back", severity="error")
             return
         edited = with_files(current, event.attempt.texts)
         if not edited.changed():
@@ -408,9 +433,63 @@ class CockpitApp(App[None]):
         pane = self.query_one(ThroughputPane)
         await GpuSampler(self.pool.get(self.target.host)).run(pane.gpu_samples, lambda n: pane.gpu_notice(n.message))
 
+    def watch_theme(self, theme: str) -> None:
+        if self.live:
+            remember(theme)
+
+    def changes_refused(self) -> bool:
+        """Read-only: `--read-only`, or the host's `read_only = true`."""
+        return self.read_only or (self.target is not None and self.config.host(self.target.host).read_only)
+
+    def key_sections(self) -> list[tuple[str, list]]:
+        return [("anywhere", list(self.BINDINGS)), ("journal", list(JournalView.BINDINGS)),
+                ("tracebacks", list(TracebackList.BINDINGS)),
+                ("source", list(SourcePane.BINDINGS) + list(SourceView.BINDINGS)),
+                ("flags", list(FlagsPane.BINDINGS)), ("attempts", list(AttemptsPane.BINDINGS)),
+                ("throughput", list(ThroughputPane.BINDINGS))]
+
+    def binding_ids(self) -> set[str]:
+        return {b.id for _, bindings in self.key_sections() for b in bindings if isinstance(b, Binding) and b.id}
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.key_sections(), dict(self.config.ui.keys)))
+
+    def get_system_commands(self, screen):
+        """The command palette: the cockpit's actions first, then Textual's (theme, quit...)."""
+        changing = not self.changes_refused()
+        if self.target is not None:
+            unit = f"{self.target.unit} on {self.target.host}"
+            if changing:
+                yield SystemCommand("Restart", f"restart {unit} (asks first)", lambda: self.action_unit_action("restart"))
+                yield SystemCommand("Stop", f"stop {unit} (asks first)", lambda: self.action_unit_action("stop"))
+                yield SystemCommand("Start", f"start {unit} (asks first)", lambda: self.action_unit_action("start"))
+                yield SystemCommand("Write flags", "open the flag editor; w writes", self.action_edit_flags)
+                yield SystemCommand("Load run", "start the unit's load profile", self.action_load_run)
+            yield SystemCommand("Pre-flight", "check the unit's flags now", self.action_preflight)
+            yield SystemCommand("Compare runs", "two saved load runs side by side", self.on_throughput_pane_compare)
+            yield SystemCommand("Attempts", "the attempt timeline", self.action_attempts)
+            yield SystemCommand("Snapshot", "save the screen (SVG, PNG, text) and an incident note", self.action_snapshot)
+        yield SystemCommand("Switch host or unit", "the unit picker", self.action_pick)
+        yield SystemCommand("Keys", "every key, and its id for [ui.keys]", self.action_help)
+        yield from super().get_system_commands(screen)
+
+    def action_preflight(self) -> None:
+        self.action_edit_flags()
+
+    @work(exclusive=True, group="snapshot", exit_on_error=False)
+    async def action_snapshot(self) -> None:
+        from cockpit.ui.screenshot import write_incident
+
+        try:
+            folder = await write_incident(self)
+        except (OSError, CockpitError) as e:
+            self.notify(f"snapshot failed: {e}", severity="error", timeout=10)
+            return
+        self.notify(f"saved the screen (SVG, PNG, text) and incident.md in {folder}", timeout=10)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "unit_action":
-            return not self.read_only and self.target is not None and not self.config.host(self.target.host).read_only
+        if action in ("unit_action", "load_run"):
+            return self.target is not None and not self.changes_refused()
         if action == "cancel_run":
             return any(w.name == "load_run_worker" and w.is_running for w in self.workers)
         return True
@@ -423,6 +502,9 @@ class CockpitApp(App[None]):
 
     def action_load_run(self) -> None:
         if self.target is None:
+            return
+        if self.changes_refused():
+            self.notify(f"{self.target.host} is read-only here: no load is sent", severity="error")
             return
         if any(w.name == "load_run_worker" and w.is_running for w in self.workers):
             self.notify("a load run is going: B cancels it", severity="warning")

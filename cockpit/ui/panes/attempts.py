@@ -53,6 +53,11 @@ class AttemptsPane(OptionList):
             self.add_option(Option(Text("no attempt yet: edit the flags (e) and write them (w)", "dim"), disabled=True))
         self.border_title = f"attempts ({len(self.attempts)})"
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "rollback" and getattr(self.app, "changes_refused", lambda: False)():
+            return False
+        return True
+
     def action_rollback(self) -> None:
         if self.highlighted is not None and getattr(self, "attempts", None):
             self.post_message(self.Rollback(self.attempts[self.highlighted]))

@@ -319,6 +319,11 @@ class FlagsPane(Vertical):
             self.edited = self.loaded
             self._refresh()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "write" and getattr(self.app, "changes_refused", lambda: False)():
+            return False  # read-only: the key is hidden, and the app refuses a write anyway
+        return True
+
     def action_write(self) -> None:
         if self.loaded is None or self.edited is None:
             return
