@@ -29,6 +29,12 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"the shared fixtures are missing: {FIXTURES} (set COCKPIT_SHARED)")
 
 
+@pytest.fixture(autouse=True)
+def private_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attempts, runs and the remembered theme go to a fresh directory, never the user's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
 @pytest.fixture(scope="session")
 def sglang_root() -> callable:
     """`sglang_root("0.5.23")`: a directory holding that release's real `sglang` package source."""

@@ -42,4 +42,4 @@ class HelpScreen(ModalScreen[None]):
             yield Label("Keys (Esc closes; override any of them by id in [ui.keys] of the config)",
                         classes="dialog-title")
             with VerticalScroll():
-                yield Static(bindings_table(self.sections, self.keymap))
+                yield Static(bindings_table(self.sections, self.keymap), id="help-keys")
