@@ -57,6 +57,7 @@ class Standin:
             max_running=max_running, spec_steps=self.spec_steps if spec_algo else None)
         self.workers: list[asyncio.subprocess.Process] = []
         self.crashing = False
+        self.stopping = False  # SIGTERM came: ranks dying now are being stopped, not failing
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -103,6 +104,8 @@ class Standin:
             line = await asyncio.get_running_loop().run_in_executor(None, os.read, r, 64)
             os.close(r)
             if not line.startswith(b"ready"):
+                if self.stopping:  # systemd stops the whole unit: the ranks got SIGTERM too
+                    raise SystemExit(0)
                 raise SystemExit("stand-in: a rank worker died during start-up")
 
     async def crash(self) -> None:
@@ -314,8 +317,14 @@ async def _amain(argv: list[str]) -> int:
     standin = Standin(settings, catalog, args, flags)
     loop = asyncio.get_running_loop()
     stop = loop.create_future()
+
+    def request_stop() -> None:
+        standin.stopping = True
+        if not stop.done():
+            stop.set_result(None)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+        loop.add_signal_handler(sig, request_stop)
     await standin.start()
     await stop
     for proc in standin.workers:
