@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 
 import pytest
 
-from cockpit.config import Config
+from cockpit.config import Config, HostConfig
+from cockpit.remote.ssh import SSHHost
+from cockpit.systemd import journal
 from cockpit.systemd.entry import parse_json_line
 from cockpit.targets import Target
 from cockpit.traceback.model import Traceback
@@ -187,3 +191,36 @@ def test_snapshot_restart_separator(snap_compare) -> None:
         view.scroll_to(y=max(0, row - 10), animate=False, immediate=True)
         await pilot.pause()
     assert snap_compare(recorded(), terminal_size=(140, 40), run_before=run_before)
+
+
+def test_prepend_puts_older_records_first_and_keeps_numbers_sorted() -> None:
+    all_entries = entries("journal-crash8.jsonl")
+    rows = JournalRows()
+    rows.add(all_entries[70:])
+    shown_before = [rows.text(i) for i in range(len(rows.rows))]
+    added = rows.prepend(all_entries[:70])
+    assert added > 0 and rows.discarded < 0
+    assert [rows.text(i) for i in range(added, len(rows.rows))] == shown_before
+    assert rows.rows == sorted(rows.rows)
+    assert rows.text(0) == all_entries[0].message
+
+
+async def test_scrolling_to_the_top_pages_the_whole_history_in_the_lab(lab) -> None:
+    app = CockpitApp(Config(), Target(lab.name, "sglang-demo.service"))
+    app.backlog = 20  # a small window of the newest entries: the rest must come by paging
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = app.query_one(JournalView)
+        deadline = time.monotonic() + 20
+        while len(view.model.records) < 20:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+        view.focus()
+        while not view.history_exhausted:
+            assert time.monotonic() < deadline + 60, "paging never reached the start"
+            await pilot.press("g")
+            await asyncio.sleep(0.3)
+        host = SSHHost(HostConfig(name=lab.name))
+        everything = await journal.tail(host, "sglang-demo.service", 1_000_000)
+        await host.close()
+        assert view.model.oldest_cursor == everything[0].cursor
+        assert "start of the journal" in str(view.border_subtitle)

@@ -15,7 +15,8 @@ from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.journal import JournalView
 from cockpit.ui.panes.source import Shown, SourcePane, SourceView, highlight
-from tests.conftest import LabHandle
+from cockpit.systemd.entry import parse_json_line
+from tests.conftest import ROOT, LabHandle
 
 import pytest
 
@@ -34,7 +35,9 @@ def test_snapshot_source_pane(snap_compare, sglang_root) -> None:
 
     async def run_before(pilot) -> None:
         pane = pilot.app.query_one(SourcePane)
-        pane.display = True
+        pilot.app.query_one(JournalView).append_entries(
+            [parse_json_line(line) for line in (ROOT / "tests/data/journal-eagle.jsonl").read_text().splitlines()])
+        pilot.app.show_detail("source")
         pane.set_title(f"{HOOK}:1162 · frame 10 of 10 · _handle_eagle_family")
         pane.view.show(Shown("cockpit-lab", HOOK, 0.0, 1162, result.start_line, result.end_line), text, lines)
         pane.set_message("AssertionError\n" + result.sentence({"--speculative-eagle-topk": "4",

@@ -139,6 +139,19 @@ class Folder:
         self._frame_like = {k: i - count for k, i in self._frame_like.items() if i >= count}
         self._updated = {i - count for i in self._updated if i >= count}
 
+    def prepend(self, older: list[Record]) -> None:
+        """Put records folded from older entries (paged back from journald) before these; later
+        indices shift up. A traceback cut by the page boundary stays two records."""
+        if not older:
+            return
+        n = len(older)
+        self.records[0:0] = older
+        for table in (self._open, self._exited):
+            for op in table.values():
+                op.index += n
+        self._frame_like = {k: i + n for k, i in self._frame_like.items()}
+        self._updated = {i + n for i in self._updated}
+
     @property
     def open_tracebacks(self) -> list[Traceback]:
         return [op.tb for op in self._open.values()]

@@ -58,6 +58,7 @@ from cockpit.ui.screens.write import WriteModal
 from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
 
 POLL_S = 1.0
+BACKLOG = 2000  # entries shown at first; older ones are paged from journald on demand
 READY_RECHECK_S = 15.0  # /health makes SGLang generate a token and log a line: ask sparingly once ready
 
 _ACTION_TEXT = {
@@ -97,6 +98,7 @@ class CockpitApp(App[None]):
         self._prompt_kind: str | None = None
         self.unit_model: Unit | None = None
         self.catalog: Catalog | None = None
+        self.backlog = BACKLOG
         self.passive = ThroughputSeries()
         self._gpu_started = False
         themes, self.theme_problems = discover()
@@ -188,7 +190,7 @@ class CockpitApp(App[None]):
     async def follow_journal(self) -> None:
         target = self.target
         assert target is not None
-        follower = journal.JournalFollower(self.pool.get(target.host), target.unit, backlog=2000)
+        follower = journal.JournalFollower(self.pool.get(target.host), target.unit, backlog=self.backlog)
         await follower.run(self.on_journal_batch)
 
     def on_journal_batch(self, entries: list) -> None:
@@ -259,6 +261,21 @@ class CockpitApp(App[None]):
 
     def on_journal_view_tracebacks_changed(self, event: JournalView.TracebacksChanged) -> None:
         self.query_one(TracebackList).show(self.journal_view.model.tracebacks())
+
+    def on_journal_view_need_older(self, event: JournalView.NeedOlder) -> None:
+        if self.live and self.target is not None:
+            self.page_older(event.cursor)
+
+    @work(group="feeds", exit_on_error=False)
+    async def page_older(self, cursor: str) -> None:
+        assert self.target is not None
+        try:
+            entries = await journal.older(self.pool.get(self.target.host), self.target.unit, cursor, 2000)
+        except CockpitError as e:
+            self.journal_view.paging_failed()
+            self.notify(f"cannot page the journal back: {e}", severity="warning")
+            return
+        self.journal_view.prepend_entries(entries)
 
     def on_traceback_list_jump(self, event: TracebackList.Jump) -> None:
         self.journal_view.toggle_record(event.record_index, True)

@@ -88,12 +88,21 @@ class JournalView(ScrollView, can_focus=True):
     class TracebacksChanged(Message):
         pass
 
+    class NeedOlder(Message):
+        """The user reached the top: page older entries from journald."""
+
+        def __init__(self, cursor: str) -> None:
+            super().__init__()
+            self.cursor = cursor
+
     def __init__(self, window: int = 200_000, **kwargs) -> None:
         super().__init__(**kwargs)
         self.model = JournalRows(window)
         self.unread = 0
         self.search: re.Pattern[str] | None = None
         self._widest = 0
+        self.history_exhausted = False  # journald has nothing older than the first row
+        self._paging = False
 
     # -- data -----------------------------------------------------------------------------
 
@@ -116,7 +125,36 @@ class JournalView(ScrollView, can_focus=True):
         self._update_title()
         self.refresh()
 
+    def prepend_entries(self, entries: list[JournalEntry]) -> None:
+        """Older entries at the top; the row under the cursor stays under it."""
+        self._paging = False
+        if not entries:
+            self.history_exhausted = True
+            self._update_title()
+            return
+        added = self.model.prepend(entries)
+        for i in range(added):
+            self._widest = max(self._widest, len(self.model.text(i)))
+        self._resize()
+        self.cursor += added
+        self.scroll_to(y=self.scroll_y + added, animate=False, immediate=True)
+        if self.model.tracebacks_changed:
+            self.model.tracebacks_changed = False
+            self.post_message(self.TracebacksChanged())
+        self.refresh()
+
+    def paging_failed(self) -> None:
+        self._paging = False  # the next move to the top asks again
+
+    def _want_older(self) -> None:
+        cursor = self.model.oldest_cursor
+        if not self._paging and not self.history_exhausted and cursor is not None:
+            self._paging = True
+            self.post_message(self.NeedOlder(cursor))
+
     def clear(self) -> None:
+        self.history_exhausted = False
+        self._paging = False
         self.model = JournalRows(self.model.window)
         self.unread = 0
         self._widest = 0
@@ -135,6 +173,8 @@ class JournalView(ScrollView, can_focus=True):
         parts = []
         if self.model.filter.active:
             parts.append("filtered (F to change)")
+        if self.history_exhausted:
+            parts.append("start of the journal")
         if self.unread and not self.follow:
             parts.append(f"▼ {self.unread} new line{'s' * (self.unread != 1)} · f to follow")
         else:
@@ -235,6 +275,8 @@ class JournalView(ScrollView, can_focus=True):
         rows = len(self.model.rows)
         if rows == 0:
             return
+        if row <= 0:
+            self._want_older()
         row = max(0, min(rows - 1, row))
         self.cursor = row
         if row < rows - 1 and self.follow:

@@ -138,6 +138,36 @@ class JournalRows:
             self._drop(len(records) - self.window + self.window // 10)  # in chunks
         return -1 if grew_expanded else max(0, len(self.rows) - before)
 
+    def prepend(self, entries: list[JournalEntry]) -> int:
+        """Older entries, paged back from journald, before everything shown; returns the rows
+        added at the top. Restart separators are drawn inside the page, not across its edge."""
+        older = Folder()
+        older.feed_batch(entries)
+        older.close()
+        records = older.records
+        if not records:
+            return 0
+        self.folder.prepend(records)
+        self.discarded -= len(records)
+        saved = (self._invocation, self._last_exit)
+        self._invocation, self._last_exit = None, None
+        for k, record in enumerate(records):
+            self._note_invocation(self.discarded + k, record)
+        self._invocation, self._last_exit = saved
+        before = len(self.rows)
+        tail, self.rows = self.rows, []
+        for k in range(len(records)):
+            self._append_rows(self.discarded + k)
+        self.rows.extend(tail)
+        if any(isinstance(r, Traceback) for r in records):
+            self.tracebacks_changed = True
+        return len(self.rows) - before
+
+    @property
+    def oldest_cursor(self) -> str | None:
+        records = self.folder.records
+        return records[0].cursor if records else None
+
     def _drop(self, count: int) -> None:
         self.folder.discard(count)
         self.discarded += count
