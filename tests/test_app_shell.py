@@ -10,6 +10,7 @@ from cockpit.config import Config, HostConfig
 from cockpit.systemd.entry import parse_json_line
 from cockpit.systemd.status import fetch, parse_show
 from cockpit.targets import Target
+from cockpit.traceback.model import Line
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.journal import JournalView, display_text
 from cockpit.ui.panes.status import StatusPane
@@ -148,7 +149,7 @@ async def test_live_pane_follows_a_restart_in_the_lab(lab: LabHandle) -> None:
         assert f"pid {pane.status.main_pid}" in str(pane.render())
         view = app.query_one(JournalView)
         deadline = time.monotonic() + 10
-        while not any("ready to roll" in r.text for r in view.rows[-30:]):
+        while not any(isinstance(r, Line) and "ready to roll" in r.text for r in view.model.records[-30:]):
             assert time.monotonic() < deadline
             await asyncio.sleep(0.2)
 

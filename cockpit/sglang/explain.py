@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from cockpit.sglang.flags import Catalog
+from cockpit.sglang.pysource import parse
 
 _ARGS_NAMES = {"server_args", "args", "sa"}
 
@@ -167,7 +168,7 @@ def _unique(items: Iterable[str]) -> list[str]:
 def explain(source: str, path: str, line: int, *, exception: str = "", message: str = "",
             catalog: Catalog | None = None) -> Explanation:
     """Explain the statement at `line` of `source`; raises ValueError when the line is outside it."""
-    tree = ast.parse(source, filename=path)
+    tree = parse(source, path)
     chain = _path_to(tree, line)
     if not chain:
         raise ValueError(f"{path}:{line} is not inside any statement of the file")

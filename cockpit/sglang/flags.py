@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from cockpit.sglang.pysource import parse
 from cockpit.suggest import closest
 
 # argparse actions that never take a value.
@@ -132,7 +133,7 @@ def load_catalog(package_root: Path) -> Catalog:
 
 def catalog_from_sources(sources: dict[str, str], version: str | None) -> Catalog:
     """The catalog from source texts keyed by path; a path ending in server_args.py is the root."""
-    modules = {path: ast.parse(text, filename=path) for path, text in sources.items()}
+    modules = {path: parse(text, path) for path, text in sources.items()}
     env = _Env(modules.values())
     flags: dict[str, Flag] = {}
     for path, tree in modules.items():
