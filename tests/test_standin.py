@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +158,21 @@ def test_crash_makes_every_rank_print_its_traceback(standin) -> None:
                          log, re.M)
     assert log.count("StandinCudaError: CUDA error: an illegal memory access") == 4
     assert log.rstrip().endswith("Received sigquit from a child process. It usually means the child failed.")
+
+
+def test_cockpit_bench_at_1_4_16_and_64_matches_the_settings(standin, tmp_path) -> None:
+    """`cockpit bench` against known settings: 100 tok/s per stream, 3,200 for the server."""
+    sp = standin(env={"COCKPIT_STANDIN_TOKENS_PER_S": "100", "COCKPIT_STANDIN_CAPACITY": "3200"})
+    out = tmp_path / "run.json"
+    proc = subprocess.run([str(Path(sys.executable).with_name("cockpit")), "bench", "--url", sp.url,
+                           "--concurrency", "1,4,16,64", "--requests", "8", "--warmup", "1", "--input-len", "16",
+                           "--output-len", "50", "--json", str(out)], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    levels = {lv["concurrency"]: lv for lv in json.loads(out.read_text())["levels"]}
+    for c, per_stream in ((1, 100.0), (4, 100.0), (16, 100.0), (64, 50.0)):
+        lv = levels[c]
+        assert lv["output_tokens_per_s_per_stream"] == pytest.approx(per_stream, rel=0.05), c
+        assert lv["tpot_ms"]["mean"] == pytest.approx(1000 / per_stream, rel=0.05), c
+        assert lv["itl_ms"]["mean"] == pytest.approx(1000 / per_stream, rel=0.05), c
+        assert lv["output_tokens_per_s"] == pytest.approx(c * per_stream, rel=0.05), c
+        assert lv["requests"] == max(8, c) and lv["output_tokens"] == lv["requests"] * 50

@@ -121,7 +121,23 @@ def _status():
     return replace(status, ready=True, checked_at=status.active_enter + 291)
 
 
-SCREENS = ["main", "unfolded", "flags", "attempts", "throughput", "help"]
+def _show_source(app: CockpitApp, sglang_root) -> None:
+    from cockpit.sglang.explain import explain
+    from cockpit.ui.panes.source import Shown, SourcePane, highlight
+
+    hook = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py"
+    text = (sglang_root("0.5.23") / "sglang/srt/arg_groups/speculative_hook.py").read_text()
+    result = explain(text, hook, 1162, exception="AssertionError", catalog=app.catalog)
+    pane = app.query_one(SourcePane)
+    app.show_detail("source")
+    pane.set_title(f"{hook}:1162 · frame 10 of 10 · _handle_eagle_family")
+    pane.view.show(Shown("cockpit-lab", hook, 0.0, 1162, result.start_line, result.end_line), text,
+                   highlight(text, "monokai" if app.current_theme.dark else "friendly"))
+    pane.set_message("AssertionError\n" + result.sentence())
+    pane.view.focus()
+
+
+SCREENS = ["main", "unfolded", "source", "flags", "write", "attempts", "throughput", "help", "confirm", "picker"]
 
 
 @pytest.mark.parametrize("theme", THEMES)
@@ -138,8 +154,15 @@ def test_every_screen_in_each_theme(snap_compare, sglang_root, theme: str, scree
             [parse_json_line(line) for line in (DATA / "journal-crash8.jsonl").read_text().splitlines()])
         await pilot.pause()
         keys = {"main": (), "unfolded": ("left_square_bracket", "enter"), "flags": ("e",), "attempts": ("h",),
-                "throughput": ("m",), "help": ("question_mark",)}[screen]
+                "throughput": ("m",), "help": ("question_mark",), "confirm": ("r",), "picker": ("o",),
+                "source": (), "write": ("e",)}[screen]
         if keys:
             await pilot.press(*keys)
+        if screen == "source":
+            _show_source(app, sglang_root)
+        if screen == "write":
+            flags = app.query_one(FlagsPane)
+            flags.edited = flags.edited.set_flag("--speculative-num-steps", "3")
+            await pilot.press("w")
         await pilot.pause()
     assert snap_compare(app, terminal_size=(140, 44), run_before=run_before)

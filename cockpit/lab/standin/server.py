@@ -330,6 +330,9 @@ async def _amain(argv: list[str]) -> int:
     for proc in standin.workers:
         if proc.returncode is None:
             proc.terminate()
+    # Reap the ranks before the loop closes, or their transports complain on stderr at exit.
+    await asyncio.wait_for(asyncio.gather(*(p.wait() for p in standin.workers), return_exceptions=True), 5)
+    standin.server.close()
     return 0
 
 

@@ -85,6 +85,7 @@ class ThroughputPane(Vertical, can_focus=True):
         self._done_in_level = 0
         self._chart_at = 0.0
         self._compare: tuple[dict[str, Any], dict[str, Any]] | None = None
+        self.clock = time.monotonic  # recorded runs replay with their own clock
 
     def compose(self) -> ComposeResult:
         yield Label("no load run yet: b starts the unit's load profile", id="run-head")
@@ -121,7 +122,7 @@ class ThroughputPane(Vertical, can_focus=True):
         self._start_level(plan[0])
 
     def _start_level(self, concurrency: int) -> None:
-        self._level_started = time.monotonic()
+        self._level_started = self.clock()
         self._done_in_level = 0
         index = self._plan.index(concurrency) + 1
         self.query_one("#run-head", Label).update(
@@ -132,7 +133,7 @@ class ThroughputPane(Vertical, can_focus=True):
         self._done_in_level += 1
         if not result.ok:
             return
-        now = time.monotonic()
+        now = self.clock()
         ended = self._ended.setdefault(concurrency, collections.deque())
         ended.append((now, result.output_tokens))
         while ended and ended[0][0] < now - WINDOW_S:
