@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.errors import CockpitError
+from cockpit.localfs import build_once
 from cockpit.sglang.releases import cache_root
 
 HERE = Path(__file__).parent
@@ -67,20 +67,12 @@ def _run(argv: list[str], log) -> None:
 def _base(recipe: Recipe, log) -> Path:
     """The debootstrapped tree, before the setup script (cached on its own key)."""
     base = cache_root() / "images" / f"base-{recipe.base_key()}"
-    if (base / "complete").is_file():
-        return base / "rootfs"
-    work = Path(tempfile.mkdtemp(prefix=f".base-{recipe.base_key()}-", dir=base.parent))
-    try:
+
+    def debootstrap(work: Path) -> None:
         _run(["debootstrap", "--variant=minbase", f"--include={','.join(recipe.packages)}",
               recipe.suite, str(work / "rootfs"), recipe.mirror], log)
-        (work / "complete").write_text(recipe.base_key() + "\n")
-        if base.exists():
-            shutil.rmtree(base)
-        work.rename(base)
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
-    return base / "rootfs"
+
+    return build_once(base, debootstrap, recipe.base_key()) / "rootfs"
 
 
 def build(recipe: Recipe = Recipe(), progress=print) -> Path:
@@ -94,8 +86,8 @@ def build(recipe: Recipe = Recipe(), progress=print) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     log_path = final.parent / f"build-{recipe.key()}.log"
     progress(f"building the lab image {recipe.key()} (once; about 90 s), log in {log_path}")
-    work = Path(tempfile.mkdtemp(prefix=f".build-{recipe.key()}-", dir=final.parent))
-    try:
+
+    def make(work: Path) -> None:
         with open(log_path, "w") as log:
             base = _base(recipe, log)
             root = work / "rootfs"
@@ -106,11 +98,5 @@ def build(recipe: Recipe = Recipe(), progress=print) -> Path:
                   f'mount -t proc proc "{root}/proc" && mount --bind /dev "{root}/dev" && '
                   f'chroot "{root}" /bin/sh /tmp/image-setup.sh'], log)
             (root / "tmp" / "image-setup.sh").unlink()
-        (work / "complete").write_text(recipe.key() + "\n")
-        if final.exists():
-            shutil.rmtree(final)
-        work.rename(final)
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
-    return final / "rootfs"
+
+    return build_once(final, make, recipe.key()) / "rootfs"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 from typing import AsyncIterator, Sequence
 
+from cockpit.localfs import write_atomic
 from cockpit.remote import http
 from cockpit.remote.base import FileStat, Host, HostError, LineStream, RunResult
 
@@ -99,22 +99,8 @@ class LocalHost(Host):
         return FileStat(st.st_size, st.st_mtime, st.st_mode, st.st_uid)
 
     async def write_file_atomic(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        def write() -> None:
-            target = Path(path)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".cockpit-tmp", dir=target.parent)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.chmod(tmp, mode)
-                os.rename(tmp, target)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
-                raise
         try:
-            await asyncio.to_thread(write)
+            await asyncio.to_thread(write_atomic, Path(path), data, mode)
         except PermissionError:
             raise HostError(f"permission denied writing {path} on {self.name}") from None
 

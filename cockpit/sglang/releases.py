@@ -5,14 +5,13 @@ the tests, which check the cockpit against every release it claims to understand
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
 from cockpit.errors import CockpitError
+from cockpit.localfs import build_once
 
 
 def cache_root() -> Path:
@@ -41,19 +40,12 @@ def sglang_source(version: str, progress=print) -> Path:
         found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
         if proc.returncode != 0 or not found:
             raise CockpitError(f"could not download SGLang {version}: {proc.stderr.strip().splitlines()[-1:] or 'no wheel'}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=target.parent))
-    try:
+
+    def unpack(work: Path) -> None:
         with zipfile.ZipFile(found[-1]) as wheel:
             for name in wheel.namelist():
                 top = name.split("/", 1)[0]
                 if name.endswith(".py") and top == "sglang" or top.endswith(".dist-info"):
                     wheel.extract(name, work)
-        (work / "complete").write_text(found[-1].name + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        work.rename(target)
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
-    return target
+
+    return build_once(target, unpack, found[-1].name)

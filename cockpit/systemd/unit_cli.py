@@ -12,9 +12,9 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
+from cockpit.localfs import write_atomic
 from cockpit.errors import CockpitError, UsageError
 from cockpit.systemd.unit import Unit, encode, load_unit, read_local
 
@@ -105,25 +105,3 @@ def _set(args: argparse.Namespace) -> int:
     sys.stdout.buffer.write(encode(text))
     sys.stdout.flush()
     return 0
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` so that a reader sees the old file or the new one, never half of it; the
-    file keeps its permission bits."""
-    mode = path.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)

@@ -19,12 +19,12 @@ from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from cockpit.systemd.entry import JournalEntry
 from cockpit.traceback.model import Traceback
 from cockpit.traceback.render import summary
+from cockpit.ui.panes.cursor import CursorView
 from cockpit.ui.panes.journal_rows import MAIN, SEPARATOR, Filter, JournalRows
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -41,7 +41,7 @@ def display_text(message: str) -> str:
     return _CONTROL.sub("\ufffd", message)
 
 
-class JournalView(ScrollView, can_focus=True):
+class JournalView(CursorView):
     BINDINGS = [
         Binding("j,down", "move(1)", "Down", show=False, id="journal.down"),
         Binding("k,up", "move(-1)", "Up", show=False, id="journal.up"),
@@ -68,7 +68,6 @@ class JournalView(ScrollView, can_focus=True):
 
     follow: reactive[bool] = reactive(True)
     show_time: reactive[bool] = reactive(True)
-    cursor: reactive[int] = reactive(0, always_update=True)
 
     class OpenFrame(Message):
         """Enter on a frame line of an unfolded traceback: the source pane opens it."""
@@ -268,8 +267,8 @@ class JournalView(ScrollView, can_focus=True):
         self._resize()
         self.refresh()
 
-    def watch_cursor(self, old: int, new: int) -> None:
-        self.refresh()
+    def line_count(self) -> int:
+        return len(self.model.rows)
 
     def _move_to(self, row: int) -> None:
         rows = len(self.model.rows)
@@ -277,26 +276,14 @@ class JournalView(ScrollView, can_focus=True):
             return
         if row <= 0:
             self._want_older()
-        row = max(0, min(rows - 1, row))
-        self.cursor = row
-        if row < rows - 1 and self.follow:
-            self.follow = False
-        height = self.scrollable_content_region.height
-        if row < self.scroll_y:
-            self.scroll_to(y=row, animate=False, immediate=True)
-        elif row >= self.scroll_y + height:
-            self.scroll_to(y=row - height + 1, animate=False, immediate=True)
+        if min(row, rows - 1) < rows - 1 and self.follow:
+            self.follow = False  # the user reads older lines: new ones must not move the view
+        row = self.place_cursor(row)
         if row == rows - 1 and not self.follow and self.unread:
             self.follow = True
 
     def on_click(self, event: events.Click) -> None:
         self._move_to(int(self.scroll_y) + event.y)
-
-    def action_move(self, n: int) -> None:
-        self._move_to(self.cursor + n)
-
-    def action_page(self, direction: int) -> None:
-        self._move_to(self.cursor + direction * max(1, self.scrollable_content_region.height - 1))
 
     def action_top(self) -> None:
         self.follow = False

@@ -20,12 +20,11 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.geometry import Size
 from textual.message import Message
-from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
 from cockpit.traceback.model import Traceback
+from cockpit.ui.panes.cursor import CursorView
 
 _HIGHLIGHTED: dict[tuple[str, str, float], list[list[tuple[str, Style]]]] = {}  # (host, path, mtime) -> lines
 
@@ -66,7 +65,7 @@ class Shown:
     end: int
 
 
-class SourceView(ScrollView, can_focus=True):
+class SourceView(CursorView):
     BINDINGS = [
         Binding("j,down", "move(1)", "Down", show=False, id="source.down"),
         Binding("k,up", "move(-1)", "Up", show=False, id="source.up"),
@@ -78,8 +77,6 @@ class SourceView(ScrollView, can_focus=True):
     ]
     COMPONENT_CLASSES = {"source--gutter", "source--failing", "source--statement", "source--match",
                          "source--cursor"}
-
-    cursor: reactive[int] = reactive(0, always_update=True)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -156,25 +153,8 @@ class SourceView(ScrollView, can_focus=True):
             pos += len(text)
         return out
 
-    def watch_cursor(self) -> None:
-        self.refresh()
-
-    def _move_to(self, index: int) -> None:
-        if not self.lines:
-            return
-        index = max(0, min(len(self.lines) - 1, index))
-        self.cursor = index
-        height = self.scrollable_content_region.height
-        if index < self.scroll_y:
-            self.scroll_to(y=index, animate=False, immediate=True)
-        elif index >= self.scroll_y + height:
-            self.scroll_to(y=index - height + 1, animate=False, immediate=True)
-
-    def action_move(self, n: int) -> None:
-        self._move_to(self.cursor + n)
-
-    def action_page(self, direction: int) -> None:
-        self._move_to(self.cursor + direction * max(1, self.scrollable_content_region.height - 1))
+    def line_count(self) -> int:
+        return len(self.lines)
 
     def action_edge(self, bottom: int) -> None:
         self._move_to(len(self.lines) - 1 if bottom else 0)

@@ -1,0 +1,57 @@
+"""Files on this machine, written so that a reader sees the old text or the new, never half.
+
+Shared by the `LocalHost` transport and `cockpit unit set --in-place`; the cache directories
+(lab images, release sources) are built aside and renamed into place the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Temp file beside `path`, fsync, chmod (`mode`, else the old file's bits), rename, fsync
+    the directory."""
+    if mode is None:
+        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".cockpit-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def build_once(target: Path, make: Callable[[Path], None], stamp: str) -> Path:
+    """`target`, made by `make(work_dir)` in a directory beside it and renamed into place only
+    when complete: an interrupted build leaves no half-made cache behind."""
+    if (target / "complete").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        make(work)
+        (work / "complete").write_text(stamp + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        work.rename(target)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return target
