@@ -9,12 +9,26 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 
-class ConfirmModal(ModalScreen[bool]):
+class YesNoModal(ModalScreen[bool]):
+    """y or the yes button: True; n, Escape or the cancel button: False. Cancel has the focus,
+    so a stray Enter never confirms."""
+
     BINDINGS = [
         Binding("y", "answer(True)", "Yes", id="confirm.yes"),
         Binding("n,escape", "answer(False)", "No", id="confirm.no"),
     ]
 
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
+class ConfirmModal(YesNoModal):
     def __init__(self, title: str, body: str, confirm: str = "Yes", danger: bool = True) -> None:
         super().__init__()
         self.title_text = title
@@ -29,12 +43,3 @@ class ConfirmModal(ModalScreen[bool]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button(f"{self.confirm_label} (y)", id="yes", variant="error" if self.danger else "primary")
                 yield Button("Cancel (n)", id="no")
-
-    def on_mount(self) -> None:
-        self.query_one("#no", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
-
-    def action_answer(self, answer: bool) -> None:
-        self.dismiss(answer)

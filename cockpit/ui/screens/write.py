@@ -6,13 +6,12 @@ import difflib
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 from cockpit.sglang.preflight import ERROR, Finding
 from cockpit.systemd.unit import Unit
+from cockpit.ui.screens.confirm import YesNoModal
 
 
 def diff_text(loaded: Unit, edited: Unit) -> Text:
@@ -28,10 +27,7 @@ def diff_text(loaded: Unit, edited: Unit) -> Text:
     return text
 
 
-class WriteModal(ModalScreen[bool]):
-    BINDINGS = [Binding("y", "answer(True)", "Write", id="write.yes"),
-                Binding("n,escape", "answer(False)", "Cancel", id="write.no")]
-
+class WriteModal(YesNoModal):
     def __init__(self, host: str, unit: str, loaded: Unit, edited: Unit, findings: list[Finding],
                  sudo: bool) -> None:
         super().__init__()
@@ -60,12 +56,3 @@ class WriteModal(ModalScreen[bool]):
                 yield Button("Write anyway (y)" if errors else "Write and restart (y)", id="yes",
                              variant="error" if errors else "primary")
                 yield Button("Cancel (n)", id="no")
-
-    def on_mount(self) -> None:
-        self.query_one("#no", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
-
-    def action_answer(self, answer: bool) -> None:
-        self.dismiss(answer)
