@@ -3,10 +3,14 @@
 The stand-in counts prompt tokens as whitespace-separated words and reports output tokens in
 `usage`. This tokenizer splits on whitespace only (one token per word) and decodes by joining
 with single spaces, so a synthetic prompt of N tokens is N words on the wire and N prompt tokens
-to the stand-in. Its vocabulary is every whitespace word of AIPerf's own prompt corpus plus the
-stand-in's output words, so nothing decodes to an unknown token.
+to the stand-in. Its vocabulary is every whitespace word of the peer's own prompt source (AIPerf's
+corpus files; for guidellm, Faker's English lorem words as Faker's `text()` writes them: lower
+case, capitalised, with a full stop, and the numbers and turn tags guidellm puts first in each
+prompt to make it unique) plus the stand-in's output words, so nothing decodes to an unknown token
+(which a decode with `skip_special_tokens` would drop, shortening the prompt). evalscope's random
+prompts are drawn from the vocabulary itself, so any of these serves it.
 
-Run with the PEER's Python (it needs `tokenizers`, which AIPerf brings):
+Run with the PEER's Python (it needs `tokenizers`, which every peer brings):
     /tmp/peer-venv/bin/python benchmarks/peers/make_word_tokenizer.py OUT_DIR [CORPUS_FILE ...]
 """
 
@@ -30,6 +34,17 @@ def corpus_files() -> list[Path]:
     return sorted((Path(prompt_mod.__file__).parent / "assets").glob("*.txt"))
 
 
+def faker_words() -> list[str]:
+    """Faker's English lorem words in every form its `text()` emits (guidellm's synthetic prompts)."""
+    try:
+        from faker.providers.lorem.en_US import Provider
+    except ImportError:
+        return []
+    words = [form for w in Provider.word_list for form in (w, w.capitalize(), w + ".", w.capitalize() + ".")]
+    # guidellm starts each synthetic prompt with "{epoch} {sample} m{turn} " to make it unique
+    return words + [str(i) for i in range(10_000)] + [f"m{i}" for i in range(100)]
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     files = [Path(a) for a in argv[1:]] or corpus_files()
@@ -39,6 +54,8 @@ def main(argv: list[str]) -> int:
     for f in files:
         for w in f.read_text(encoding="utf-8", errors="replace").split():
             words.setdefault(w, len(words))
+    for w in faker_words():
+        words.setdefault(w, len(words))
     tok = Tokenizer(models.WordLevel(vocab=words, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="\x00", cleanup=False)  # joins tokens with one space
