@@ -9,18 +9,42 @@ arrives; parsing is kept to what the metrics need so the client stays out of the
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
 import aiohttp
+import orjson
+import yarl
 
 from cockpit.load.results import LevelResult, RequestResult
 
 _VOCAB = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
           "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
+
+_JSON = {"Content-Type": "application/json"}
+
+
+class _SendClock:
+    """When a request's body reached the socket. NOTES define TTFT from the send; at a burst of
+    C starts, aiohttp yields before writing and the other C-1 requests run first, which adds
+    milliseconds of client queueing at 64 streams if the clock starts at `session.post`."""
+
+    __slots__ = ("t",)
+
+    def __init__(self) -> None:
+        self.t = time.perf_counter()
+
+
+async def _body_sent(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -> None:
+    ctx.trace_request_ctx.t = time.perf_counter()
+
+
+def _send_trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_request_chunk_sent.append(_body_sent)
+    return trace
 
 
 @dataclass(frozen=True)
@@ -58,7 +82,8 @@ class Runner:
     async def run(self) -> list[LevelResult]:
         timeout = aiohttp.ClientTimeout(total=self.config.timeout_s, sock_connect=10)
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
-        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector,
+                                         trace_configs=[_send_trace()]) as session:
             model = self.config.model or await self._model(session)
             levels = []
             for c in self.config.concurrency:
@@ -76,19 +101,23 @@ class Runner:
 
     async def run_level(self, session: aiohttp.ClientSession, model: str, concurrency: int) -> LevelResult:
         sem = asyncio.Semaphore(concurrency)
+        url = yarl.URL(self.config.url.rstrip("/") + self._path)
 
-        async def one(measured: bool) -> RequestResult:
+        async def one(measured: bool, body: bytes) -> RequestResult:
             async with sem:
-                result = await self.request(session, model)
+                result = await self.request(session, url, body)
             if measured and self.on_request:
                 self.on_request(concurrency, result)
             return result
 
         if self.config.warmup:
-            await asyncio.gather(*(one(False) for _ in range(self.config.warmup)))
-        start = time.perf_counter()
+            await asyncio.gather(*(one(False, self._body(model)) for _ in range(self.config.warmup)))
+        # Bodies are encoded before the clock starts: at a burst of C starts, C encodings would
+        # otherwise sit between the first requests' start and their first tokens.
         # Fewer requests than the concurrency would never reach it: send at least one per slot.
-        tasks = [asyncio.ensure_future(one(True)) for _ in range(max(self.config.requests, concurrency))]
+        bodies = [self._body(model) for _ in range(max(self.config.requests, concurrency))]
+        start = time.perf_counter()
+        tasks = [asyncio.ensure_future(one(True, body)) for body in bodies]
         try:
             results = await asyncio.gather(*tasks)
         except BaseException:
@@ -98,7 +127,11 @@ class Runner:
             raise
         return LevelResult.from_results(concurrency, results, time.perf_counter() - start)
 
-    def _payload(self, model: str) -> dict[str, Any]:
+    @property
+    def _path(self) -> str:
+        return "/v1/chat/completions" if self.config.endpoint == "chat" else "/v1/completions"
+
+    def _body(self, model: str) -> bytes:
         text = prompt(self.rng, self.config.input_len)
         body: dict[str, Any] = {
             "model": model, "max_tokens": self.config.output_len, "temperature": 0.0, "ignore_eos": True,
@@ -108,52 +141,58 @@ class Runner:
             body["messages"] = [{"role": "user", "content": text}]
         else:
             body["prompt"] = text
-        return body
+        return orjson.dumps(body)
 
-    async def request(self, session: aiohttp.ClientSession, model: str) -> RequestResult:
-        path = "/v1/chat/completions" if self.config.endpoint == "chat" else "/v1/completions"
-        url = self.config.url.rstrip("/") + path
-        payload = self._payload(model)
+    async def request(self, session: aiohttp.ClientSession, url: yarl.URL, body: bytes) -> RequestResult:
         chat = self.config.endpoint == "chat"
         result = RequestResult(ok=False)
         chunks = 0
         usage_tokens: int | None = None
         last_usage = 0
         last_t = 0.0
-        sent = time.perf_counter()
+        sent = _SendClock()
         try:
-            async with session.post(url, json=payload) as resp:
+            async with session.post(url, data=body, headers=_JSON, trace_request_ctx=sent) as resp:
                 if resp.status != 200:
                     result.error = f"HTTP {resp.status}: {(await resp.text())[:200]}"
                     return result
-                async for raw in resp.content:
-                    if not raw.startswith(b"data:"):
-                        continue
-                    data = raw[5:].strip()
-                    if data == b"[DONE]":
-                        break
+                # One clock reading per socket read, not per line: at 64 streams a line-by-line
+                # reader spends long enough on other streams' chunks to show up in TTFT.
+                tail, done = b"", False
+                async for received in resp.content.iter_any():
                     now = time.perf_counter()
-                    event = json.loads(data)
-                    usage = event.get("usage")
-                    if usage and usage.get("completion_tokens") is not None:
-                        usage_tokens = int(usage["completion_tokens"])
-                    choices = event.get("choices") or ()
-                    if not choices:
-                        continue
-                    delta = choices[0].get("delta") if chat else choices[0]
-                    text = (delta or {}).get("content" if chat else "text")
-                    if not text:
-                        continue
-                    if chunks == 0:
-                        result.ttft_s = now - sent
-                    else:
-                        result.chunk_gaps_s.append(now - last_t)
-                    if usage_tokens is not None:  # continuous usage: exact tokens of this chunk
-                        result.chunk_tokens.append(usage_tokens - last_usage)
-                        last_usage = usage_tokens
-                    chunks += 1
-                    last_t = now
-            result.e2e_s = time.perf_counter() - sent
+                    lines = (tail + received).split(b"\n")
+                    tail = lines.pop()
+                    for raw in lines:
+                        if not raw.startswith(b"data:"):
+                            continue
+                        data = raw[5:].strip()
+                        if data == b"[DONE]":
+                            done = True
+                            break
+                        event = orjson.loads(data)
+                        usage = event.get("usage")
+                        if usage and usage.get("completion_tokens") is not None:
+                            usage_tokens = int(usage["completion_tokens"])
+                        choices = event.get("choices") or ()
+                        if not choices:
+                            continue
+                        delta = choices[0].get("delta") if chat else choices[0]
+                        text = (delta or {}).get("content" if chat else "text")
+                        if not text:
+                            continue
+                        if chunks == 0:
+                            result.ttft_s = now - sent.t
+                        else:
+                            result.chunk_gaps_s.append(now - last_t)
+                        if usage_tokens is not None:  # continuous usage: exact tokens of this chunk
+                            result.chunk_tokens.append(usage_tokens - last_usage)
+                            last_usage = usage_tokens
+                        chunks += 1
+                        last_t = now
+                    if done:
+                        break
+            result.e2e_s = time.perf_counter() - sent.t
         except asyncio.CancelledError:
             raise
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError) as e:
