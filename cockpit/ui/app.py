@@ -245,7 +245,9 @@ class CockpitApp(App[None]):
             if target is not None and target != self.target:
                 self.switch_target(target)
 
-        self.push_screen(PickerScreen(self.pool, targets, hosts), picked)
+        status = self.status_pane.status
+        known = {(self.target.host, self.target.unit): status} if self.target and status else {}
+        self.push_screen(PickerScreen(self.pool, targets, hosts, known=known, probe=self.live), picked)
 
     def switch_target(self, target: Target) -> None:
         self.target = target

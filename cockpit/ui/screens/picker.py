@@ -25,12 +25,16 @@ _STATE_MARK = {"active": ("●", "green"), "failed": ("●", "red"), "activating
 class PickerScreen(ModalScreen[Target | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="picker.close")]
 
-    def __init__(self, pool: HostPool, targets: list[Target], hosts: list[str]) -> None:
+    def __init__(self, pool: HostPool, targets: list[Target], hosts: list[str], *,
+                 known: dict[tuple[str, str], UnitStatus] | None = None, probe: bool = True) -> None:
+        """`known` seeds the states the app already holds (the open unit's last status) so the list
+        is useful before the first probe answers; `probe=False` keeps recorded-data apps offline."""
         super().__init__()
         self.pool = pool
         self.targets = list(targets)
         self.hosts = hosts
-        self.states: dict[tuple[str, str], UnitStatus | str] = {}
+        self.probe = probe
+        self.states: dict[tuple[str, str], UnitStatus | str] = dict(known or {})
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker", classes="dialog"):
@@ -40,7 +44,8 @@ class PickerScreen(ModalScreen[Target | None]):
     def on_mount(self) -> None:
         self._fill()
         self.query_one("#units", OptionList).focus()
-        self.refresh_states()
+        if self.probe:
+            self.refresh_states()
 
     def _fill(self) -> None:
         options = self.query_one("#units", OptionList)
