@@ -57,19 +57,21 @@ Each peer in its best configuration for two cores, and its own diagnostics kept 
   Diagnostics: its TTFT min / p90 / max.
 
 What the sweeps showed on a two-core machine (the last of each in
-benchmarks/peers/compare_peers_result.json, _guidellm.json, _evalscope.json):
-- output tok/s agrees within 5% with every peer at every level (within 2.2%);
-- AIPerf: TTFT agrees at C=1 and 4 (a later check read C=4 8% high); at 16 and 64 it is 35-75% higher (its own send and dispatch
-  overhead, see above);
-- guidellm: TTFT agrees at C=1, 4 (three runs of three) and 16 (two of three; the third read the
-  mean 6.9% high, p50 1% high); at C=64 it reads 3-22% LOWER than the cockpit. Its own timings
-  say why: its closed loop is not synchronized (its two workers start the 64 requests of a round
-  over 650-815 ms where the thin client starts them within 3 ms; `effective_concurrency` about
-  62.5), so its requests never meet the burst the cockpit sends and times; the cockpit's TTFT at
-  C=64 is itself 11-32% above the thin client's, under the same burst;
-- evalscope (two runs): TTFT 8-10% higher already at C=1 (even its fastest request is above the cockpit's
-  mean: a per-request floor of about 2.5 ms in its aiohttp request path), 15-23% at C=4, 33-50%
-  at 16 and 64 (one process sends, parses and records every stream).
+benchmarks/peers/compare_peers_result.json, _guidellm.json, _evalscope.json), after the cockpit's
+TTFT clock started when the request body reaches the socket:
+- output tok/s agrees within 5% with every peer at every level (within 1.5%);
+- the thin client agrees with the cockpit's TTFT within 3% at every level (C=64: 27.2 vs 27.9 ms,
+  26.2 vs 26.1, 25.8 vs 26.3 in the three runs), so the cockpit measures what a raw socket sees;
+- guidellm: TTFT agrees at C=1 and 4 (mean ratios 1.016, 1.041); at 16 and 64 it reads 7-9% above
+  the cockpit by the mean (3-6% by p50). Its own timings say why: its two workers start the 64
+  requests of a round over 650-815 ms (the thin client within 3 ms; `effective_concurrency` about
+  62.5), and each request pays its own scheduling before the send;
+- AIPerf: TTFT agrees at C=1 (1.044) and by p50 at 4 (1.036; mean 1.061); at 16 and 64 it is
+  35-84% higher (at 16 and 64 its request-send time is 3 and 11 ms and its credit-to-start
+  latency 10 and 43 ms, against 0.6 and 3.5 ms at C=1);
+- evalscope: TTFT 10% higher already at C=1 (even its fastest request is above the cockpit's mean:
+  a per-request floor of about 2.5 ms in its aiohttp request path), 20% at C=4, 43-103% at 16 and
+  64 (one process sends, parses and records every stream).
 `agree_within_5pct` therefore reads false for each; the per-level fields say where.
 """
 
