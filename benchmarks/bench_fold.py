@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import orjson  # noqa: E402
+import msgspec  # noqa: E402
 
 BATCH = 10_000
 UNIT = "sglang-demo.service"
@@ -195,7 +195,7 @@ def generate(path: Path, n: int, fmt: str) -> dict:
                 fields = full_fields(message, pid, i, t, invocation)
             if fmt == "reduced":
                 fields = {k: v for k, v in fields.items() if k in REDUCED}
-            line = orjson.dumps(fields) + b"\n"
+            line = msgspec.json.encode(fields) + b"\n"
             f.write(line)
             counts["entries"] += 1
             counts["bytes"] += len(line)

@@ -33,7 +33,7 @@ from cockpit.sglang.explain import explain
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import given_flags
 from cockpit.systemd import journal
-from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.entry import JournalEntry, parse_json_lines
 from cockpit.systemd.remote_unit import load_remote_unit, site_packages
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
@@ -496,7 +496,7 @@ async def _journal(host: Host, argv: list[str]) -> list[JournalEntry]:
     result = await host.run(argv, timeout=120)
     if result.returncode != 0 and not result.stdout:
         raise CockpitError(f"journalctl on {host.name} failed: {result.error_text or result.returncode}")
-    return journal.parse_lines(result.stdout.splitlines())
+    return parse_json_lines(result.stdout.splitlines())
 
 
 async def period_entries(host: Host, unit: str, since: str | None = None, *,

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-import orjson
+import msgspec
 import pytest
 
 from cockpit.systemd.entry import JournalEntry, parse_json_line, parse_json_lines
@@ -283,7 +283,7 @@ def test_exception_group_printed_by_the_interpreter_itself() -> None:
         assert "second line of 0" in lines
     [tb] = tracebacks(fold_text(lines))
     assert tb.lines == lines
-    assert_same(tb.to_json(), orjson.loads(run.stdout))
+    assert_same(tb.to_json(), msgspec.json.decode(run.stdout))
 
 
 def test_exception_group_without_a_traceback_of_its_own() -> None:
@@ -379,9 +379,9 @@ def test_recursion_summary_line_stays_in_the_block() -> None:
 
 
 def test_progress_bars_invalid_utf8_and_warnings_are_plain_lines() -> None:
-    bar = orjson.dumps({"MESSAGE": list(b"Loading: 10%\rLoading: 20%\r"), "_PID": "7", "PRIORITY": "6",
+    bar = msgspec.json.encode({"MESSAGE": list(b"Loading: 10%\rLoading: 20%\r"), "_PID": "7", "PRIORITY": "6",
                         "__REALTIME_TIMESTAMP": "1"})
-    bad = orjson.dumps({"MESSAGE": list(b"caf\xe9 \xff"), "_PID": "7"})
+    bad = msgspec.json.encode({"MESSAGE": list(b"caf\xe9 \xff"), "_PID": "7"})
     entries = [parse_json_line(bar), parse_json_line(bad),
                entry("/opt/sglang/venv/lib/python3.11/site-packages/requests/__init__.py:92: "
                      "RequestsDependencyWarning: Unable to find acceptable character detection dependency", 7),
@@ -556,7 +556,7 @@ def test_json_records_follow_the_design_contract() -> None:
                                                                            "1796031916000002")
     assert set(tb["frames"][0]) == {"file", "line", "function", "code"}
     assert set(tb["chained"][0]) == set(tb) | {"relation"}
-    assert orjson.loads(orjson.dumps(tb)) == tb
+    assert msgspec.json.decode(msgspec.json.encode(tb)) == tb
 
 
 def run_cli(capsysbinary, *argv: str) -> tuple[int, bytes, bytes]:
@@ -573,9 +573,9 @@ def test_cli_json_on_a_journal_export(tmp_path: Path, capsysbinary) -> None:
     export = tmp_path / "journal.json"
     rows = [{"MESSAGE": text, "_PID": "77", "__REALTIME_TIMESTAMP": str(100 + i), "PRIORITY": "6",
              "_SYSTEMD_UNIT": UNIT, "__CURSOR": f"c{i}"} for i, text in enumerate(["start", *lines])]
-    export.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows) + b'{"not": "an entry"}\n')
+    export.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in rows) + b'{"not": "an entry"}\n')
     code, out, _ = run_cli(capsysbinary, str(export), "--json")
-    records = [orjson.loads(line) for line in out.splitlines()]
+    records = [msgspec.json.decode(line) for line in out.splitlines()]
     assert code == 0 and [r["kind"] for r in records] == ["line", "traceback", "line"]
     assert records[1]["start"] == "101" and records[1]["lines"] == lines and records[1]["pid"] == 77
     assert_same(records[1], describe_exception(exc))
@@ -588,7 +588,7 @@ def test_cli_text_prints_each_traceback_whole_under_a_header(tmp_path: Path, cap
     for i, pair in enumerate(itertools.zip_longest(a, b)):
         rows += [{"MESSAGE": text, "_PID": str(10 + k)} for k, text in enumerate(pair) if text is not None]
     export = tmp_path / "j.json"
-    export.write_bytes(b"\n".join(orjson.dumps(r) for r in rows))
+    export.write_bytes(b"\n".join(msgspec.json.encode(r) for r in rows))
     code, out, _ = run_cli(capsysbinary, str(export))
     text = out.decode().split("\n")
     assert code == 0
@@ -602,7 +602,7 @@ def test_cli_reads_standard_input_and_keeps_open_tracebacks(monkeypatch, capsysb
     text = "Traceback (most recent call last):\r\n  File \"a.py\", line 1, in <module>\n\xff\xfe\n"
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode("latin-1"))))
     code, out, _ = run_cli(capsysbinary, "-", "--json")
-    records = [orjson.loads(line) for line in out.splitlines()]
+    records = [msgspec.json.decode(line) for line in out.splitlines()]
     assert code == 0 and records[0]["complete"] is False
     assert records[0]["lines"] == ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>']
     assert records[1]["text"] == "\ufffd\ufffd"
@@ -634,7 +634,7 @@ def test_entry_parsing_keeps_its_semantics() -> None:
 
 
 def test_parse_json_lines_skips_broken_lines_and_shares_repeated_strings() -> None:
-    line = orjson.dumps({"MESSAGE": "m", "__CURSOR": "c", "__REALTIME_TIMESTAMP": "9", "_PID": "4100",
+    line = msgspec.json.encode({"MESSAGE": "m", "__CURSOR": "c", "__REALTIME_TIMESTAMP": "9", "_PID": "4100",
                          "PRIORITY": "4", "_SYSTEMD_INVOCATION_ID": "inv", "_SYSTEMD_UNIT": UNIT,
                          "SYSLOG_IDENTIFIER": "python"})
     entries = parse_json_lines([line, b"", b'{"MESSAGE": "cut', line, b"[]"])

@@ -17,7 +17,7 @@ import shlex
 from collections import Counter
 from pathlib import Path
 
-import orjson
+import msgspec
 import pytest
 
 from cockpit.traceback import Folder, Traceback, cli
@@ -224,13 +224,13 @@ def run_fold_cli(capsysbinary, path: Path) -> list[dict]:
     cli.add_parser(parser.add_subparsers(dest="command"))
     capsysbinary.readouterr()
     assert cli.run(parser.parse_args(["fold", str(path), "--json"])) == 0
-    return [orjson.loads(line) for line in capsysbinary.readouterr().out.splitlines()]
+    return [msgspec.json.decode(line) for line in capsysbinary.readouterr().out.splitlines()]
 
 
 def messages(export: bytes) -> list[str]:
     out = []
     for line in export.splitlines():
-        m = orjson.loads(line)["MESSAGE"]
+        m = msgspec.json.decode(line)["MESSAGE"]
         text = bytes(m).decode("utf-8", "replace") if isinstance(m, list) else (m or "")
         out += text.split("\n")
     return out
@@ -251,7 +251,7 @@ def run_scenario(lab: LabHandle, name: str, tmp_path: Path) -> tuple[bytes, list
     lab.ssh("rm", "-rf", truth_dir, "/tmp/fold-restart-count")
     lab.ssh("mkdir", "-p", truth_dir)
     lab.ssh("tee", f"/tmp/{unit}.py", input=PRELUDE + SCENARIOS[name])
-    last = orjson.loads(lab.ssh("journalctl", "-n", "1", "-o", "json", "--no-pager").stdout)["__CURSOR"]
+    last = msgspec.json.decode(lab.ssh("journalctl", "-n", "1", "-o", "json", "--no-pager").stdout)["__CURSOR"]
     props = [f"--property={p}" for p in ["StandardOutput=journal", "StandardError=journal",
                                         *PROPERTIES.get(name, [])]]
     lab.ssh("systemd-run", f"--unit={unit}", "--wait", "--collect", "--quiet", "--setenv=PYTHONUNBUFFERED=1",
@@ -312,7 +312,7 @@ def test_eight_processes_crashing_at_once_interleave_and_fold_apart(fold_lab: La
                                                                     capsysbinary) -> None:
     export, pieces = run_scenario(fold_lab, "eight", tmp_path)
     assert len({p["pid"] for p in pieces}) == 8
-    pids = [orjson.loads(line).get("_PID") for line in export.splitlines()]
+    pids = [msgspec.json.decode(line).get("_PID") for line in export.splitlines()]
     for piece in pieces:  # the lines really did interleave in the journal
         mine = [i for i, pid in enumerate(pids) if pid == str(piece["pid"])]
         assert any(pids[i] != str(piece["pid"]) for i in range(mine[0], mine[-1]))

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
 import aiohttp
-import orjson
+import msgspec
 import yarl
 
 from cockpit.load.results import LevelResult, RequestResult
@@ -24,6 +24,8 @@ _VOCAB = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hote
           "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
 
 _JSON = {"Content-Type": "application/json"}
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
 
 
 class _SendClock:
@@ -141,7 +143,7 @@ class Runner:
             body["messages"] = [{"role": "user", "content": text}]
         else:
             body["prompt"] = text
-        return orjson.dumps(body)
+        return _encode(body)
 
     async def request(self, session: aiohttp.ClientSession, url: yarl.URL, body: bytes) -> RequestResult:
         chat = self.config.endpoint == "chat"
@@ -170,7 +172,7 @@ class Runner:
                         if data == b"[DONE]":
                             done = True
                             break
-                        event = orjson.loads(data)
+                        event = _decode(data)
                         usage = event.get("usage")
                         if usage and usage.get("completion_tokens") is not None:
                             usage_tokens = int(usage["completion_tokens"])
@@ -195,7 +197,7 @@ class Runner:
             result.e2e_s = time.perf_counter() - sent.t
         except asyncio.CancelledError:
             raise
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError) as e:
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, msgspec.DecodeError) as e:
             result.error = f"{type(e).__name__}: {e}"[:200]
             return result
         if usage_tokens is not None:

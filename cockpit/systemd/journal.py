@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Awaitable, Callable, Sequence
+from typing import Awaitable, Callable
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
-from cockpit.systemd.entry import JournalEntry, parse_json_line
+from cockpit.systemd.entry import JournalEntry, parse_json_lines
 
 OUTPUT_FIELDS = "MESSAGE,_PID,PRIORITY,_SYSTEMD_INVOCATION_ID,INVOCATION_ID,_SYSTEMD_UNIT,UNIT,SYSLOG_IDENTIFIER"
 RETRY = (0.5, 1.0, 2.0, 4.0)
@@ -29,24 +29,11 @@ def journal_argv(unit: str, *extra: str) -> list[str]:
             "--no-pager", *extra]
 
 
-def parse_lines(lines: Sequence[bytes | str]) -> list[JournalEntry]:
-    """Entries of the lines that parse; a broken line (a cut connection) is skipped, not fatal."""
-    out = []
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            out.append(parse_json_line(line))
-        except ValueError:
-            continue
-    return out
-
-
 async def _query(host: Host, argv: list[str]) -> list[JournalEntry]:
     result = await host.run(argv, timeout=60)
     if result.returncode != 0 and not result.stdout:
         raise CockpitError(f"journalctl on {host.name} failed: {result.error_text or result.returncode}")
-    return parse_lines(result.stdout.splitlines())
+    return parse_json_lines(result.stdout.splitlines())
 
 
 async def tail(host: Host, unit: str, n: int) -> list[JournalEntry]:
@@ -145,7 +132,7 @@ class JournalFollower:
                     ready.clear()
                     batch, pending[:] = pending[:], []
                     drained.set()
-                    await self._deliver(on_batch, parse_lines(batch))
+                    await self._deliver(on_batch, parse_json_lines(batch))
                     if done.is_set() and not pending:
                         break
             finally:

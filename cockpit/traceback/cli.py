@@ -13,9 +13,9 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-import orjson
+import msgspec
 
-from cockpit.systemd.entry import JournalEntry, from_fields
+from cockpit.systemd.entry import JournalEntry, parse_entry
 from cockpit.traceback.fold import Folder
 from cockpit.traceback.render import as_text
 
@@ -37,15 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def journal_entry(line: bytes) -> JournalEntry | None:
     """The entry of a `journalctl -o json` line; None for any other line."""
-    if not line.startswith(b"{"):
-        return None
-    try:
-        fields = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(fields, dict) or "MESSAGE" not in fields:
-        return None
-    return from_fields(fields)
+    return parse_entry(line) if line.startswith(b"{") else None
 
 
 def _lines(stream: BinaryIO) -> Iterator[bytes]:
@@ -77,8 +69,9 @@ def fold(lines: Iterable[bytes]) -> Folder:
 
 def _write(out: BinaryIO, folder: Folder, as_json: bool) -> None:
     if as_json:
+        encode = msgspec.json.Encoder().encode
         for record in folder.records:
-            out.write(orjson.dumps(record.to_json()) + b"\n")
+            out.write(encode(record.to_json()) + b"\n")
     else:
         for text in as_text(folder.records):
             out.write(text.encode("utf-8", "replace") + b"\n")

@@ -247,7 +247,7 @@ class CockpitApp(App[None]):
 
         status = self.status_pane.status
         known = {(self.target.host, self.target.unit): status} if self.target and status else {}
-        self.push_screen(PickerScreen(self.pool, targets, hosts, known=known, probe=self.live), picked)
+        self.push_screen(PickerScreen(self.pool, targets, hosts, known=known), picked)
 
     def switch_target(self, target: Target) -> None:
         self.target = target

@@ -26,14 +26,13 @@ class PickerScreen(ModalScreen[Target | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="picker.close")]
 
     def __init__(self, pool: HostPool, targets: list[Target], hosts: list[str], *,
-                 known: dict[tuple[str, str], UnitStatus] | None = None, probe: bool = True) -> None:
-        """`known` seeds the states the app already holds (the open unit's last status) so the list
-        is useful before the first probe answers; `probe=False` keeps recorded-data apps offline."""
+                 known: dict[tuple[str, str], UnitStatus] | None = None) -> None:
+        """`known` seeds the states the app already holds (the open unit's last status), so the
+        list is useful before the first probe answers."""
         super().__init__()
         self.pool = pool
         self.targets = list(targets)
         self.hosts = hosts
-        self.probe = probe
         self.states: dict[tuple[str, str], UnitStatus | str] = dict(known or {})
 
     def compose(self) -> ComposeResult:
@@ -44,8 +43,7 @@ class PickerScreen(ModalScreen[Target | None]):
     def on_mount(self) -> None:
         self._fill()
         self.query_one("#units", OptionList).focus()
-        if self.probe:
-            self.refresh_states()
+        self.refresh_states()
 
     def _fill(self) -> None:
         options = self.query_one("#units", OptionList)

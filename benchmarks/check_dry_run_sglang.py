@@ -1,0 +1,210 @@
+"""The pre-flight dry run (`cockpit.sglang.preflight.dry_run`) against a Python that really imports SGLang.
+
+NOT PART OF CI: it needs SGLang importable in a virtual environment outside the repository, and
+each case imports SGLang afresh (about 7-11 s a case on a two-core machine, a minute a release).
+Why it exists: the unit tests feed the dry run recorded tracebacks, and the lab's SGLang source
+has no torch, so the lab only ever shows "not run: ... cannot import SGLang". This runs the
+release's own `prepare_server_args` (+ `resolve_once` where the release has it) through the
+cockpit's real `dry_run` on a `LocalHost`, and checks the outcome and the findings it makes of
+the real output.
+
+Building the venv on a CPU-only machine without downloading torch again: reuse the torch 2.14.1 /
+transformers 5.24 of the guidellm peer venv (see compare_peers.py) through a .pth file, install
+SGLang without its dependencies, then only the small modules that the import and the argument
+resolution ask for (everything from PyPI; 186 MB for 0.5.9, 338 MB for 0.5.23, on top of
+guidellm's 6 GB; about 25 s each to install):
+
+    python3 -m venv /tmp/sglang-venv
+    echo /tmp/guidellm-venv/lib/python3.11/site-packages > /tmp/sglang-venv/lib/python3.11/site-packages/zz-guidellm.pth
+    /tmp/sglang-venv/bin/pip install --no-deps sglang==0.5.9 pybase64 requests urllib3 ipython traitlets \
+        aiohttp attrs yarl propcache aiohappyeyeballs aiosignal frozenlist orjson psutil pyzmq pillow \
+        starlette openai partial-json-parser torchvision sentencepiece compressed-tensors gguf
+
+    python3 -m venv /tmp/sglang-venv-0523
+    echo /tmp/guidellm-venv/lib/python3.11/site-packages > /tmp/sglang-venv-0523/lib/python3.11/site-packages/zz-guidellm.pth
+    /tmp/sglang-venv-0523/bin/pip install --no-deps sglang==0.5.23 orjson psutil pybase64 requests urllib3 \
+        pillow starlette msgspec pyzmq ipython traitlets aiohttp attrs yarl propcache aiohappyeyeballs \
+        aiosignal frozenlist torchvision apache-tvm-ffi==0.1.11 sentencepiece compressed-tensors gguf
+
+(`--no-deps` throughout: SGLang pins torch 2.9.1 / transformers 4.57.1 for 0.5.9, and CUDA-only
+kernels; none of them is needed to parse and resolve arguments. Several modules are imported
+lazily, inside the resolution, so `import sglang.srt.server_args` working is not enough.)
+
+Run it with the repository's Python:
+
+    .venv/bin/python benchmarks/check_dry_run_sglang.py --python /tmp/sglang-venv/bin/python --version 0.5.9
+        [--strict] [--out FILE]
+
+The cases (model directories are made in a temp dir: a minimal Llama config.json, which the
+resolution reads through transformers' AutoConfig; no weights):
+- plain: `--model-path DIR` -> "passed";
+- eagle-seed: the seed incident, EAGLE3 with --speculative-eagle-topk 4 and
+  --speculative-num-draft-tokens 3 but no --speculative-num-steps -> AssertionError in
+  _handle_speculative_decoding (0.5.9) / _handle_eagle_family (0.5.23), the three flags named;
+- eagle-steps-only: --speculative-num-steps 3 alone -> TypeError (None > 1), --speculative-eagle-topk named;
+- argparse: `--tp-size abc` -> argparse's "invalid int value", SystemExit;
+- mm-modality: `--limit-mm-data-per-request '{"text": 1}'` -> ValueError raised in the release's
+  validations, which the static layer cannot see (it has no rule for the value's content);
+- served-name-colon: `--served-model-name a:b` -> launch_server stops with an AssertionError in
+  `check_server_args()`, which launch_server calls after resolving but the dry run's probe does not.
+Each case also records what the static layer (`check_static`) says, and its errors' `would_raise`.
+
+Checks marked `known_gap` are what the dry run should do and does not yet (the flags named in an
+argparse refusal or a ValueError's message; `check_server_args`): they are reported, and only
+`--strict` makes them fail the run. Prints JSON (and writes it to --out); exit 1 when a check
+fails.
+
+What it showed (0.5.9 and 0.5.23, CPU-only machine, torch 2.14.1, transformers 5.24; 6-11 s a case,
+about 56 s a release): every asserted check holds on both; the three known gaps are open on both:
+the argparse refusal and the ValueError come back with no flags named (both messages name the flag),
+and `--served-model-name a:b` reads "passed" though launch_server would stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from _common import emit
+
+from cockpit.remote.local import LocalHost
+from cockpit.sglang.flags import Catalog, load_catalog
+from cockpit.sglang.preflight import ERROR, Finding, check_static, dry_run
+from cockpit.sglang.releases import sglang_source
+
+TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+              "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 4,
+              "num_hidden_layers": 2, "vocab_size": 32000, "max_position_embeddings": 2048,
+              "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}
+SPEC = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+
+Result = tuple[str, list[Finding]]
+
+
+@dataclass
+class Check:
+    what: str
+    test: Callable[[Result], bool]
+    known_gap: bool = False
+
+
+@dataclass
+class Case:
+    name: str
+    argv: list[str]
+    why: str
+    checks: list[Check] = field(default_factory=list)
+    static_raises: str | None = None  # what check_static's first error should say, "" for no error
+
+
+def _flags(result: Result) -> set[str]:
+    return {f for finding in result[1] for f in finding.flags}
+
+
+def _raises(result: Result) -> str:
+    return result[1][0].would_raise or "" if result[1] else ""
+
+
+def _says(result: Result, text: str) -> bool:
+    return any(text in f.message for f in result[1])
+
+
+def cases(model: str, draft: str) -> list[Case]:
+    m = ["--model-path", model]
+    eagle = [*m, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft]
+    failed = Check("outcome is failed", lambda r: r[0] == "failed")
+    return [
+        Case("plain", m, "a valid command resolves", [Check("outcome is passed", lambda r: r == ("passed", []))], ""),
+        Case("eagle-seed", [*eagle, "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"],
+             "the seed incident: topk and draft tokens without steps",
+             [failed, Check("AssertionError", lambda r: _raises(r) == "AssertionError"),
+              Check("names the three speculative flags", lambda r: set(SPEC) <= _flags(r))], "AssertionError"),
+        Case("eagle-steps-only", [*eagle, "--speculative-num-steps", "3"], "steps without topk: None > 1",
+             [failed, Check("TypeError", lambda r: _raises(r) == "TypeError"),
+              Check("names --speculative-eagle-topk", lambda r: "--speculative-eagle-topk" in _flags(r))],
+             "TypeError"),
+        Case("argparse", [*m, "--tp-size", "abc"], "a value argparse refuses",
+             [failed, Check("SystemExit", lambda r: _raises(r).startswith("SystemExit")),
+              Check("quotes argparse", lambda r: _says(r, "invalid int value: 'abc'")),
+              Check("names --tp-size", lambda r: "--tp-size" in _flags(r), known_gap=True)], "SystemExit(2)"),
+        Case("mm-modality", [*m, "--limit-mm-data-per-request", '{"text": 1}'],
+             "a value only the release's validation refuses (the static layer has no rule for it)",
+             [failed, Check("ValueError", lambda r: _raises(r) == "ValueError"),
+              Check("quotes the release's message", lambda r: _says(r, "Invalid modality 'text'")),
+              Check("names --limit-mm-data-per-request", lambda r: "--limit-mm-data-per-request" in _flags(r),
+                    known_gap=True)], ""),
+        Case("served-name-colon", [*m, "--served-model-name", "a:b"],
+             "refused by check_server_args(), which launch_server runs after resolution",
+             [Check("outcome is failed (launch_server stops with AssertionError)", lambda r: r[0] == "failed",
+                    known_gap=True)], ""),
+    ]
+
+
+def installed_version(python: str) -> str:
+    proc = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
+                          capture_output=True, text=True, timeout=60)
+    return proc.stdout.strip() or f"? ({proc.stderr.strip().splitlines()[-1:]})"
+
+
+async def run_case(case: Case, python: str, catalog: Catalog, timeout: float) -> dict[str, Any]:
+    started = time.monotonic()
+    result = await dry_run(LocalHost(), python, case.argv, catalog, timeout=timeout)
+    seconds = round(time.monotonic() - started, 2)
+    checks = [{"check": c.what, "ok": bool(c.test(result)), "known_gap": c.known_gap} for c in case.checks]
+    static = [f for f in check_static(case.argv, catalog) if f.severity == ERROR]
+    static_raises = static[0].would_raise or "" if static else ""
+    if case.static_raises is not None:
+        checks.append({"check": f"static layer says {case.static_raises or 'no error'}",
+                       "ok": static_raises == case.static_raises, "known_gap": False})
+    return {"case": case.name, "why": case.why, "argv": case.argv, "seconds": seconds, "outcome": result[0],
+            "findings": [f.to_json() for f in result[1]],
+            "static_errors": [{"rule": f.rule, "flags": f.flags, "would_raise": f.would_raise} for f in static],
+            "checks": checks}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", required=True, help="a Python that imports SGLang (see the docstring)")
+    parser.add_argument("--version", required=True, help="its SGLang release, for the cockpit's catalog")
+    parser.add_argument("--timeout", type=float, default=120.0, help="dry_run's timeout per case")
+    parser.add_argument("--only", action="append", help="run only this case (repeatable)")
+    parser.add_argument("--strict", action="store_true", help="known gaps fail the run too")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    installed = installed_version(args.python)
+    if installed != args.version:
+        print(f"{args.python} has sglang {installed}, not {args.version}", file=sys.stderr)
+        return 1
+    catalog = load_catalog(sglang_source(args.version, progress=lambda m: print(m, file=sys.stderr)))
+    work = Path(tempfile.mkdtemp(prefix="cockpit-dry-run-"))
+    try:
+        for name in ("model", "draft"):
+            (work / name).mkdir()
+            (work / name / "config.json").write_text(json.dumps(TINY_LLAMA))
+        chosen = [c for c in cases(str(work / "model"), str(work / "draft")) if not args.only or c.name in args.only]
+        results = [asyncio.run(run_case(c, args.python, catalog, args.timeout)) for c in chosen]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    failing = [f"{r['case']}: {c['check']}" for r in results for c in r["checks"]
+               if not c["ok"] and (args.strict or not c["known_gap"])]
+    gaps = [f"{r['case']}: {c['check']}" for r in results for c in r["checks"] if not c["ok"] and c["known_gap"]]
+    report = {"python": args.python, "sglang": installed, "cases": results, "failing": failing,
+              "known_gaps_open": gaps, "ok": not failing}
+    emit(report)
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    return 1 if failing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
