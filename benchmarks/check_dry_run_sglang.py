@@ -33,7 +33,7 @@ lazily, inside the resolution, so `import sglang.srt.server_args` working is not
 Run it with the repository's Python:
 
     .venv/bin/python benchmarks/check_dry_run_sglang.py --python /tmp/sglang-venv/bin/python --version 0.5.9
-        [--strict] [--out FILE]
+        [--only CASE] [--out FILE]
 
 The cases (model directories are made in a temp dir: a minimal Llama config.json, which the
 resolution reads through transformers' AutoConfig; no weights):
@@ -49,15 +49,13 @@ resolution reads through transformers' AutoConfig; no weights):
   `check_server_args()`, which launch_server calls after resolving but the dry run's probe does not.
 Each case also records what the static layer (`check_static`) says, and its errors' `would_raise`.
 
-Checks marked `known_gap` are what the dry run should do and does not yet (the flags named in an
-argparse refusal or a ValueError's message; `check_server_args`): they are reported, and only
-`--strict` makes them fail the run. Prints JSON (and writes it to --out); exit 1 when a check
-fails.
+Prints JSON (and writes it to --out); exit 1 when a check fails.
 
 What it showed (0.5.9 and 0.5.23, CPU-only machine, torch 2.14.1, transformers 5.24; 6-11 s a case,
-about 56 s a release): every asserted check holds on both; the three known gaps are open on both:
-the argparse refusal and the ValueError come back with no flags named (both messages name the flag),
-and `--served-model-name a:b` reads "passed" though launch_server would stop.
+about a minute a release): the first run found three gaps, since closed in `dry_run`: the probe
+did not run `check_server_args()` (so `--served-model-name a:b` read "passed"), an argparse
+refusal named no flag, and a check that names its flag only in its message (the modality one)
+named none. Every check now holds on both releases.
 """
 
 from __future__ import annotations
@@ -94,7 +92,6 @@ Result = tuple[str, list[Finding]]
 class Check:
     what: str
     test: Callable[[Result], bool]
-    known_gap: bool = False
 
 
 @dataclass
@@ -127,25 +124,27 @@ def cases(model: str, draft: str) -> list[Case]:
         Case("eagle-seed", [*eagle, "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"],
              "the seed incident: topk and draft tokens without steps",
              [failed, Check("AssertionError", lambda r: _raises(r) == "AssertionError"),
-              Check("names the three speculative flags", lambda r: set(SPEC) <= _flags(r))], "AssertionError"),
+              Check("names the three speculative flags", lambda r: set(SPEC) <= _flags(r)),
+              Check("the two given flags come first", lambda r: set(r[1][0].flags[:2]) == set(SPEC[1:]))],
+             "AssertionError"),
         Case("eagle-steps-only", [*eagle, "--speculative-num-steps", "3"], "steps without topk: None > 1",
              [failed, Check("TypeError", lambda r: _raises(r) == "TypeError"),
               Check("names --speculative-eagle-topk", lambda r: "--speculative-eagle-topk" in _flags(r))],
              "TypeError"),
         Case("argparse", [*m, "--tp-size", "abc"], "a value argparse refuses",
-             [failed, Check("SystemExit", lambda r: _raises(r).startswith("SystemExit")),
-              Check("quotes argparse", lambda r: _says(r, "invalid int value: 'abc'")),
-              Check("names --tp-size", lambda r: "--tp-size" in _flags(r), known_gap=True)], "SystemExit(2)"),
+             [failed, Check("SystemExit(2)", lambda r: _raises(r) == "SystemExit(2)"),
+              Check("quotes argparse", lambda r: _says(r, "error: argument") and _says(r, "invalid int value: 'abc'")),
+              Check("names --tp-size", lambda r: "--tp-size" in _flags(r))], "SystemExit(2)"),
         Case("mm-modality", [*m, "--limit-mm-data-per-request", '{"text": 1}'],
              "a value only the release's validation refuses (the static layer has no rule for it)",
              [failed, Check("ValueError", lambda r: _raises(r) == "ValueError"),
               Check("quotes the release's message", lambda r: _says(r, "Invalid modality 'text'")),
-              Check("names --limit-mm-data-per-request", lambda r: "--limit-mm-data-per-request" in _flags(r),
-                    known_gap=True)], ""),
+              Check("names --limit-mm-data-per-request", lambda r: "--limit-mm-data-per-request" in _flags(r))],
+             ""),
         Case("served-name-colon", [*m, "--served-model-name", "a:b"],
              "refused by check_server_args(), which launch_server runs after resolution",
-             [Check("outcome is failed (launch_server stops with AssertionError)", lambda r: r[0] == "failed",
-                    known_gap=True)], ""),
+             [failed, Check("AssertionError", lambda r: _raises(r) == "AssertionError"),
+              Check("names --served-model-name", lambda r: "--served-model-name" in _flags(r))], ""),
     ]
 
 
@@ -159,12 +158,12 @@ async def run_case(case: Case, python: str, catalog: Catalog, timeout: float) ->
     started = time.monotonic()
     result = await dry_run(LocalHost(), python, case.argv, catalog, timeout=timeout)
     seconds = round(time.monotonic() - started, 2)
-    checks = [{"check": c.what, "ok": bool(c.test(result)), "known_gap": c.known_gap} for c in case.checks]
+    checks = [{"check": c.what, "ok": bool(c.test(result))} for c in case.checks]
     static = [f for f in check_static(case.argv, catalog) if f.severity == ERROR]
     static_raises = static[0].would_raise or "" if static else ""
     if case.static_raises is not None:
         checks.append({"check": f"static layer says {case.static_raises or 'no error'}",
-                       "ok": static_raises == case.static_raises, "known_gap": False})
+                       "ok": static_raises == case.static_raises})
     return {"case": case.name, "why": case.why, "argv": case.argv, "seconds": seconds, "outcome": result[0],
             "findings": [f.to_json() for f in result[1]],
             "static_errors": [{"rule": f.rule, "flags": f.flags, "would_raise": f.would_raise} for f in static],
@@ -177,7 +176,6 @@ def main() -> int:
     parser.add_argument("--version", required=True, help="its SGLang release, for the cockpit's catalog")
     parser.add_argument("--timeout", type=float, default=120.0, help="dry_run's timeout per case")
     parser.add_argument("--only", action="append", help="run only this case (repeatable)")
-    parser.add_argument("--strict", action="store_true", help="known gaps fail the run too")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -195,11 +193,8 @@ def main() -> int:
         results = [asyncio.run(run_case(c, args.python, catalog, args.timeout)) for c in chosen]
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    failing = [f"{r['case']}: {c['check']}" for r in results for c in r["checks"]
-               if not c["ok"] and (args.strict or not c["known_gap"])]
-    gaps = [f"{r['case']}: {c['check']}" for r in results for c in r["checks"] if not c["ok"] and c["known_gap"]]
-    report = {"python": args.python, "sglang": installed, "cases": results, "failing": failing,
-              "known_gaps_open": gaps, "ok": not failing}
+    failing = [f"{r['case']}: {c['check']}" for r in results for c in r["checks"] if not c["ok"]]
+    report = {"python": args.python, "sglang": installed, "cases": results, "failing": failing, "ok": not failing}
     emit(report)
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n")

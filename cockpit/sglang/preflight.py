@@ -182,6 +182,7 @@ async def check_paths(host: Host, argv: Sequence[str], catalog: Catalog) -> list
 
 PROBE = """\
 import sys
+sys.argv[0] = "launch_server"  # argparse names the program after it in its refusals
 try:
     from sglang.srt.server_args import prepare_server_args
 except BaseException as e:
@@ -190,8 +191,22 @@ except BaseException as e:
 sa = prepare_server_args(sys.argv[1:])
 if hasattr(sa, "resolve_once"):
     sa.resolve_once()
+if hasattr(sa, "check_server_args"):  # what launch_server checks next, before any GPU work
+    sa.check_server_args()
 print("COCKPIT-PREFLIGHT-OK")
 """
+_ARGPARSE_REFUSAL = re.compile(r"error: argument (\S+?): (.*)")
+_FLAG_WORD = re.compile(r"--[a-z0-9][a-z0-9-]*")
+
+
+def _known_flags(words: Sequence[str], catalog: Catalog | None) -> list[str]:
+    """The catalog's names of the flags among `words` (any spelling), in order, once each."""
+    out: list[str] = []
+    for word in words:
+        flag = catalog.get(word) if catalog is not None else None
+        if flag is not None and flag.name not in out:
+            out.append(flag.name)
+    return out
 
 
 async def dry_run(host: Host, python: str, argv: Sequence[str], catalog: Catalog | None,
@@ -202,7 +217,8 @@ async def dry_run(host: Host, python: str, argv: Sequence[str], catalog: Catalog
 
     cache = f"/tmp/cockpit-preflight-{secrets.token_hex(4)}"
     # --device cuda keeps the GPU code paths of the checks; nothing is started on a GPU.
-    args = [*argv, "--device", "cuda"] if "--device" not in argv else list(argv)
+    has_device = any(a == "--device" or a.startswith("--device=") for a in argv)
+    args = list(argv) if has_device else [*argv, "--device", "cuda"]
     command = ["env", f"SGLANG_CACHE_DIR={cache}", "timeout", str(int(timeout)), python, "-c", PROBE, *args]
     try:
         result = await host.run(command, timeout=timeout + 10)
@@ -222,13 +238,22 @@ async def dry_run(host: Host, python: str, argv: Sequence[str], catalog: Catalog
         return f"not run: the dry run took longer than {int(timeout)} s", []
     if "COCKPIT-PREFLIGHT-OK" in out:
         return "passed", []
+    given = _known_flags([w.split("=", 1)[0] for w in argv if w.startswith("--")], catalog)
     records = fold(out.encode().splitlines()).records
     tracebacks = [r for r in records if isinstance(r, Traceback) and r.frames]
     if not tracebacks:
         last = (result.error_text or result.text).strip().splitlines()[-1:] or ["no output"]
-        return "failed", [Finding(ERROR, "dry-run", [], f"The dry run failed: {last[0]}", "SystemExit")]
+        refusal = _ARGPARSE_REFUSAL.search(last[0])
+        flags = _known_flags(refusal.group(1).split("/"), catalog) if refusal else []
+        return "failed", [Finding(ERROR, "dry-run", flags, f"The dry run failed: {last[0]}",
+                                  f"SystemExit({result.returncode})")]
     tb = tracebacks[-1]
     frame = tb.failing_frame
+    if tb.exception in ("ModuleNotFoundError", "ImportError"):
+        return "failed", [Finding(ERROR, "dry-run-environment", [],
+                                  f"{python} on {host.name} lacks a module SGLang imports while resolving these "
+                                  f"flags ({tb.exception}: {tb.message}); the server would stop the same way.",
+                                  tb.exception, "Install the missing module into the service's Python.")]
     flags: list[str] = []
     detail = ""
     if frame is not None and frame.line is not None:
@@ -239,6 +264,9 @@ async def dry_run(host: Host, python: str, argv: Sequence[str], catalog: Catalog
             flags, detail = explained.flags, " " + explained.sentence()
         except (HostError, SyntaxError, ValueError):
             pass
+    if not flags:  # a check that names its flag only in its message
+        flags = _known_flags(_FLAG_WORD.findall(tb.message or ""), catalog)
+    flags = sorted(flags, key=lambda f: f not in given)  # the flags on the command line first
     where = f" in {frame.function}" if frame is not None and frame.function else ""
     return "failed", [Finding(ERROR, "dry-run", flags,
                               f"The dry run stopped: {tb.exception}{where}"
