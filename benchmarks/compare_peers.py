@@ -47,32 +47,36 @@ Each peer in its best configuration for two cores, and its own diagnostics kept 
   leaves slots idle). Diagnostics: `effective_concurrency`, `credit_to_start_latency` (its
   dispatch delay), `http_req_sending` (its time to write a request), its "event loop for worker is
   taking too long" warnings.
-- guidellm: `guidellm run --config SCENARIO` (the scenario is in `commands`), two worker processes
-  (GUIDELLM__MAX_WORKER_PROCESSES=2; its default min(C, 10) makes ten processes fight the server
-  for two cores, one starts 64 requests too slowly), HTTP/1.1, a time warm-up of 0.6 of a round
+- guidellm: `guidellm run --config SCENARIO` (the scenario is in `commands`), one worker process
+  (GUIDELLM__MAX_WORKER_PROCESSES=1; its default min(C, 10) makes ten processes fight the server
+  for two cores, and with two each request waits about 2 ms more for its worker at 16 and 64
+  streams, which alone put its TTFT 7-9% above), HTTP/1.1, a time warm-up of 0.6 of a round
   (guidellm_scenario says why not its request-count warm-up). Diagnostics: `effective_concurrency`,
   its scheduler's delays, its warnings, and `round_start_spread_ms_mean` from its per-request
   timings.
 - evalscope: `evalscope perf` (one process, aiohttp, `--num-workers 1`), its `random` dataset.
   Diagnostics: its TTFT min / p90 / max.
 
-What the sweeps showed on a two-core machine (the last of each in
-benchmarks/peers/compare_peers_result.json, _guidellm.json, _evalscope.json), after the cockpit's
-TTFT clock started when the request body reaches the socket:
+What the sweeps showed on a two-core machine (benchmarks/peers/compare_peers_result.json (AIPerf),
+_guidellm.json and _guidellm_run2.json, _evalscope.json), after the cockpit's TTFT clock started
+when the request body reaches the socket:
 - output tok/s agrees within 5% with every peer at every level (within 1.5%);
-- the thin client agrees with the cockpit's TTFT within 3% at every level (C=64: 27.2 vs 27.9 ms,
-  26.2 vs 26.1, 25.8 vs 26.3 in the three runs), so the cockpit measures what a raw socket sees;
-- guidellm: TTFT agrees at C=1 and 4 (mean ratios 1.016, 1.041); at 16 and 64 it reads 7-9% above
-  the cockpit by the mean (3-6% by p50). Its own timings say why: its two workers start the 64
-  requests of a round over 650-815 ms (the thin client within 3 ms; `effective_concurrency` about
-  62.5), and each request pays its own scheduling before the send;
+- the thin client agrees with the cockpit's TTFT within 4% at every level, so the cockpit measures
+  what a raw socket sees;
+- guidellm with one worker process: TTFT p50 agrees within 5% at every level in both runs (peer /
+  cockpit 1.012, 0.993, 1.036, 0.987 and 1.004, 0.995, 1.042, 1.016 at C=1, 4, 16, 64); the mean
+  agrees at every level in the first run (1.025, 1.006, 1.044, 1.030), and in the second at 1 and 4,
+  with 16 at 1.051 and 64 at 1.076 (a tail: its p50 there is 1.6% apart). With two worker
+  processes each request waited about 2 ms more for its worker at 16 and 64 streams: 7-9% above,
+  also at a quarter of the stream rate;
 - AIPerf: TTFT agrees at C=1 (1.044) and by p50 at 4 (1.036; mean 1.061); at 16 and 64 it is
   35-84% higher (at 16 and 64 its request-send time is 3 and 11 ms and its credit-to-start
   latency 10 and 43 ms, against 0.6 and 3.5 ms at C=1);
 - evalscope: TTFT 10% higher already at C=1 (even its fastest request is above the cockpit's mean:
   a per-request floor of about 2.5 ms in its aiohttp request path), 20% at C=4, 43-103% at 16 and
   64 (one process sends, parses and records every stream).
-`agree_within_5pct` therefore reads false for each; the per-level fields say where.
+`agree_within_5pct` (tok/s, TTFT mean and p50 at every level) reads true in guidellm's first run
+and false in the others; the per-level fields say where.
 """
 
 from __future__ import annotations
@@ -429,8 +433,9 @@ def main() -> int:
     ap.add_argument("--levels", default="1,4,16,64", help="concurrency levels (default 1,4,16,64)")
     ap.add_argument("--peer-workers", type=int,
                     help="the peer's worker processes: AIPerf --workers-max, guidellm GUIDELLM__MAX_WORKER_PROCESSES "
-                         "(default 2, this machine's cores; AIPerf's own default gives one here, guidellm's min(C, 10)), "
-                         "evalscope --num-workers (default 1: its requests run in one process anyway)")
+                         "(AIPerf default 2, this machine's cores, where its own default gives one; guidellm default 1, "
+                         "where its own is min(C, 10)), evalscope --num-workers (default 1: its requests run in one "
+                         "process anyway)")
     ap.add_argument("--rounds", type=int, default=4, help="measured requests per level = rounds * C, at least 8")
     ap.add_argument("--input-len", type=int, default=128)
     ap.add_argument("--output-len", type=int, default=64)
@@ -444,7 +449,7 @@ def main() -> int:
 
     peer, spec = args.peer, PEERS[args.peer]
     if args.peer_workers is None:
-        args.peer_workers = 1 if peer == "evalscope" else 2
+        args.peer_workers = 2 if peer == "aiperf" else 1
     venv = args.peer_venv = args.peer_venv or Path(spec["venv"])
     if args.install:
         install_peer(peer, venv)
