@@ -33,7 +33,11 @@ lazily, inside the resolution, so `import sglang.srt.server_args` working is not
 Run it with the repository's Python:
 
     .venv/bin/python benchmarks/check_dry_run_sglang.py --python /tmp/sglang-venv/bin/python --version 0.5.9
-        [--only CASE] [--out FILE]
+        [--only CASE] [--out FILE] [--record tests/data/dryrun]
+
+`--record` keeps each probe's raw output (paths made placeholders) in tests/data/dryrun/, which
+tests/test_preflight.py reads in CI against the release's real source: the dry run's reading
+of real SGLang output is tested there, this script checks it end to end.
 
 The cases (model directories are made in a temp dir: a minimal Llama config.json, which the
 resolution reads through transformers' AutoConfig; no weights):
@@ -70,13 +74,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from _common import emit
 
+from cockpit.remote.base import RunResult
 from cockpit.remote.local import LocalHost
 from cockpit.sglang.flags import Catalog, load_catalog
-from cockpit.sglang.preflight import ERROR, Finding, check_static, dry_run
+from cockpit.sglang.preflight import ERROR, PROBE, Finding, check_static, dry_run
 from cockpit.sglang.releases import sglang_source
 
 TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
@@ -154,9 +159,39 @@ def installed_version(python: str) -> str:
     return proc.stdout.strip() or f"? ({proc.stderr.strip().splitlines()[-1:]})"
 
 
-async def run_case(case: Case, python: str, catalog: Catalog, timeout: float) -> dict[str, Any]:
+class RecordingHost(LocalHost):
+    """Keeps the probe's output so the tests can read it offline (tests/data/dryrun/)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probe: RunResult | None = None
+
+    async def run(self, argv: Sequence[str], **kwargs: Any) -> RunResult:
+        result = await super().run(argv, **kwargs)
+        if PROBE in argv:
+            self.probe = result
+        return result
+
+
+def record(path: Path, case: Case, result: RunResult, python: str, work: Path) -> None:
+    """The probe's output with the machine's paths made placeholders: the directory holding
+    `sglang/` becomes {SGLANG_ROOT} (the tests put the release's real source there) and the
+    case's model directories {WORK}."""
+    site = subprocess.run([python, "-c", "import sglang, os; print(os.path.dirname(os.path.dirname(sglang.__file__)))"],
+                          capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+
+    def clean(data: bytes) -> str:
+        return data.decode("utf-8", "replace").replace(site, "{SGLANG_ROOT}").replace(str(work), "{WORK}")
+
+    path.write_text(json.dumps({"case": case.name, "argv": [a.replace(str(work), "{WORK}") for a in case.argv],
+                                "returncode": result.returncode, "stdout": clean(result.stdout),
+                                "stderr": clean(result.stderr)}, indent=1) + "\n")
+
+
+async def run_case(case: Case, python: str, catalog: Catalog, timeout: float) -> tuple[dict[str, Any], RunResult | None]:
     started = time.monotonic()
-    result = await dry_run(LocalHost(), python, case.argv, catalog, timeout=timeout)
+    host = RecordingHost()
+    result = await dry_run(host, python, case.argv, catalog, timeout=timeout)
     seconds = round(time.monotonic() - started, 2)
     checks = [{"check": c.what, "ok": bool(c.test(result))} for c in case.checks]
     static = [f for f in check_static(case.argv, catalog) if f.severity == ERROR]
@@ -167,7 +202,7 @@ async def run_case(case: Case, python: str, catalog: Catalog, timeout: float) ->
     return {"case": case.name, "why": case.why, "argv": case.argv, "seconds": seconds, "outcome": result[0],
             "findings": [f.to_json() for f in result[1]],
             "static_errors": [{"rule": f.rule, "flags": f.flags, "would_raise": f.would_raise} for f in static],
-            "checks": checks}
+            "checks": checks}, host.probe
 
 
 def main() -> int:
@@ -177,6 +212,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="dry_run's timeout per case")
     parser.add_argument("--only", action="append", help="run only this case (repeatable)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--record", type=Path, help="keep each probe's output here (tests/data/dryrun)")
     args = parser.parse_args()
 
     installed = installed_version(args.python)
@@ -190,7 +226,13 @@ def main() -> int:
             (work / name).mkdir()
             (work / name / "config.json").write_text(json.dumps(TINY_LLAMA))
         chosen = [c for c in cases(str(work / "model"), str(work / "draft")) if not args.only or c.name in args.only]
-        results = [asyncio.run(run_case(c, args.python, catalog, args.timeout)) for c in chosen]
+        results = []
+        for case in chosen:
+            outcome, probe = asyncio.run(run_case(case, args.python, catalog, args.timeout))
+            results.append(outcome)
+            if args.record and probe is not None:
+                args.record.mkdir(parents=True, exist_ok=True)
+                record(args.record / f"{args.version}-{case.name}.json", case, probe, args.python, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     failing = [f"{r['case']}: {c['check']}" for r in results for c in r["checks"] if not c["ok"]]

@@ -13,7 +13,9 @@ import pytest
 from cockpit.config import HostConfig
 from cockpit.remote.ssh import SSHHost
 from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.preflight import check_paths, check_static
+from cockpit.remote.base import RunResult
+from cockpit.remote.local import LocalHost
+from cockpit.sglang.preflight import check_paths, check_static, read_dry_run
 from cockpit.sglang.rules import release_tuple
 from tests.conftest import FIXTURES, LabHandle
 
@@ -116,3 +118,44 @@ async def test_paths_and_dry_run_in_the_lab(lab: LabHandle, sglang_root) -> None
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "cannot import SGLang" in out.stdout and "only the static checks ran" in out.stdout
+
+
+# --- the dry run's reading of real probe output ---------------------------------------------
+
+DRY_RUNS = Path(__file__).parent / "data" / "dryrun"
+SPEC = {"--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens"}
+EXPECTED = {  # case -> (exception, flags that must be named, text the message must hold)
+    "eagle-seed": ("AssertionError", SPEC, "AssertionError"),
+    "eagle-steps-only": ("TypeError", {"--speculative-eagle-topk"}, "'>' not supported"),
+    "argparse": ("SystemExit(2)", {"--tp-size"}, "invalid int value: 'abc'"),
+    "mm-modality": ("ValueError", {"--limit-mm-data-per-request"}, "Invalid modality 'text'"),
+    "served-name-colon": ("AssertionError", {"--served-model-name"}, "in check_server_args"),
+}
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+@pytest.mark.parametrize("case", ["plain", *EXPECTED])
+async def test_dry_run_reads_what_real_sglang_printed(sglang_root, tmp_path: Path, version: str, case: str) -> None:
+    """Output of the probe under real SGLang (benchmarks/check_dry_run_sglang.py --record), read
+    against that release's real source, as on the host."""
+    recorded = json.loads((DRY_RUNS / f"{version}-{case}.json").read_text())
+    root = str(sglang_root(version))
+
+    def place(text: str) -> str:
+        return text.replace("{SGLANG_ROOT}", root).replace("{WORK}", str(tmp_path))
+
+    argv = [place(a) for a in recorded["argv"]]
+    result = RunResult(("python",), recorded["returncode"], place(recorded["stdout"]).encode(),
+                       place(recorded["stderr"]).encode())
+    outcome, findings = await read_dry_run(LocalHost(), "/opt/sglang/bin/python", result, argv,
+                                           load_catalog(sglang_root(version)))
+    if case == "plain":
+        assert (outcome, findings) == ("passed", [])
+        return
+    exception, flags, text = EXPECTED[case]
+    [finding] = findings
+    assert outcome == "failed" and finding.would_raise == exception
+    assert flags <= set(finding.flags) and text in finding.message
+    given = {a for a in argv if a.startswith("--")}
+    named_given = [f for f in finding.flags if f in given]
+    assert finding.flags[:len(named_given)] == named_given  # the flags on the command line first

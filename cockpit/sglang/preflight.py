@@ -17,7 +17,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from cockpit.remote.base import Host, HostError
+from cockpit.remote.base import Host, HostError, RunResult
 from cockpit.sglang.explain import explain
 from cockpit.sglang.flags import Catalog, Flag
 from cockpit.sglang.rules import eagle_violation
@@ -212,9 +212,6 @@ def _known_flags(words: Sequence[str], catalog: Catalog | None) -> list[str]:
 async def dry_run(host: Host, python: str, argv: Sequence[str], catalog: Catalog | None,
                   timeout: float = 120.0) -> tuple[str, list[Finding]]:
     """The release's own resolution of these flags on the host. Returns (outcome, findings)."""
-    from cockpit.traceback.cli import fold
-    from cockpit.traceback.model import Traceback
-
     cache = f"/tmp/cockpit-preflight-{secrets.token_hex(4)}"
     # --device cuda keeps the GPU code paths of the checks; nothing is started on a GPU.
     has_device = any(a == "--device" or a.startswith("--device=") for a in argv)
@@ -229,13 +226,23 @@ async def dry_run(host: Host, python: str, argv: Sequence[str], catalog: Catalog
             await host.run(["rm", "-rf", cache], timeout=10)
         except HostError:
             pass
+    if result.returncode == 124:
+        return f"not run: the dry run took longer than {int(timeout)} s", []
+    return await read_dry_run(host, python, result, argv, catalog)
+
+
+async def read_dry_run(host: Host, python: str, result: RunResult, argv: Sequence[str],
+                       catalog: Catalog | None) -> tuple[str, list[Finding]]:
+    """(outcome, findings) of the probe's output; a traceback's failing statement is read from
+    the host, as a crash's would be."""
+    from cockpit.traceback.cli import fold
+    from cockpit.traceback.model import Traceback
+
     out = result.text + "\n" + result.error_text
     if "COCKPIT-NO-SGLANG" in out:
         why = re.search(r"COCKPIT-NO-SGLANG (.*)", out)
         return f"not run: {python} on {host.name} cannot import SGLang ({why.group(1) if why else '?'}); " \
                "only the static checks ran", []
-    if result.returncode == 124:
-        return f"not run: the dry run took longer than {int(timeout)} s", []
     if "COCKPIT-PREFLIGHT-OK" in out:
         return "passed", []
     given = _known_flags([w.split("=", 1)[0] for w in argv if w.startswith("--")], catalog)
