@@ -148,31 +148,19 @@ def parse_json_lines(lines: Iterable[str | bytes]) -> list[JournalEntry]:
     """Entries of the lines that are journal objects; blank and broken lines (a cut
     connection) are skipped, not fatal.
 
-    `parse_entry`'s common case is repeated inline: at a few hundred thousand entries a
-    second, a function call per entry is a tenth of the time. The cyclic garbage collector
-    is paused meanwhile: a batch makes no cycles, and with a large window of entries alive
-    its passes cost more than the parsing."""
+    The cyclic garbage collector is paused meanwhile: a batch makes no cycles, and with a
+    large window of entries alive its passes cost more than the parsing."""
     out: list[JournalEntry] = []
-    append, decode, entry, share, unset = out.append, _decode_wire, JournalEntry, _share, UNSET
+    append, parse = out.append, parse_entry
     if len(_strings) >= _MEMO_LIMIT:  # checked per batch, not per entry
         _strings.clear()
     collecting = gc.isenabled()
     gc.disable()
     try:
         for line in lines:
-            try:
-                wire = decode(line)
-                message = wire.message
-                if message.__class__ is str and wire.about_unit is unset and wire.priority is not None:
-                    invocation, unit, identifier = wire.invocation_id, wire.unit, wire.identifier
-                    append(entry(message, wire.cursor, wire.realtime_us, wire.pid, wire.priority,
-                                 share(invocation, invocation), share(unit, unit), share(identifier, identifier)))
-                    continue
-            except msgspec.DecodeError:
-                pass
-            careful = parse_entry(line)
-            if careful is not None:
-                append(careful)
+            entry = parse(line)
+            if entry is not None:
+                append(entry)
     finally:
         if collecting:
             gc.enable()
