@@ -245,7 +245,7 @@ async def read_dry_run(host: Host, python: str, result: RunResult, argv: Sequenc
                "only the static checks ran", []
     if "COCKPIT-PREFLIGHT-OK" in out:
         return "passed", []
-    given = _known_flags([w.split("=", 1)[0] for w in argv if w.startswith("--")], catalog)
+    given = given_flags(argv, catalog) if catalog is not None else {}
     records = fold(out.encode().splitlines()).records
     tracebacks = [r for r in records if isinstance(r, Traceback) and r.frames]
     if not tracebacks:
