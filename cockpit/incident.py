@@ -31,6 +31,7 @@ from cockpit.remote.source import SourceCache, staleness
 from cockpit.sglang.catalogs import CatalogCache, package_root_of, remote_version
 from cockpit.sglang.explain import explain
 from cockpit.sglang.flags import Catalog
+from cockpit.sglang.logparse import READY_TEXT
 from cockpit.sglang.preflight import given_flags
 from cockpit.systemd import journal
 from cockpit.systemd.entry import JournalEntry, parse_json_lines
@@ -259,9 +260,6 @@ def _render_server(incident: Incident, w) -> None:
     if incident.command:
         w("The unit's current command line (`ExecStart=`, as systemd runs it):\n")
         w(fenced(command_lines(incident.command), "sh"))
-
-
-READY_TEXT = "The server is fired up and ready to roll!"
 
 
 def unit_events(entries: Iterable[JournalEntry]) -> list[tuple[float, str]]:

@@ -32,6 +32,7 @@ _STARTS = (
     "Health check failed", "Initialization failed",
 )
 _LEVELS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
+READY_TEXT = "The server is fired up and ready to roll!"  # http_server.py, every release
 _HEAD = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)((?: [A-Z_]+\d+)*)\] (?:([A-Z]+) ([\w.]+:\d+): )?")
 _CAPTURE = re.compile(r"Capture (.+? graph) (begin|end)\b", re.IGNORECASE)
 _ASSIGN = re.compile(r"([A-Za-z_][\w ]*?)=(\[[^\]]*\]|[^,\s]+(?: [A-Za-z]+\b)?)")
@@ -160,7 +161,7 @@ def parse(line: str) -> LogEvent | None:
         return _decode(message, stamp, rank)
     if message.startswith("Prefill batch"):
         return _prefill(message, stamp, rank)
-    if message.startswith("The server is fired up and ready to roll"):
+    if message.startswith(READY_TEXT):
         return Ready(stamp, rank)
     for marker, error in _ERRORS:
         if message.startswith(marker):

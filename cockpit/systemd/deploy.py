@@ -23,11 +23,12 @@ from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.systemd import journal
 from cockpit.systemd.control import ControlError, UnitControl, explain_failure, privileged
+from cockpit.sglang.logparse import READY_TEXT
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.readiness import is_ready
 from cockpit.systemd.status import fetch
+from cockpit.systemd.unit import decode, encode
 
-READY_LINE = "The server is fired up and ready to roll!"
 BACKUPS_KEPT = 10
 
 
@@ -49,7 +50,7 @@ def backup_name(path: str, stamp: float | None = None) -> str:
     return f"{path}.cockpit-bak.{time.strftime('%Y%m%dT%H%M%S', time.gmtime(stamp or time.time()))}"
 
 
-async def _verify(host: Host, cfg: HostConfig, unit_name: str, texts: dict[str, str]) -> None:
+async def _verify(host: Host, unit_name: str, texts: dict[str, str]) -> None:
     """`systemd-analyze verify` on a copy of the new unit file, before it replaces the old one."""
     fragment = next((t for p, t in texts.items() if posixpath.basename(p) == unit_name), None)
     if fragment is None:
@@ -59,7 +60,7 @@ async def _verify(host: Host, cfg: HostConfig, unit_name: str, texts: dict[str, 
         made = await host.run(["mkdir", "-m", "0700", work])
         if not made.ok:
             return
-        await host.write_file_atomic(f"{work}/{unit_name}", fragment.encode())
+        await host.write_file_atomic(f"{work}/{unit_name}", encode(fragment))
         result = await host.run(["systemd-analyze", "verify", f"{work}/{unit_name}"], timeout=60)
         if result.returncode == 127:
             return  # the host has no systemd-analyze
@@ -76,32 +77,32 @@ async def write_files(host: Host, cfg: HostConfig, unit_name: str, new: dict[str
     """Replace each changed file; returns where the old texts were backed up."""
     for path in new:
         try:
-            current = (await host.read_file(path)).decode("utf-8", "replace")
+            current = decode(await host.read_file(path))
         except HostError as e:
             raise ChangedOnHost(f"cannot re-read {path} on {host.name}: {e}") from None
         if current != loaded.get(path):
             raise ChangedOnHost(f"{path} changed on {host.name} since it was loaded: reload it and make "
                                 "your change again (nothing was written)")
-    await _verify(host, cfg, unit_name, new)
+    await _verify(host, unit_name, new)
     backups = []
     stamp = time.time()
     for path, text in new.items():
         backup = backup_name(path, stamp)
         if cfg.sudo:
-            await _install(host, cfg, path, loaded[path], backup)
-            await _install(host, cfg, path, text, path)
+            await _install(host, cfg, loaded[path], backup)
+            await _install(host, cfg, text, path)
         else:
-            await host.write_file_atomic(backup, loaded[path].encode())
-            await host.write_file_atomic(path, text.encode())
+            await host.write_file_atomic(backup, encode(loaded[path]))
+            await host.write_file_atomic(path, encode(text))
             await _prune(host, path)
         backups.append(backup)
     return backups
 
 
-async def _install(host: Host, cfg: HostConfig, path: str, text: str, target: str) -> None:
+async def _install(host: Host, cfg: HostConfig, text: str, target: str) -> None:
     tmp = f"/tmp/.cockpit-{secrets.token_hex(6)}"
     try:
-        await host.write_file_atomic(tmp, text.encode(), mode=0o600)
+        await host.write_file_atomic(tmp, encode(text), mode=0o600)
         argv = privileged(cfg, ["install", "-m", "0644", tmp, target])
         result = await host.run(argv, timeout=30)
         if not result.ok:
@@ -120,10 +121,10 @@ async def _prune(host: Host, path: str) -> None:
 
 
 async def restart_and_watch(host: Host, cfg: HostConfig, unit: str, url_host_port: tuple[str, int], *,
-                            timeout: float = 900.0, read_only: bool = False,
+                            timeout: float = 900.0,
                             on_entries: Callable[[list[JournalEntry]], None] | None = None) -> Watch:
     """daemon-reload, restart, then follow the new invocation until it is ready or dies."""
-    control = UnitControl(host, cfg, read_only=read_only)
+    control = UnitControl(host, cfg)
     await control.daemon_reload()
     before = await fetch(host, unit)
     started = time.monotonic()
@@ -134,7 +135,9 @@ async def restart_and_watch(host: Host, cfg: HostConfig, unit: str, url_host_por
     seen_ready = False
 
     def collect(batch: list[JournalEntry]) -> None:
+        nonlocal seen_ready
         entries.extend(batch)
+        seen_ready = seen_ready or any(READY_TEXT in e.message for e in batch)
         if on_entries is not None:
             on_entries(batch)
 
@@ -143,7 +146,6 @@ async def restart_and_watch(host: Host, cfg: HostConfig, unit: str, url_host_por
     try:
         while time.monotonic() - started < timeout:
             await asyncio.sleep(0.5)
-            seen_ready = seen_ready or any(READY_LINE in e.message for e in entries)
             status = await fetch(host, unit)
             new_invocation = status.invocation_id != before.invocation_id
             died = status.active_state in ("failed", "inactive") or status.sub_state == "auto-restart"
