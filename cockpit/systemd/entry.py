@@ -97,8 +97,6 @@ def _shared(value: Any) -> str | None:
 
 def _careful(fields: dict[str, Any]) -> JournalEntry:
     """Any other field types, missing fields, byte-array messages, systemd's own messages."""
-    if not isinstance(fields, dict):
-        raise ValueError("a journal entry must be a JSON object")
     message, binary = _message_from(fields.get("MESSAGE"))
     pid = fields.get("_PID")
     pid_number = _int(pid) if isinstance(pid, (str, int)) else None
