@@ -357,10 +357,10 @@ class CockpitApp(App[None]):
         try:
             status = await fetch(host, target.unit)
             unit = await load_remote_unit(host, status)
-            python = target.python or (unit.exec()[0] if unit.exec() else None)
+            python = target.python or next(iter(unit.exec()), None)
             root = await site_packages(host, python) if python else None
             catalog = await self.catalogs.get(host, root) if root else None
-            self.unit_model, self.catalog = (await load_remote_unit(host, status, catalog)), catalog
+            self.unit_model, self.catalog = replace(unit, catalog=catalog), catalog
         except CockpitError as e:
             self.unit_model, self.catalog = None, None
             self.notify(f"cannot load the unit's flags: {e}", severity="warning", timeout=8)
