@@ -193,6 +193,28 @@ def test_snapshot_restart_separator(snap_compare) -> None:
     assert snap_compare(recorded(), terminal_size=(140, 40), run_before=run_before)
 
 
+def test_side_list_follows_batches_promotions_window_drops_and_pages() -> None:
+    """The side list is kept as record numbers; it must equal a scan of the window."""
+
+    def scanned(rows: JournalRows) -> list[tuple[int, Traceback]]:
+        return [(rows.discarded + i, r) for i, r in reversed(list(enumerate(rows.records)))
+                if isinstance(r, Traceback)]
+
+    crash = entries("journal-crash8.jsonl")
+    rows = JournalRows(window=150)
+    for start in range(40, len(crash), 7):  # small batches: tracebacks open in one, grow in the next
+        rows.add(crash[start:start + 7])
+        assert rows.tracebacks() == scanned(rows)
+    for _ in range(3):  # past the window: the oldest records and their tracebacks are dropped
+        rows.add(crash[40:])
+        assert rows.tracebacks() == scanned(rows)
+    assert rows.discarded > 0 and rows.tracebacks()
+    paged = JournalRows()
+    paged.add(crash[70:])
+    paged.prepend(crash[:70])
+    assert paged.tracebacks() == scanned(paged) and len(paged.tracebacks()) >= 8  # the page edge may cut some
+
+
 def test_prepend_puts_older_records_first_and_keeps_numbers_sorted() -> None:
     all_entries = entries("journal-crash8.jsonl")
     rows = JournalRows()
