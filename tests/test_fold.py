@@ -231,6 +231,16 @@ def test_plain_text_takes_ranks_from_the_log_prefix() -> None:
     assert folder.records[0].rank == "DP1 TP3" and folder.records[0].priority is None
 
 
+@pytest.mark.parametrize("rank", ["DP0 ATTN_CP1 TP1", "MOE_DP2 TP1"])
+def test_rank_tokens_with_an_underscore_0_5_23_prints(rank: str) -> None:
+    exc = raised(resolve, Cfg())
+    block = logged(f"[2026-05-25 19:34:29 {rank}]", exc)
+    folder = fold_text([*block, f"[2026-05-25 19:34:30 {rank}] Decode batch, #running-req: 1"])
+    [tb] = tracebacks(folder)
+    assert (tb.rank, tb.lines) == (rank, block)
+    assert folder.records[-1].rank == rank
+
+
 # --- Python's formats ---------------------------------------------------------------------
 
 

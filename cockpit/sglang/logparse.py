@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
+from cockpit.traceback.grammar import RANKS, STAMP
+
 _STARTS = (
     "Decode batch", "Prefill batch", "The server is fired up", "Load weight ", "Memory pool end",
     "Capture ", "max_total_num_tokens=", "Scheduler hit an exception", "Received sigquit",
@@ -33,7 +35,7 @@ _STARTS = (
 )
 _LEVELS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
 READY_TEXT = "The server is fired up and ready to roll!"  # http_server.py, every release
-_HEAD = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)((?: [A-Z_]+\d+)*)\] (?:([A-Z]+) ([\w.]+:\d+): )?")
+_HEAD = re.compile(rf"\[({STAMP}){RANKS}\] (?:([A-Z]+) ([\w.]+:\d+): )?")
 _CAPTURE = re.compile(r"Capture (.+? graph) (begin|end)\b", re.IGNORECASE)
 _ASSIGN = re.compile(r"([A-Za-z_][\w ]*?)=(\[[^\]]*\]|[^,\s]+(?: [A-Za-z]+\b)?)")
 

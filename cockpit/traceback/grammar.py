@@ -16,8 +16,11 @@ CAUSE = "The above exception was the direct cause of the following exception:"
 CONTEXT = "During handling of the above exception, another exception occurred:"
 RELATIONS = {CAUSE: "cause", CONTEXT: "context"}
 
-# SGLang: `[%Y-%m-%d %H:%M:%S{ DPn}{ PPn}{ TPn}{ EPn}] `; other rank tokens are accepted too.
-_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z]+\d+)*)\]")
+# SGLang: `[%Y-%m-%d %H:%M:%S{ DPn}{ PPn}{ TPn}{ EPn}] `; other rank tokens are accepted too
+# (0.5.23 prints `ATTN_CP1` and `MOE_DP2`). logparse builds its prefix from the same parts.
+STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?"
+RANKS = r"((?: [A-Z_]+\d+)*)"
+_PREFIX = re.compile(rf"\[{STAMP}{RANKS}\]")
 # `  File "x.py", line 3, in f`; SyntaxError's location line has no `, in f`.
 FRAME = re.compile(r'  File "(.*)", line (\d+|None)(?:, in (.*))?\Z', re.S)
 # `torch.OutOfMemoryError: ...`, `AssertionError`, `f.<locals>.MyError: x`, `<unknown>.E`.
