@@ -18,7 +18,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 from cockpit.errors import CockpitError, UsageError
 from cockpit.load.results import LevelResult
-from cockpit.load.runner import LoadConfig, Runner, run_record
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -109,6 +108,8 @@ async def _server_info(url: str) -> dict[str, Any]:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from cockpit.load.runner import LoadConfig, Runner, run_record  # aiohttp: only when a run starts
+
     levels_wanted = _levels(args.concurrency)
     async with _endpoint(args) as (url, where):
         config = LoadConfig(url=url, concurrency=levels_wanted, requests=args.requests, warmup=args.warmup,
