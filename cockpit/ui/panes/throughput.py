@@ -3,7 +3,8 @@
 Rows of sparklines (one per concurrency level, then TTFT, per-token ITL, each GPU's
 utilisation and memory, power, and the decode throughput SGLang logs even when no run is
 going), a progress bar with an ETA for the running level, and one plotext chart of output
-tok/s against concurrency, redrawn at most twice a second (a plot costs about 30 ms).
+tok/s against concurrency, redrawn only when a level ends or a comparison opens (a plot costs
+about 30 ms, too much to pay per request).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from cockpit.load.gpu import GpuSample
 from cockpit.load.results import LevelResult, RequestResult
 from cockpit.load.store import compare, label
 
-CHART_HZ = 2.0
 WINDOW_S = 2.0  # output tok/s of a level: tokens of the requests that ended in the last 2 s
 
 
@@ -83,7 +83,6 @@ class ThroughputPane(Vertical, can_focus=True):
         self._requests = 0
         self._level_started = 0.0
         self._done_in_level = 0
-        self._chart_at = 0.0
         self._compare: tuple[dict[str, Any], dict[str, Any]] | None = None
         self.clock = time.monotonic  # recorded runs replay with their own clock
 
@@ -103,7 +102,7 @@ class ThroughputPane(Vertical, can_focus=True):
     def on_mount(self) -> None:
         self.query_one("#run-progress").display = False
         self.query_one("#compare-table").display = False
-        self._draw_chart(force=True)
+        self._draw_chart()
 
     # -- a run ------------------------------------------------------------------------------
 
@@ -157,7 +156,7 @@ class ThroughputPane(Vertical, can_focus=True):
         rest = [c for c in self._plan if c not in {lv.concurrency for lv in self.levels_done}]
         if rest:
             self._start_level(rest[0])
-        self._draw_chart(force=True)
+        self._draw_chart()
 
     def end(self, message: str) -> None:
         self.query_one("#run-head", Label).update(message)
@@ -190,11 +189,7 @@ class ThroughputPane(Vertical, can_focus=True):
 
     # -- the chart and the comparison -----------------------------------------------------------
 
-    def _draw_chart(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._chart_at < 1 / CHART_HZ:
-            return
-        self._chart_at = now
+    def _draw_chart(self) -> None:
         chart = self.query_one(PlotextPlot)
         plt = chart.plt
         plt.clear_data()
@@ -227,7 +222,7 @@ class ThroughputPane(Vertical, can_focus=True):
         table = self.query_one("#compare-table", Static)
         table.update(text)
         table.display = True
-        self._draw_chart(force=True)
+        self._draw_chart()
 
     def action_start(self) -> None:
         self.post_message(self.Start())
