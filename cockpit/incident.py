@@ -34,7 +34,7 @@ from cockpit.sglang.flags import Catalog
 from cockpit.sglang.logparse import READY_TEXT
 from cockpit.sglang.preflight import given_flags
 from cockpit.systemd import journal
-from cockpit.systemd.entry import JournalEntry, parse_json_lines
+from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.remote_unit import load_remote_unit, site_packages
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
@@ -157,10 +157,6 @@ def traceback_text(tb: Traceback) -> str:
     return "\n".join(tb.lines)
 
 
-def _ms(value: Any) -> str:
-    return "-" if not isinstance(value, (int, float)) else f"{value:.1f}"
-
-
 def _stat(level: dict[str, Any], name: str, key: str) -> Any:
     stats = level.get(name)
     return stats.get(key) if isinstance(stats, dict) else None
@@ -208,19 +204,19 @@ def _summary(incident: Incident) -> str:
         for tb in tbs:
             kinds.setdefault(tb.exception or "an unfinished traceback", []).append(_who(tb))
         parts = [f"{name} ×{len(who)} ({', '.join(sorted(set(who), key=_rank_key))})" for name, who in kinds.items()]
-        what = f"{len(tbs)} traceback{'s' * (len(tbs) != 1)} in the period: {'; '.join(parts)}."
+        what = f"{_count(len(tbs), 'traceback')} in the period: {'; '.join(parts)}."
     st = incident.status
     if st is not None:
         state = f"Now {st.active_state} ({st.sub_state})"
         if st.ready is not None:
             state += ", ready" if st.ready else ", not serving"
-        state += f", {st.n_restarts} restart{'s' * (st.n_restarts != 1)}"
+        state += f", {_count(st.n_restarts, 'restart')}"
         if st.last_exit:
             state += f", last exit {st.last_exit}"
         what += f" {state}."
     if incident.attempts:
         last = incident.attempts[-1]
-        what += f" {len(incident.attempts)} attempt{'s' * (len(incident.attempts) != 1)} recorded; the last, " \
+        what += f" {_count(len(incident.attempts), 'attempt')} recorded; the last, " \
                 f"#{last.number}, {last.outcome}."
     return what
 
@@ -410,7 +406,7 @@ def _render_tracebacks(incident: Incident, w) -> None:
             facts.append(f"Failing frame: {code(frame.file)}, line {frame.line}"
                          + (f", in {code(frame.function)}" if frame.function else ""))
         if tb.chained:
-            facts.append(f"{len(tb.chained)} earlier exception{'s' * (len(tb.chained) != 1)} in its chain")
+            facts.append(f"{_count(len(tb.chained), 'earlier exception')} in its chain")
         if tb.truncated:
             facts.append("its start was cut off before the journal received it")
         if tb.exception is None or not tb.complete:
@@ -463,10 +459,10 @@ def _render_load_run(incident: Incident, w) -> None:
     for lv in levels:
         w(f"| {lv.get('concurrency', '-')} | {lv.get('requests', '-')} | {lv.get('errors', '-')} | "
           f"{_number(lv.get('output_tokens_per_s'))} | {_number(lv.get('output_tokens_per_s_per_stream'))} | "
-          f"{_ms(_stat(lv, 'ttft_ms', 'p50'))} | {_ms(_stat(lv, 'ttft_ms', 'p99'))} | "
-          f"{_ms(_stat(lv, 'tpot_ms', 'mean'))} | {_ms(_stat(lv, 'itl_ms', 'mean'))} | "
-          f"{_ms(_stat(lv, 'chunk_gap_ms', 'mean'))} | {_number(lv.get('tokens_per_chunk'), '.2f')} | "
-          f"{_ms(_stat(lv, 'e2e_ms', 'p50'))} |")
+          f"{_number(_stat(lv, 'ttft_ms', 'p50'))} | {_number(_stat(lv, 'ttft_ms', 'p99'))} | "
+          f"{_number(_stat(lv, 'tpot_ms', 'mean'))} | {_number(_stat(lv, 'itl_ms', 'mean'))} | "
+          f"{_number(_stat(lv, 'chunk_gap_ms', 'mean'))} | {_number(lv.get('tokens_per_chunk'), '.2f')} | "
+          f"{_number(_stat(lv, 'e2e_ms', 'p50'))} |")
     w("")
     if any(lv.get("token_count_source", "usage") != "usage" for lv in levels):
         w("The server sent no usage for some levels: their tokens were counted from chunks (an estimate).\n")
@@ -490,13 +486,6 @@ def attempts_in(attempts: Iterable[Attempt], start: float | None, end: float | N
             and (end is None or a.started_at <= end)]
 
 
-async def _journal(host: Host, argv: list[str]) -> list[JournalEntry]:
-    result = await host.run(argv, timeout=120)
-    if result.returncode != 0 and not result.stdout:
-        raise CockpitError(f"journalctl on {host.name} failed: {result.error_text or result.returncode}")
-    return parse_json_lines(result.stdout.splitlines())
-
-
 async def period_entries(host: Host, unit: str, since: str | None = None, *,
                          invocations: int = 2, max_entries: int = MAX_ENTRIES) -> tuple[list[JournalEntry], bool]:
     """The unit's journal for the period, oldest first, and whether it was cut at `max_entries`.
@@ -505,7 +494,7 @@ async def period_entries(host: Host, unit: str, since: str | None = None, *,
     entries of the unit's last `invocations` invocations: pages are read backwards by cursor
     until an entry of an earlier invocation shows, and everything after that entry is kept."""
     if since is not None:
-        entries = await _journal(host, journal.journal_argv(unit, f"--since={since}"))
+        entries = await journal.query(host, journal.journal_argv(unit, f"--since={since}"), timeout=120)
         cut = len(entries) > max_entries
         return (entries[-max_entries:] if cut else entries), cut
     entries = await journal.tail(host, unit, FIRST_PAGE)

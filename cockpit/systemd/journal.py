@@ -29,8 +29,9 @@ def journal_argv(unit: str, *extra: str) -> list[str]:
             "--no-pager", *extra]
 
 
-async def _query(host: Host, argv: list[str]) -> list[JournalEntry]:
-    result = await host.run(argv, timeout=60)
+async def query(host: Host, argv: list[str], timeout: float = 60) -> list[JournalEntry]:
+    """The entries a finished `journalctl` run printed."""
+    result = await host.run(argv, timeout=timeout)
     if result.returncode != 0 and not result.stdout:
         raise CockpitError(f"journalctl on {host.name} failed: {result.error_text or result.returncode}")
     return parse_json_lines(result.stdout.splitlines())
@@ -38,18 +39,18 @@ async def _query(host: Host, argv: list[str]) -> list[JournalEntry]:
 
 async def tail(host: Host, unit: str, n: int) -> list[JournalEntry]:
     """The last `n` entries of the unit, oldest first."""
-    return await _query(host, journal_argv(unit, "-n", str(n)))
+    return await query(host, journal_argv(unit, "-n", str(n)))
 
 
 async def older(host: Host, unit: str, cursor: str, n: int) -> list[JournalEntry]:
     """Up to `n` entries just before `cursor`, oldest first (paging back through history)."""
-    entries = await _query(host, journal_argv(unit, f"--cursor={cursor}", "--reverse", "-n", str(n + 1)))
+    entries = await query(host, journal_argv(unit, f"--cursor={cursor}", "--reverse", "-n", str(n + 1)))
     return [e for e in reversed(entries) if e.cursor != cursor]
 
 
 async def after(host: Host, unit: str, cursor: str) -> list[JournalEntry]:
     """Every entry after `cursor` (a comparison against the follower, or a catch-up)."""
-    return await _query(host, journal_argv(unit, f"--after-cursor={cursor}"))
+    return await query(host, journal_argv(unit, f"--after-cursor={cursor}"))
 
 
 OnBatch = Callable[[list[JournalEntry]], "Awaitable[None] | None"]
