@@ -428,3 +428,25 @@ async def test_write_incident_in_the_live_app_reads_the_host(lab: LabHandle, cra
     expected = journal_tracebacks(lab_period(lab))
     assert fences(section(note, "Tracebacks")) == ["\n".join(lines) + "\n" for lines in expected]
     assert "## What this note could not include" not in note
+
+
+async def test_a_cut_server_info_answer_is_no_answer_not_a_crash() -> None:
+    """A server that dies mid-answer: the transport says ConnectionError, server_info says None."""
+    from cockpit.incident import server_info
+    from cockpit.remote.local import LocalHost
+
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"version": "0.5')
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(cut, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(ConnectionError, match="cut or malformed"):
+            await LocalHost().http_request("GET", "127.0.0.1", port, "/server_info")
+        assert await server_info(LocalHost(), "127.0.0.1", port) is None
+    finally:
+        server.close()
+        await server.wait_closed()

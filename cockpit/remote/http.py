@@ -8,12 +8,21 @@ import asyncio
 
 async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, host: str,
                    port: int, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    """(status, body). A cut or malformed answer raises ConnectionError, an OSError like every
+    other way the request can fail, so callers catch one family."""
     head = (f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
             f"Accept: */*\r\nContent-Length: {len(body or b'')}\r\n")
     if body:
         head += "Content-Type: application/json\r\n"
     writer.write(head.encode() + b"\r\n" + (body or b""))
     await writer.drain()
+    try:
+        return await _response(reader, host, port)
+    except (asyncio.IncompleteReadError, ValueError) as e:  # cut mid-body; a chunk size that is not hex
+        raise ConnectionError(f"a cut or malformed HTTP response from {host}:{port}: {e}") from None
+
+
+async def _response(reader: asyncio.StreamReader, host: str, port: int) -> tuple[int, bytes]:
     status_line = await reader.readline()
     parts = status_line.decode("latin-1").split(" ", 2)
     if len(parts) < 2 or not parts[1].isdigit():
