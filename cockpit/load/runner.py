@@ -197,7 +197,7 @@ class Runner:
             result.e2e_s = time.perf_counter() - sent.t
         except asyncio.CancelledError:
             raise
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, msgspec.DecodeError) as e:
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError) as e:  # msgspec.DecodeError is a ValueError
             result.error = f"{type(e).__name__}: {e}"[:200]
             return result
         if usage_tokens is not None:

@@ -95,7 +95,7 @@ def _path_to(tree: ast.Module, line: int) -> list[ast.AST]:
         if header is not None and _contains(header, line):
             path.append(header)
             return path
-        body = [n for name in ("body", "orelse", "finalbody", "handlers") for n in getattr(found, name, []) or []]
+        body = [n for name in ("body", "orelse", "finalbody") for n in getattr(found, name, []) or []]
         body += [n for h in getattr(found, "handlers", []) or [] for n in h.body]
         if isinstance(found, ast.Match):
             body += [n for case in found.cases for n in case.body]

@@ -64,7 +64,7 @@ class JournalView(CursorView):
     ]
     COMPONENT_CLASSES = {"journal--time", "journal--err", "journal--warn", "journal--traceback",
                          "journal--traceback-open", "journal--frame", "journal--separator", "journal--cursor",
-                         "journal--match", "journal--gutter"}
+                         "journal--match"}
 
     follow: reactive[bool] = reactive(True)
     show_time: reactive[bool] = reactive(True)
