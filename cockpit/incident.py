@@ -35,6 +35,7 @@ from cockpit.sglang.logparse import READY_TEXT
 from cockpit.sglang.preflight import given_flags
 from cockpit.systemd import journal
 from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.readiness import server_info
 from cockpit.systemd.remote_unit import load_remote_unit, site_packages
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
@@ -514,20 +515,6 @@ async def period_entries(host: Host, unit: str, since: str | None = None, *,
         if not earlier:
             return entries, False
         entries = earlier + entries
-
-
-async def server_info(host: Host, url_host: str, port: int) -> dict[str, Any] | None:
-    try:
-        status, body = await host.http_request("GET", url_host, port, "/server_info", timeout=5.0)
-    except (HostError, OSError, TimeoutError, ConnectionError):
-        return None
-    if status != 200:
-        return None
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def excerpt_of(text: str, host: str, tb: Traceback, *, catalog: Catalog | None = None,

@@ -432,7 +432,7 @@ async def test_write_incident_in_the_live_app_reads_the_host(lab: LabHandle, cra
 
 async def test_a_cut_server_info_answer_is_no_answer_not_a_crash() -> None:
     """A server that dies mid-answer: the transport says ConnectionError, server_info says None."""
-    from cockpit.incident import server_info
+    from cockpit.systemd.readiness import server_info
     from cockpit.remote.local import LocalHost
 
     async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

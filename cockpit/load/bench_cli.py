@@ -108,7 +108,7 @@ async def _server_info(url: str) -> dict[str, Any]:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from cockpit.load.runner import LoadConfig, Runner, run_record  # aiohttp: only when a run starts
+    from cockpit.load.runner import LoadConfig, Runner, run_record, server_args  # aiohttp: only when a run starts
 
     levels_wanted = _levels(args.concurrency)
     async with _endpoint(args) as (url, where):
@@ -128,9 +128,8 @@ async def _run(args: argparse.Namespace) -> int:
             raise CockpitError(f"cannot reach {url}: {e}") from None
     print(table(levels))
     if args.json:
-        flags = {k: v for k, v in info.items() if k not in ("internal_states",) and not isinstance(v, (dict, list))}
         record = run_record(config, levels, started_at=started, host=where.get("host"), unit=where.get("unit"),
-                            sglang_version=info.get("version"), server_args=flags)
+                            sglang_version=info.get("version"), server_args=server_args(info))
         record["config"]["url"] = where.get("url", url)  # the server's own URL, not a forwarded port
         Path(args.json).write_text(json.dumps(record, indent=1))
     return 1 if any(lv.errors for lv in levels) else 0

@@ -215,3 +215,9 @@ class Runner:
 def run_record(config: LoadConfig, levels: Sequence[LevelResult], **extra: Any) -> dict[str, Any]:
     """The JSON of a run: DESIGN.md's `{"config", "levels"}` plus what makes runs comparable later."""
     return {"config": config.to_json(), "levels": [lv.to_json() for lv in levels], **extra}
+
+
+def server_args(info: dict[str, Any]) -> dict[str, Any]:
+    """The resolved arguments of a `/server_info` answer: its plain values (the nested ones are
+    live state, such as `internal_states`)."""
+    return {k: v for k, v in info.items() if not isinstance(v, (dict, list))}

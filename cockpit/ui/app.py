@@ -8,7 +8,6 @@ so tests can hand them recorded data (`live=False`).
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from dataclasses import replace
@@ -28,7 +27,7 @@ from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.load.gpu import GpuSampler
 from cockpit.load.passive import ThroughputSeries
 from cockpit.load.results import LevelResult, RequestResult
-from cockpit.load.runner import LoadConfig, Runner, run_record
+from cockpit.load.runner import LoadConfig, Runner, run_record, server_args
 from cockpit.load.store import load_runs, save_run
 from cockpit.rollout import apply, with_files
 from cockpit.sglang.explain import explain
@@ -38,7 +37,7 @@ from cockpit.systemd import journal
 from cockpit.systemd.remote_unit import load_remote_unit, site_packages
 from cockpit.systemd.unit import Unit
 from cockpit.systemd.control import UnitControl
-from cockpit.systemd.readiness import is_ready
+from cockpit.systemd.readiness import is_ready, server_info
 from cockpit.systemd.status import fetch
 from cockpit.targets import Target, all_targets
 from cockpit.traceback.model import Traceback
@@ -569,25 +568,15 @@ class CockpitApp(App[None]):
         except (CockpitError, OSError) as e:
             pane.end(f"load run failed: {e}")
             return
-        info = await self._server_info(host, addr, port)
+        info = await server_info(host, addr, port) or {}
         record = run_record(config, levels, started_at=started, host=target.host, unit=target.unit,
                             sglang_version=info.get("version"),
-                            server_args={k: v for k, v in info.items() if not isinstance(v, (dict, list))},
+                            server_args=server_args(info),
                             flags=given_flags(self.unit_model.exec(), self.catalog)
                             if self.unit_model and self.catalog else None)
         record["config"]["url"] = target.url
         path = save_run(target.host, target.unit, record)
         pane.end(f"done: {len(levels)} levels; saved {path.name} (c compares runs)")
-
-    async def _server_info(self, host, addr: str, port: int) -> dict:
-        for path in ("/server_info", "/get_server_info"):
-            try:
-                status, body = await host.http_request("GET", addr, port, path)
-                if status == 200:
-                    return json.loads(body)
-            except (OSError, CockpitError, ValueError):
-                continue
-        return {}
 
     def on_throughput_pane_compare(self) -> None:
         if self.target is None:
