@@ -39,7 +39,7 @@ from cockpit.systemd.readiness import server_info
 from cockpit.systemd.remote_unit import load_remote_unit, site_packages
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
-from cockpit.traceback import Folder, Traceback
+from cockpit.traceback import Traceback, fold_entries, last_with_frames
 
 CONTEXT_LINES = 4  # source lines shown before and after the failing statement
 FIRST_PAGE = 2000  # journal entries read first when looking for the previous invocation
@@ -474,10 +474,7 @@ def _render_load_run(incident: Incident, w) -> None:
 
 def fold(entries: Iterable[JournalEntry]) -> list[Traceback]:
     """The tracebacks of some journal entries, in the order they began."""
-    folder = Folder()
-    folder.feed_batch(entries)
-    folder.close()
-    return [r for r in folder.records if isinstance(r, Traceback)]
+    return [r for r in fold_entries(entries) if isinstance(r, Traceback)]
 
 
 def attempts_in(attempts: Iterable[Attempt], start: float | None, end: float | None = None) -> list[Attempt]:
@@ -616,7 +613,7 @@ async def gather(host: Host, target: Target, *, since: str | None = None, load_r
     log = attempt_log or AttemptLog(host.name, unit)
     incident.attempts = attempts_in(log.load(), incident.period_start)
 
-    last = next((tb for tb in reversed(incident.tracebacks) if tb.frames), None)
+    last = last_with_frames(incident.tracebacks)
     if last is not None:
         frame_catalog = catalog
         frame_root = package_root_of(last.failing_frame.file) if last.failing_frame else None

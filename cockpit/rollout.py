@@ -21,7 +21,7 @@ from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.unit import Unit
 from cockpit.systemd.unit_syntax import parse_unit_file
 from cockpit.targets import Target
-from cockpit.traceback.fold import Folder
+from cockpit.traceback.fold import fold_entries, last_with_frames
 from cockpit.traceback.model import Traceback
 
 
@@ -43,11 +43,7 @@ def with_files(unit: Unit, texts: dict[str, str]) -> Unit:
 
 
 def last_traceback(entries: list[JournalEntry]) -> Traceback | None:
-    folder = Folder()
-    folder.feed_batch(entries)
-    folder.close()
-    found = [r for r in folder.records if isinstance(r, Traceback) and r.frames]
-    return found[-1] if found else None
+    return last_with_frames(fold_entries(entries))
 
 
 async def apply(host: Host, cfg: HostConfig, target: Target, loaded: Unit, edited: Unit, *,

@@ -13,6 +13,7 @@ from cockpit.errors import CockpitError, UsageError
 from cockpit.sglang.explain import Explanation, explain
 from cockpit.sglang.flags import Catalog, load_catalog
 from cockpit.traceback.cli import fold
+from cockpit.traceback.fold import last_with_frames
 from cockpit.traceback.model import Traceback
 
 
@@ -31,11 +32,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def last_traceback(path: str) -> Traceback:
     data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    folder = fold(data.splitlines())
-    found = [r for r in folder.records if isinstance(r, Traceback) and r.frames]
-    if not found:
+    found = last_with_frames(fold(data.splitlines()).records)
+    if found is None:
         raise UsageError(f"{path}: no Python traceback with a frame in it")
-    return found[-1]
+    return found
 
 
 def local_path(root: Path, remote: str) -> Path:

@@ -236,7 +236,7 @@ async def read_dry_run(host: Host, python: str, result: RunResult, argv: Sequenc
     """(outcome, findings) of the probe's output; a traceback's failing statement is read from
     the host, as a crash's would be."""
     from cockpit.traceback.cli import fold
-    from cockpit.traceback.model import Traceback
+    from cockpit.traceback.fold import last_with_frames
 
     out = result.text + "\n" + result.error_text
     if "COCKPIT-NO-SGLANG" in out:
@@ -246,15 +246,13 @@ async def read_dry_run(host: Host, python: str, result: RunResult, argv: Sequenc
     if "COCKPIT-PREFLIGHT-OK" in out:
         return "passed", []
     given = given_flags(argv, catalog) if catalog is not None else {}
-    records = fold(out.encode().splitlines()).records
-    tracebacks = [r for r in records if isinstance(r, Traceback) and r.frames]
-    if not tracebacks:
+    tb = last_with_frames(fold(out.encode().splitlines()).records)
+    if tb is None:
         last = (result.error_text or result.text).strip().splitlines()[-1:] or ["no output"]
         refusal = _ARGPARSE_REFUSAL.search(last[0])
         flags = _known_flags(refusal.group(1).split("/"), catalog) if refusal else []
         return "failed", [Finding(ERROR, "dry-run", flags, f"The dry run failed: {last[0]}",
                                   f"SystemExit({result.returncode})")]
-    tb = tracebacks[-1]
     frame = tb.failing_frame
     if tb.exception in ("ModuleNotFoundError", "ImportError"):
         return "failed", [Finding(ERROR, "dry-run-environment", [],

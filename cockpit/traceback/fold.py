@@ -311,3 +311,16 @@ class Folder:
         changes += [Change("appended", i) for i in range(n, len(self.records))]
         self._updated.clear()
         return changes
+
+
+def fold_entries(entries: Iterable[JournalEntry]) -> list[Record]:
+    """The records of a finished journal (not a live one): every traceback closed."""
+    folder = Folder()
+    folder.feed_batch(entries)
+    folder.close()
+    return folder.records
+
+
+def last_with_frames(records: Iterable[Record]) -> Traceback | None:
+    """The last traceback that has a frame to open: the one a crash report is about."""
+    return next((r for r in reversed(list(records)) if isinstance(r, Traceback) and r.frames), None)

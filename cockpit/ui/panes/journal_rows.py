@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cockpit.systemd.entry import JournalEntry
-from cockpit.traceback.fold import Folder
+from cockpit.traceback.fold import Folder, fold_entries
 from cockpit.traceback.grammar import log_rank
 from cockpit.traceback.model import Line, Traceback
 
@@ -152,10 +152,7 @@ class JournalRows:
     def prepend(self, entries: list[JournalEntry]) -> int:
         """Older entries, paged back from journald, before everything shown; returns the rows
         added at the top. Restart separators are drawn inside the page, not across its edge."""
-        older = Folder()
-        older.feed_batch(entries)
-        older.close()
-        records = older.records
+        records = fold_entries(entries)
         if not records:
             return 0
         self.folder.prepend(records)
