@@ -373,7 +373,9 @@ def units_around_a_command(draw) -> tuple[str, str, str]:
     comments inside, between generated lines."""
     eol = draw(LINE_ENDS)
     before = draw(unit_files(eol))
-    before += ("" if before.endswith(eol) else eol) + "[Service]" + eol
+    # A blank line first: generated lines may end in a continuation, which would take the header in
+    # (systemd skips comment lines inside one, so `A= \` then `#` then `[Service]` is one value).
+    before += ("" if before.endswith(eol) else eol) + eol + "[Service]" + eol
     words = ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]
     for _ in range(draw(st.integers(0, 5))):
         words += [draw(st.sampled_from(["--tp-size", "--port", "--enable-x", "'--quoted-flag'"]))]
