@@ -38,10 +38,15 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
         os.close(directory)
 
 
+def is_complete(target: Path) -> bool:
+    """Whether `build_once` finished `target`."""
+    return (target / "complete").is_file()
+
+
 def build_once(target: Path, make: Callable[[Path], None], stamp: str) -> Path:
     """`target`, made by `make(work_dir)` in a directory beside it and renamed into place only
     when complete: an interrupted build leaves no half-made cache behind."""
-    if (target / "complete").is_file():
+    if is_complete(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))

@@ -29,10 +29,10 @@ def preflight(unit: Unit, catalog: Catalog | None) -> list[Finding]:
     return check_static(unit.exec(), catalog) if catalog is not None else []
 
 
-def flags_of(unit: Unit, catalog: Catalog | None) -> dict[str, str | None]:
+def flags_of(unit: Unit, catalog: Catalog | None) -> dict[str, str | list[str] | None]:
     if catalog is not None:
         return given_flags(unit.exec(), catalog)
-    return {f["name"]: f["value"] for f in unit.describe()["flags"]}
+    return {i.name: i.json_value for i in unit.flags() if i.name is not None}
 
 
 def with_files(unit: Unit, texts: dict[str, str]) -> Unit:
@@ -53,15 +53,15 @@ async def apply(host: Host, cfg: HostConfig, target: Target, loaded: Unit, edite
     """Write `edited` over `loaded` (refused when the host's files changed meanwhile), restart,
     watch, and record the attempt whatever happens."""
     changed = edited.changed()
+    previous = {p: loaded.texts[p] for p in changed}
     attempt = log.new(flags_before=flags_of(loaded, catalog), flags_after=flags_of(edited, catalog),
-                      texts=changed, previous_texts={p: loaded.texts[p] for p in changed},
+                      texts=changed, previous_texts=previous,
                       findings=[f.to_json() for f in preflight(edited, catalog)], note=note)
     started = time.monotonic()
     try:
         if read_only or cfg.read_only:
             raise CockpitError(f"{cfg.name} is read-only here: nothing was written")
-        attempt.backups = await write_files(host, cfg, target.unit, changed,
-                                            {p: loaded.texts[p] for p in changed})
+        attempt.backups = await write_files(host, cfg, target.unit, changed, previous)
         watch = await restart_and_watch(host, cfg, target.unit, target.url_host_port, timeout=timeout,
                                         on_entries=on_entries)
     except CockpitError as e:

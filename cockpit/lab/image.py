@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.errors import CockpitError
-from cockpit.localfs import build_once
+from cockpit.localfs import build_once, is_complete
 from cockpit.sglang.releases import cache_root
 
 HERE = Path(__file__).parent
@@ -52,7 +52,7 @@ def rootfs(recipe: Recipe = Recipe()) -> Path:
 
 
 def is_built(recipe: Recipe = Recipe()) -> bool:
-    return (image_dir(recipe) / "complete").is_file()
+    return is_complete(image_dir(recipe))
 
 
 def _run(argv: list[str], log) -> None:

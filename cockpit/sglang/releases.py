@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 from cockpit.errors import CockpitError
-from cockpit.localfs import build_once
+from cockpit.localfs import build_once, is_complete
 
 
 def cache_root() -> Path:
@@ -28,7 +28,7 @@ def cache_root() -> Path:
 def sglang_source(version: str, progress=print) -> Path:
     """A directory holding `sglang/` and its dist-info for `version`: the real release's source."""
     target = cache_root() / "sglang" / version
-    if (target / "complete").is_file():
+    if is_complete(target):
         return target
     wheels = cache_root() / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.sglang.flags import Catalog
 from cockpit.systemd.status import UnitStatus
-from cockpit.systemd.unit import Unit, load_unit
+from cockpit.systemd.unit import Unit, is_glob, load_unit
 
 
 async def load_remote_unit(host: Host, status: UnitStatus, catalog: Catalog | None = None) -> Unit:
@@ -22,7 +22,7 @@ async def load_remote_unit(host: Host, status: UnitStatus, catalog: Catalog | No
     unit = load_unit(texts, status.fragment_path, name=status.unit, catalog=catalog)
     extra = {}
     for env_file in unit.environment_files():
-        if "*" in env_file.path or "?" in env_file.path:
+        if is_glob(env_file.path):
             continue
         try:
             extra[env_file.path] = await host.read_file(env_file.path)

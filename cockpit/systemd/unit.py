@@ -120,7 +120,7 @@ def read_local(unit_file: str | Path, search_path: Sequence[str] = ()) -> dict[s
                 texts[str(conf)] = decode(conf.read_bytes())
     unit = load_unit(texts, fragment, search_path=search_path)
     for env_file in unit.environment_files():
-        if _is_glob(env_file.path):
+        if is_glob(env_file.path):
             for path in sorted(str(p) for p in Path("/").glob(env_file.path.lstrip("/")) if p.is_file()):
                 texts[path] = decode(Path(path).read_bytes())
         elif os.path.isfile(env_file.path):
@@ -130,7 +130,8 @@ def read_local(unit_file: str | Path, search_path: Sequence[str] = ()) -> dict[s
     return texts
 
 
-def _is_glob(path: str) -> bool:
+def is_glob(path: str) -> bool:
+    """An EnvironmentFile= path systemd would expand as a pattern: it names no one file to read."""
     return any(c in path for c in "*?[")
 
 
@@ -188,7 +189,7 @@ class Unit:
 
     def changed(self) -> dict[str, str]:
         """The files whose text edits have changed, with their new text."""
-        return {f.path: f.render() for f in self.files if f.render() != self.texts.get(f.path)}
+        return {f.path: text for f in self.files if (text := f.render()) != self.texts.get(f.path)}
 
     def render(self, path: str | None = None) -> str:
         """The text of one file of the unit (the unit file itself by default)."""
@@ -269,7 +270,7 @@ class Unit:
         the texts given."""
         out: list[tuple[str, str | None]] = []
         for env_file in self.environment_files():
-            if _is_glob(env_file.path):
+            if is_glob(env_file.path):
                 out += [(p, self.texts[p]) for p in sorted(self.texts) if fnmatch.fnmatchcase(p, env_file.path)]
             else:
                 out.append((env_file.path, self.texts.get(env_file.path)))
@@ -320,8 +321,7 @@ class Unit:
             "unit": self.path,
             "defined_in": self.defined_in,
             "exec": self.exec(),
-            "flags": [{"name": i.name, "value": list(i.value) if isinstance(i.value, tuple) else i.value}
-                      for i in self.flags()],
+            "flags": [{"name": i.name, "value": i.json_value} for i in self.flags()],
             "environment": self.environment(),
             "environment_files": [("-" if f.optional else "") + f.path for f in self.environment_files()],
             "unresolved": self.unresolved(),
@@ -339,7 +339,7 @@ class Unit:
         in place when the command has it (its last occurrence), else appended."""
         name = flag_name(name)
         plan = _Plan.of(self)
-        matches = [k for k, item in enumerate(plan.items) if item.is_flag and same_flag(item.name, name, self.catalog)]
+        matches = plan.occurrences(name)
         value = tuple(value) if isinstance(value, (list, tuple)) else value
         if matches:
             item = plan.items[matches[-1]]
@@ -354,7 +354,7 @@ class Unit:
         """Remove every occurrence of `--name` and its values."""
         name = flag_name(name)
         plan = _Plan.of(self)
-        matches = [k for k, item in enumerate(plan.items) if item.is_flag and same_flag(item.name, name, self.catalog)]
+        matches = plan.occurrences(name)
         if not matches:
             raise UnitError(f"{self.name} has no flag {name}")
         for k in matches:
@@ -477,6 +477,10 @@ class _Plan:
     args: list[Arg]
     items: list[Item]
     groups: list[_Group]
+
+    def occurrences(self, name: str) -> list[int]:
+        """The items that are `name` (any spelling the release accepts for it)."""
+        return [k for k, item in enumerate(self.items) if item.is_flag and same_flag(item.name, name, self.unit.catalog)]
 
     @classmethod
     def of(cls, unit: Unit) -> _Plan:

@@ -29,6 +29,11 @@ class Item:
     def is_flag(self) -> bool:
         return self.name is not None
 
+    @property
+    def json_value(self) -> str | list[str] | None:
+        """The value as `cockpit unit show --json` and the attempt log write it."""
+        return list(self.value) if isinstance(self.value, tuple) else self.value
+
 
 def flag_name(name: str) -> str:
     """`tp-size`, `--tp-size`: both spell `--tp-size`."""

@@ -17,7 +17,8 @@ from textual.widgets.option_list import Option
 
 from cockpit.errors import CockpitError
 from cockpit.sglang.flags import Catalog, Flag
-from cockpit.sglang.preflight import ERROR, WARNING, Finding, check_static
+from cockpit.rollout import preflight
+from cockpit.sglang.preflight import ERROR, WARNING, Finding
 from cockpit.suggest import closest, score
 from cockpit.systemd.unit import Unit
 
@@ -105,7 +106,7 @@ class FlagsPane(Vertical):
     def _refresh(self, select: str | None = None) -> None:
         if self.edited is None:
             return
-        self.findings = check_static(self.edited.exec(), self.catalog) if self.catalog is not None else []
+        self.findings = preflight(self.edited, self.catalog)
         options = self.query_one("#flag-list", OptionList)
         keep = select or (self._selected_name())
         options.clear_options()
