@@ -509,8 +509,11 @@ class CockpitApp(App[None]):
         if action in ("unit_action", "load_run"):
             return self.target is not None and not self.changes_refused()
         if action == "cancel_run":
-            return any(w.name == "load_run_worker" and w.is_running for w in self.workers)
+            return self._load_running()
         return True
+
+    def _load_running(self) -> bool:
+        return any(w.name == "load_run_worker" and w.is_running for w in self.workers)
 
     def on_throughput_pane_start(self) -> None:
         self.action_load_run()
@@ -524,16 +527,14 @@ class CockpitApp(App[None]):
         if self.changes_refused():
             self.notify(f"{self.target.host} is read-only here: no load is sent", severity="error")
             return
-        if any(w.name == "load_run_worker" and w.is_running for w in self.workers):
+        if self._load_running():
             self.notify("a load run is going: B cancels it", severity="warning")
             return
         self.action_throughput()
         self.load_run_worker()
 
     def action_cancel_run(self) -> None:
-        for worker in self.workers:
-            if worker.name == "load_run_worker" and worker.is_running:
-                worker.cancel()
+        self.workers.cancel_group(self, "load")  # load_run_worker's group, and only its
 
     @work(exclusive=True, group="load", exit_on_error=False)
     async def load_run_worker(self) -> None:
