@@ -601,7 +601,7 @@ async def gather(host: Host, target: Target, *, since: str | None = None, load_r
         incident.version, incident.version_from = str(info["version"]), "/server_info"
     elif catalog is not None and catalog.version:
         incident.version, incident.version_from = catalog.version, f"the package installed under {root}"
-    elif root:
+    elif root and catalog is None:  # a catalog's own version came from the same lookup
         try:
             incident.version = await remote_version(host, root)
             incident.version_from = f"the package installed under {root}" if incident.version else None
