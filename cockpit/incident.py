@@ -29,7 +29,7 @@ from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.remote.source import SourceCache, staleness
 from cockpit.sglang.catalogs import CatalogCache, package_root_of, remote_version
-from cockpit.sglang.explain import explain
+from cockpit.sglang.explain import explain_traceback
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.logparse import READY_TEXT
 from cockpit.sglang.preflight import given_flags
@@ -527,8 +527,7 @@ def excerpt_of(text: str, host: str, tb: Traceback, *, catalog: Catalog | None =
                            "the file changed since the crash")
     start = end = frame.line
     try:
-        explained = explain(text, frame.file, frame.line, exception=tb.exception or "", message=tb.message,
-                            catalog=catalog)
+        explained = explain_traceback(text, tb, catalog)
         start, end = explained.start_line, explained.end_line
         sentence = explained.sentence(values)
     except (SyntaxError, ValueError) as e:

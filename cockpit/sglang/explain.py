@@ -18,6 +18,7 @@ from typing import Iterable, Mapping
 
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.pysource import parse
+from cockpit.traceback.model import Traceback
 
 _ARGS_NAMES = {"server_args", "args", "sa"}
 
@@ -240,3 +241,11 @@ _OPS = {ast.Gt: ">", ast.Lt: "<", ast.GtE: ">=", ast.LtE: "<=", ast.Eq: "==", as
 
 def _op_text(op: ast.AST) -> str:
     return _OPS.get(type(op), type(op).__name__)
+
+
+def explain_traceback(source: str, tb: Traceback, catalog: Catalog | None = None) -> Explanation:
+    """`explain` for a traceback's failing frame; `source` is that frame's file."""
+    frame = tb.failing_frame
+    if frame is None or frame.line is None:
+        raise ValueError("the traceback has no frame with a line to explain")
+    return explain(source, frame.file, frame.line, exception=tb.exception or "", message=tb.message, catalog=catalog)

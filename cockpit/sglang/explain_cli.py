@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from cockpit.errors import CockpitError, UsageError
-from cockpit.sglang.explain import Explanation, explain
+from cockpit.sglang.explain import Explanation, explain_traceback
 from cockpit.sglang.flags import Catalog, load_catalog
 from cockpit.traceback.cli import fold
 from cockpit.traceback.fold import last_with_frames
@@ -59,8 +59,7 @@ def _explain_local(tb: Traceback, root: Path) -> Explanation:
     catalog: Catalog | None = None
     if (root / "sglang" / "srt" / "server_args.py").is_file():
         catalog = load_catalog(root)
-    return explain(source.read_text(errors="replace"), frame.file, frame.line, exception=tb.exception or "",
-                   message=tb.message, catalog=catalog)
+    return explain_traceback(source.read_text(errors="replace"), tb, catalog)
 
 
 async def _explain_remote(tb: Traceback, host_name: str, config_path: str | None) -> Explanation:
@@ -79,8 +78,7 @@ async def _explain_remote(tb: Traceback, host_name: str, config_path: str | None
         catalog = await CatalogCache().get(host, root) if root else None
     finally:
         await pool.close()
-    return explain(source.text, frame.file, frame.line, exception=tb.exception or "", message=tb.message,
-                   catalog=catalog)
+    return explain_traceback(source.text, tb, catalog)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from cockpit.remote.base import Host, HostError, RunResult
-from cockpit.sglang.explain import explain
+from cockpit.sglang.explain import explain_traceback
 from cockpit.sglang.flags import Catalog, Flag
 from cockpit.sglang.rules import eagle_violation
 from cockpit.systemd.unit_args import Item, parse_items
@@ -264,8 +264,7 @@ async def read_dry_run(host: Host, python: str, result: RunResult, argv: Sequenc
     if frame is not None and frame.line is not None:
         try:
             source = (await host.read_file(frame.file)).decode("utf-8", "replace")
-            explained = explain(source, frame.file, frame.line, exception=tb.exception or "",
-                                message=tb.message, catalog=catalog)
+            explained = explain_traceback(source, tb, catalog)
             flags, detail = explained.flags, " " + explained.sentence()
         except (HostError, SyntaxError, ValueError):
             pass
