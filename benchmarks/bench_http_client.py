@@ -8,25 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-from _common import emit
+from _common import emit, free_port, start_standin
 
-from cockpit.sglang.releases import sglang_source
 
-ROOT = Path(__file__).resolve().parents[1]
 PER_STREAM, CAPACITY, OUTPUT = 20.0, 2000.0, 64
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def body() -> dict:
@@ -83,11 +70,7 @@ async def measure(client, url: str, n: int) -> dict:
 
 async def main() -> None:
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COCKPIT_STANDIN_SGLANG_ROOT=str(sglang_source("0.5.23")),
-               COCKPIT_STANDIN_STARTUP_S="0.1", COCKPIT_STANDIN_ACCESS_LOG="0",
-               COCKPIT_STANDIN_TOKENS_PER_S=str(PER_STREAM), COCKPIT_STANDIN_CAPACITY=str(CAPACITY))
-    proc = subprocess.Popen([sys.executable, "-m", "cockpit.lab.standin", "--model-path", "/m", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_standin(port, tokens_per_s=PER_STREAM, capacity=CAPACITY)
     try:
         await asyncio.sleep(2)
         url = f"http://127.0.0.1:{port}/v1/completions"

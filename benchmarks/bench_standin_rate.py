@@ -7,19 +7,13 @@ output tok/s, per-stream tok/s and per-token ITL; `within_5pct` for each.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-from _common import emit
+from _common import emit, free_port, start_standin
 
-from cockpit.sglang.releases import sglang_source
 from cockpit.load.runner import LoadConfig, Runner
 
-ROOT = Path(__file__).resolve().parents[1]
 CASES = [
     # (concurrency, requests, tokens/s per stream, capacity, accept_len)
     (1, 6, 100.0, 0.0, 1.0),
@@ -30,20 +24,9 @@ CASES = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def run_case(conc: int, requests: int, rate: float, capacity: float, accept: float) -> dict:
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COCKPIT_STANDIN_SGLANG_ROOT=str(sglang_source("0.5.23")),
-               COCKPIT_STANDIN_STARTUP_S="0.1", COCKPIT_STANDIN_ACCESS_LOG="0",
-               COCKPIT_STANDIN_TOKENS_PER_S=str(rate), COCKPIT_STANDIN_CAPACITY=str(capacity),
-               COCKPIT_STANDIN_ACCEPT_LEN=str(accept))
-    proc = subprocess.Popen([sys.executable, "-m", "cockpit.lab.standin", "--model-path", "/m", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_standin(port, tokens_per_s=rate, capacity=capacity, accept_len=accept)
     try:
         deadline = time.monotonic() + 20
         while True:

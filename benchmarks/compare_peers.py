@@ -95,8 +95,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import ROOT, emit, free_port, start_standin
 
 # The established benchmarks that install and run on a CPU machine (NOTES.md, "Load runs"): PyPI
 # name, pinned version, the venv the script looks in by default, the executable it runs.
@@ -106,12 +105,6 @@ PEERS: dict[str, dict[str, str]] = {
     "evalscope": {"package": "evalscope", "version": "1.14.1", "venv": "/tmp/evalscope-venv", "exe": "evalscope",
                   "extras": "[perf]"},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_ready(url: str, deadline_s: float = 30.0) -> None:
@@ -222,18 +215,6 @@ async def thin_level(port: int, c: int, n: int, input_len: int, output_len: int)
     return {"output_tokens_per_s": sum(r[2] for r in results) / wall, "ttft_ms_mean": statistics.mean(ttfts),
             "ttft_ms_p50": statistics.median(ttfts), "duration_s": wall,
             "round_start_spread_ms_mean": round(statistics.mean(spreads), 1) if spreads else None}
-
-
-def start_standin(args: argparse.Namespace, port: int) -> subprocess.Popen:
-    from cockpit.sglang.releases import sglang_source
-
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COCKPIT_STANDIN_SGLANG_ROOT=str(sglang_source("0.5.23")),
-               COCKPIT_STANDIN_STARTUP_S="0.1", COCKPIT_STANDIN_ACCESS_LOG="0",
-               COCKPIT_STANDIN_TOKENS_PER_S=str(args.tokens_per_s), COCKPIT_STANDIN_CAPACITY=str(args.capacity),
-               COCKPIT_STANDIN_TTFT_BASE_MS=str(args.ttft_base_ms),
-               COCKPIT_STANDIN_PREFILL_TOKENS_PER_S=str(args.prefill_tokens_per_s))
-    return subprocess.Popen([sys.executable, "-m", "cockpit.lab.standin", "--model-path", "/m", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def cockpit_cmd(url: str, c: int, n: int, args: argparse.Namespace, out: Path) -> list[str]:
@@ -468,7 +449,8 @@ def main() -> int:
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start_standin(args, port)
+    server = start_standin(port, tokens_per_s=args.tokens_per_s, capacity=args.capacity,
+                           ttft_base_ms=args.ttft_base_ms, prefill_tokens_per_s=args.prefill_tokens_per_s)
     rows = []
     commands = []
     try:
@@ -521,10 +503,9 @@ def main() -> int:
         "agree_within_5pct_output_tokens_per_s": all(r["within_5pct"]["output_tokens_per_s"] for r in rows),
         "agree_within_5pct_ttft": all(r["within_5pct"]["ttft_ms_mean"] and r["within_5pct"]["ttft_ms_p50"] for r in rows),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
+    emit(result)
     if args.out:
-        args.out.write_text(text + "\n")
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0
