@@ -25,7 +25,7 @@ from cockpit.systemd.entry import JournalEntry
 from cockpit.traceback.model import Traceback
 from cockpit.traceback.render import summary
 from cockpit.ui.panes.cursor import CursorView
-from cockpit.ui.panes.journal_rows import MAIN, SEPARATOR, Filter, JournalRows
+from cockpit.ui.panes.journal_rows import MAIN, SEPARATOR, Filter, JournalRows, is_frame_line
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 TIME_WIDTH = 16
@@ -215,7 +215,7 @@ class JournalView(CursorView):
                 line = record.lines[part]
                 text = "  │ " + display_text(line)
                 style = base + self._style("journal--traceback-open")
-                if line.lstrip().startswith(("File ", "| File ")):
+                if is_frame_line(line):
                     style = style + self._style("journal--frame")
                 stamp_time = record.times[part] if part < len(record.times) else None
         else:
@@ -325,7 +325,7 @@ class JournalView(CursorView):
     def _failing_frame_line(record: Traceback) -> int:
         """The index in `record.lines` of its last `File "...", line N` line (0 when none)."""
         for k in range(len(record.lines) - 1, -1, -1):
-            if record.lines[k].lstrip(" |").startswith("File "):
+            if is_frame_line(record.lines[k]):
                 return k
         return 0
 

@@ -29,6 +29,11 @@ _EXIT_RE = re.compile(r"Main process exited, code=(\w+), status=(\S+)")
 _FRAME_RE = re.compile(r'^\s*(?:\| )?\s*File "([^"]+)", line (\d+)')
 
 
+def is_frame_line(line: str) -> bool:
+    """`  File "...", line N`, also inside an exception group's `| ` margins."""
+    return line.lstrip(" |").startswith("File ")
+
+
 @dataclass(frozen=True)
 class Filter:
     """Which records to show: all of these that are set must hold."""
