@@ -17,18 +17,20 @@ KbdInteractiveAuthentication no
 UseDNS no
 CONF
 
-# `operator`: the non-root path. Reads the journal; may change units only through sudo -n.
+# `operator`: the non-root path. Reads the journal; may change units only through sudo -n:
+# systemctl, and the cockpit's write contract (install to a temp file, mv onto the unit, rm of
+# its temp files and old backups).
 useradd --create-home --shell /bin/bash --gid operator --groups systemd-journal operator
 passwd --lock operator >/dev/null
 cat > /etc/sudoers.d/operator <<'CONF'
-operator ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/install
+operator ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/install, /usr/bin/mv, /usr/bin/rm
 CONF
 chmod 0440 /etc/sudoers.d/operator
 
 # Where the fixture tracebacks say SGLang lives; the source of one release is bind-mounted
 # into site-packages at boot.
 python3 -m venv --without-pip /opt/sglang/venv
-mkdir -p /opt/sglang/venv/lib/python3.11/site-packages/sglang /opt/cockpit /opt/cockpit-lab/guest
+mkdir -p /opt/sglang/venv/lib/python3.11/site-packages/sglang /opt/cockpit /opt/cockpit-lab/guest /opt/cockpit-lab/units
 
 # The provisioning hook: a generator runs before units are loaded, so the demo unit it
 # installs from the bind-mounted guest directory starts in the same boot, with no reload.

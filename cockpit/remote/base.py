@@ -36,6 +36,10 @@ class ConnectionLost(HostError):
     """The connection dropped (or keepalive found the host dead); reconnecting may help."""
 
 
+class FileMissing(HostError):
+    """The path names no file on the host."""
+
+
 @dataclass(frozen=True)
 class RunResult:
     argv: tuple[str, ...]
@@ -101,14 +105,27 @@ class Host(abc.ABC):
         """Follow a command's stdout line by line; leaving the context ends the command."""
 
     @abc.abstractmethod
-    async def read_file(self, path: str, *, limit: int = 64 << 20) -> bytes: ...
+    async def read_file(self, path: str, *, limit: int = 64 << 20) -> bytes:
+        """The file's bytes (FileMissing when there is none)."""
 
     @abc.abstractmethod
     async def stat(self, path: str) -> FileStat: ...
 
     @abc.abstractmethod
-    async def write_file_atomic(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Write to a temp file beside `path`, fsync, chmod, rename over it."""
+    async def realpath(self, path: str) -> str:
+        """`path` with every symlink and `..` resolved, as the host sees it."""
+
+    @abc.abstractmethod
+    async def write_file(self, path: str, data: bytes, mode: int) -> None:
+        """Create or truncate `path`, write, fsync, chmod: a building block of `replace_file`,
+        never a way to change a file a reader may be looking at."""
+
+    @abc.abstractmethod
+    async def rename(self, source: str, target: str) -> None:
+        """rename(2): atomically put `source` in place of `target`."""
+
+    @abc.abstractmethod
+    async def remove(self, path: str, *, missing_ok: bool = False) -> None: ...
 
     @abc.abstractmethod
     async def http_request(self, method: str, host: str, port: int, path: str, *,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from pathlib import Path
-from typing import AsyncIterator, Sequence
+from typing import AsyncIterator, Callable, Sequence, TypeVar
 
-from cockpit.localfs import write_atomic
 from cockpit.remote import http
-from cockpit.remote.base import FileStat, Host, HostError, LineStream, RunResult
+from cockpit.remote.base import FileMissing, FileStat, Host, HostError, LineStream, RunResult
+
+T = TypeVar("T")
 
 
 class _ProcessLines(LineStream):
@@ -49,11 +49,13 @@ class LocalHost(Host):
             return RunResult(tuple(argv), 127, b"", f"{argv[0]}: command not found".encode())
         try:
             out, err = await asyncio.wait_for(proc.communicate(input), timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
-            raise
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            raise HostError(f"`{argv[0]}` on {self.name} did not finish within {timeout:.0f} s") from None
         return RunResult(tuple(argv), proc.returncode or 0, out, err)
 
     async def query(self, argv: Sequence[str], *, timeout: float = 10.0) -> RunResult:
@@ -78,31 +80,48 @@ class LocalHost(Host):
                         proc.kill()
                     await proc.wait()
 
+    async def _file_op(self, path: str, doing: str, op: Callable[[], T]) -> T:
+        try:
+            return await asyncio.to_thread(op)
+        except FileNotFoundError:
+            raise FileMissing(f"{path} does not exist on {self.name}") from None
+        except PermissionError:
+            raise HostError(f"permission denied {doing} {path} on {self.name}") from None
+        except OSError as e:
+            raise HostError(f"{doing} {path} on {self.name} failed: {(e.strerror or str(e)).lower()}") from None
+
     async def read_file(self, path: str, *, limit: int = 64 << 20) -> bytes:
         def read() -> bytes:
             with open(path, "rb") as f:
                 return f.read(limit)
-        try:
-            return await asyncio.to_thread(read)
-        except FileNotFoundError:
-            raise HostError(f"{path} does not exist on {self.name}") from None
-        except PermissionError:
-            raise HostError(f"permission denied reading {path} on {self.name}") from None
+        return await self._file_op(path, "reading", read)
 
     async def stat(self, path: str) -> FileStat:
-        try:
-            st = await asyncio.to_thread(os.stat, path)
-        except FileNotFoundError:
-            raise HostError(f"{path} does not exist on {self.name}") from None
-        except PermissionError:
-            raise HostError(f"permission denied reading {path} on {self.name}") from None
+        st = await self._file_op(path, "reading", lambda: os.stat(path))
         return FileStat(st.st_size, st.st_mtime, st.st_mode, st.st_uid)
 
-    async def write_file_atomic(self, path: str, data: bytes, mode: int = 0o644) -> None:
+    async def realpath(self, path: str) -> str:
+        return await self._file_op(path, "reading", lambda: os.path.realpath(path, strict=True))
+
+    async def write_file(self, path: str, data: bytes, mode: int) -> None:
+        def write() -> None:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(path, mode)
+        await self._file_op(path, "writing", write)
+
+    async def rename(self, source: str, target: str) -> None:
+        await self._file_op(target, "writing", lambda: os.replace(source, target))
+
+    async def remove(self, path: str, *, missing_ok: bool = False) -> None:
         try:
-            await asyncio.to_thread(write_atomic, Path(path), data, mode)
-        except PermissionError:
-            raise HostError(f"permission denied writing {path} on {self.name}") from None
+            await self._file_op(path, "removing", lambda: os.unlink(path))
+        except FileMissing:
+            if not missing_ok:
+                raise
 
     async def http_request(self, method: str, host: str, port: int, path: str, *,
                            body: bytes | None = None, timeout: float = 5.0) -> tuple[int, bytes]:

@@ -3,10 +3,10 @@
 Order matters, and every step can stop the round with one sentence and nothing half-done:
 the files are re-read and compared with what was loaded (someone may have edited them on the
 host meanwhile); the new text is checked by `systemd-analyze verify` where the host has it;
-each file is backed up, then replaced atomically (root: SFTP temp, fsync, rename; with
-`sudo = true`: SFTP to /tmp, then `sudo -n install`, the only way a non-root account may write
-/etc/systemd/system); then daemon-reload, restart, and a watch until the ready line and a
-200 from /health, or the crash.
+each file is backed up from what is on disk, then replaced through the one write contract
+(cockpit.remote.replace: a temp file beside it, read back, re-checked, renamed; as root over
+SFTP, with `sudo = true` through `sudo -n install` and `sudo -n mv`); then daemon-reload,
+restart, and a watch until the ready line and a 200 from /health, or the crash.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ import posixpath
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Awaitable, Callable
 
 from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
+from cockpit.remote.replace import FileChanged, replace_file
+from cockpit.remote.sudo import explain_failure, privileged
 from cockpit.systemd import journal
-from cockpit.systemd.control import ControlError, UnitControl, explain_failure, privileged
+from cockpit.systemd.control import ControlError, UnitControl
 from cockpit.sglang.logparse import READY_TEXT
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.readiness import is_ready
@@ -30,6 +32,7 @@ from cockpit.systemd.status import fetch
 from cockpit.systemd.unit import decode, encode
 
 BACKUPS_KEPT = 10
+BACKUP_TAG = ".cockpit-bak."
 
 
 class ChangedOnHost(CockpitError):
@@ -47,7 +50,12 @@ class Watch:
 
 
 def backup_name(path: str, stamp: float | None = None) -> str:
-    return f"{path}.cockpit-bak.{time.strftime('%Y%m%dT%H%M%S', time.gmtime(stamp or time.time()))}"
+    """`PATH.cockpit-bak.20261201T080412.123456-3f9a`: microseconds and a random tail, so two
+    writes in one second never share a name, and names sort by time."""
+    when = stamp if stamp is not None else time.time()
+    micros = int(round((when % 1) * 1e6)) % 1_000_000
+    return (f"{path}{BACKUP_TAG}{time.strftime('%Y%m%dT%H%M%S', time.gmtime(when))}.{micros:06d}"
+            f"-{secrets.token_hex(2)}")
 
 
 async def _verify(host: Host, unit_name: str, texts: dict[str, str]) -> None:
@@ -60,7 +68,7 @@ async def _verify(host: Host, unit_name: str, texts: dict[str, str]) -> None:
         made = await host.run(["mkdir", "-m", "0700", work])
         if not made.ok:
             return
-        await host.write_file_atomic(f"{work}/{unit_name}", encode(fragment))
+        await replace_file(host, f"{work}/{unit_name}", encode(fragment))
         result = await host.run(["systemd-analyze", "verify", f"{work}/{unit_name}"], timeout=60)
         if result.returncode == 127:
             return  # the host has no systemd-analyze
@@ -73,14 +81,22 @@ async def _verify(host: Host, unit_name: str, texts: dict[str, str]) -> None:
 
 
 async def write_files(host: Host, cfg: HostConfig, unit_name: str, new: dict[str, str],
-                      loaded: dict[str, str]) -> list[str]:
-    """Replace each changed file; returns where the old texts were backed up."""
+                      loaded: dict[str, str], *,
+                      before_rename: Callable[[], Awaitable[None]] | None = None) -> list[str]:
+    """Replace each changed file (cockpit.remote.replace), refused when the host's copy is not
+    the text the edit started from; returns where the texts on disk were backed up.
+
+    The backup is made from the bytes read at write time, and the file is compared with those
+    bytes once more right before its rename: an edit someone made on the host meanwhile is
+    either refused or, if it landed in the last instant, at least in no way lost silently
+    (systemd has no lock; the modal says this check is best-effort)."""
+    on_disk: dict[str, bytes] = {}
     for path in new:
         try:
-            current = decode(await host.read_file(path))
+            on_disk[path] = await host.read_file(path)
         except HostError as e:
             raise ChangedOnHost(f"cannot re-read {path} on {host.name}: {e}") from None
-        if current != loaded.get(path):
+        if decode(on_disk[path]) != loaded.get(path):
             raise ChangedOnHost(f"{path} changed on {host.name} since it was loaded: reload it and make "
                                 "your change again (nothing was written)")
     await _verify(host, unit_name, new)
@@ -88,36 +104,29 @@ async def write_files(host: Host, cfg: HostConfig, unit_name: str, new: dict[str
     stamp = time.time()
     for path, text in new.items():
         backup = backup_name(path, stamp)
-        if cfg.sudo:
-            await _install(host, cfg, loaded[path], backup)
-            await _install(host, cfg, text, path)
-        else:
-            await host.write_file_atomic(backup, encode(loaded[path]))
-            await host.write_file_atomic(path, encode(text))
-            await _prune(host, path)
+        try:
+            await replace_file(host, backup, on_disk[path], sudo=cfg.sudo, expect=None)
+            await replace_file(host, path, encode(text), sudo=cfg.sudo, expect=on_disk[path],
+                               before_rename=before_rename)
+        except FileChanged as e:
+            raise ChangedOnHost(str(e)) from None
+        except HostError as e:
+            raise ControlError(str(e)) from None
         backups.append(backup)
+        await _prune(host, cfg, path)
     return backups
 
 
-async def _install(host: Host, cfg: HostConfig, text: str, target: str) -> None:
-    tmp = f"/tmp/.cockpit-{secrets.token_hex(6)}"
-    try:
-        await host.write_file_atomic(tmp, encode(text), mode=0o600)
-        argv = privileged(cfg, ["install", "-m", "0644", tmp, target])
+async def _prune(host: Host, cfg: HostConfig, path: str) -> None:
+    """Keep the last BACKUPS_KEPT backups of `path`."""
+    directory, name = posixpath.split(path)
+    listed = await host.run(["find", directory, "-maxdepth", "1", "-name", f"{name}{BACKUP_TAG}*"], timeout=30)
+    old = sorted(listed.text.split())[:-BACKUPS_KEPT]
+    if old:
+        argv = privileged(cfg.sudo, ["rm", "-f", "--", *old])
         result = await host.run(argv, timeout=30)
         if not result.ok:
             raise ControlError(explain_failure(host.name, cfg.user, argv, result))
-    finally:
-        await host.run(["rm", "-f", tmp], timeout=10)
-
-
-async def _prune(host: Host, path: str) -> None:
-    """Keep the last BACKUPS_KEPT backups of `path` (root only: sudo may not delete)."""
-    directory, name = posixpath.split(path)
-    listed = await host.run(["find", directory, "-maxdepth", "1", "-name", f"{name}.cockpit-bak.*"], timeout=30)
-    old = sorted(listed.text.split())[:-BACKUPS_KEPT]
-    if old:
-        await host.run(["rm", "-f", "--", *old], timeout=30)
 
 
 async def restart_and_watch(host: Host, cfg: HostConfig, unit: str, url_host_port: tuple[str, int], *,

@@ -36,7 +36,7 @@ class WriteModal(YesNoModal):
     def compose(self) -> ComposeResult:
         errors = [f for f in self.findings if f.severity == ERROR]
         files = ", ".join(self.edited.changed())
-        how = "sudo -n install" if self.sudo else "an atomic rename"
+        how = "sudo -n install to a temp file and sudo -n mv" if self.sudo else "a temp file and an atomic rename"
         with Vertical(classes="dialog", id="write-dialog"):
             yield Label(f"Write {self.unit} on {self.host} and restart it?", classes="dialog-title")
             with VerticalScroll(id="write-diff"):
@@ -48,9 +48,12 @@ class WriteModal(YesNoModal):
                     verdict.append(f"✗ {f.message}\n", "red")
             else:
                 verdict.append("✓ The pre-flight found nothing that stops the server.\n", "green")
-            verdict.append(f"\nWrites {files} by {how}, keeping a backup; runs systemd-analyze verify where the host "
-                           f"has it, daemon-reload, restarts {self.unit} and watches it until it is ready or crashes. "
-                           "SGLang stops serving until then.")
+            verdict.append(f"\nWrites {files} by {how}, keeping a backup of what is on disk; runs systemd-analyze "
+                           f"verify where the host has it, daemon-reload, restarts {self.unit} and watches it until "
+                           "it is ready or crashes. SGLang stops serving until then.\n")
+            verdict.append("The file is compared with the text you loaded right before it is replaced, and the write "
+                           "is refused if someone changed it; systemd has no lock, so this check is best-effort.",
+                           "dim")
             yield Static(verdict, classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Write anyway (y)" if errors else "Write and restart (y)", id="yes",
