@@ -2,7 +2,11 @@
 
 Lab N gets 10.213.N.0/30: the jump box side is .1, the lab is .2. The lab's only route is
 to 10.213.0.0/16, and forwarding is switched on for the lab veths alone (never globally),
-so labs reach each other (one lab can be another's ProxyJump) and nothing else.
+so labs reach each other (one lab can be another's ProxyJump) and nothing else. An
+`unreachable` route for 10.213.0.0/16 (below every lab's own) keeps a lab whose link is
+down, or that is gone, from being looked for through the jump box's default route: the
+connection fails at once with "no route to host", as it would for a host whose network is
+down, and nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -49,8 +53,12 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+UNREACHABLE_METRIC = "4242"
+
+
 def create(net: LabNet) -> None:
     remove(net)
+    _ip("route", "replace", "unreachable", f"{PREFIX}.0.0/16", "metric", UNREACHABLE_METRIC)
     _ip("netns", "add", net.netns)
     _ip("link", "add", net.host_if, "type", "veth", "peer", "name", "host0", "netns", net.netns)
     _ip("addr", "add", f"{net.host_address}/30", "dev", net.host_if)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from cockpit.config import Config
+from cockpit.errors import UsageError
 from cockpit.remote.base import Host, TrustPrompt
 from cockpit.remote.local import LocalHost
 from cockpit.remote.ssh import SSHHost
@@ -26,7 +27,7 @@ class HostPool:
             host: Host = LocalHost(name)
         else:
             if name in _seen:
-                raise ValueError(f"jump hosts loop: {' -> '.join(_seen + (name,))}")
+                raise UsageError(f"the jump hosts make a loop: {' -> '.join(_seen + (name,))}")
             jump = self.get(cfg.jump, _seen + (name,)) if cfg.jump else None
             host = SSHHost(cfg, trust_prompt=self.trust_prompt, jump=jump if isinstance(jump, SSHHost) else None,
                            on_state=(lambda state, detail, n=name: self.on_state(n, state, detail))
