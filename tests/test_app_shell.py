@@ -98,7 +98,7 @@ async def test_status_pane_draws_state_and_connection_trouble() -> None:
         await _feed(pilot, recorded_status(), connection=("reconnecting", "lost the connection to cockpit-lab"))
         text = str(app.query_one(StatusPane).render())
         assert "active (running)" in text and "ready ✓" in text and "pid 133" in text and "up 4m51s" in text
-        assert "⟳ reconnecting cockpit-lab: lost the connection to cockpit-lab" in text
+        assert "✗ reconnecting cockpit-lab: lost the connection to cockpit-lab" in text
 
 
 async def test_new_lines_do_not_move_the_view_while_reading() -> None:
@@ -115,7 +115,8 @@ async def test_new_lines_do_not_move_the_view_while_reading() -> None:
         view.append_entries(entries[:7])
         await pilot.pause()
         assert view.scroll_y == 0 and view.unread == 7
-        assert "7 new lines" in str(view.border_subtitle)
+        assert "7 new lines" in view.title_text()
+        assert "7 new lines" in str(view.parent.border_title)  # where the eye is
         await pilot.press("G")
         await pilot.pause()
         assert view.follow and view.unread == 0 and view.scroll_y == view.max_scroll_y
@@ -217,3 +218,50 @@ async def test_unknown_host_key_asks_in_a_modal(tmp_path, lab: LabHandle, monkey
             await asyncio.sleep(0.2)
         assert pane.status.active_state == "active"
     assert info.address in (tmp_path / "known_hosts").read_text()
+
+
+async def test_stale_data_says_its_age_and_never_ready() -> None:
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        pane = app.query_one(StatusPane)
+        await _feed(pilot, recorded_status())
+        assert "ready ✓" in str(pane.render()) and pane.trouble() is None and pane.size.height == 2
+        later = pane.received + 12.4
+        pane.clock = lambda: later  # the last status arrived 12 s ago: the host stopped answering
+        await pilot.pause(0.6)
+        text = str(pane.render())
+        assert "as of 12 s ago" in text and "readiness unknown" in text and "ready ✓" not in text
+        assert "✗ no answer from cockpit-lab for 12 s" in text
+        assert pane.size.height == 3  # the third line is drawn, not cut off
+        pane.show_connection("reconnecting", "lost the connection to cockpit-lab: Connection lost")
+        await pilot.pause()
+        assert "✗ connection lost 12 s ago, reconnecting: lost the connection" in str(pane.render())
+        pane.show_status(recorded_status())  # the host is back
+        await pilot.pause()
+        pane.show_connection("connected", None)
+        pane.clock = lambda: later + 0.5
+        await pilot.pause(0.6)
+        assert "ready ✓" in str(pane.render()) and pane.trouble() is None and pane.size.height == 2
+
+
+async def test_a_unit_that_disappears_says_unit_not_found() -> None:
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        pane = app.query_one(StatusPane)
+        await _feed(pilot, recorded_status())
+        pane.show_problem("missing", "unit sglang-demo.service not found on cockpit-lab")
+        await pilot.pause()
+        text = str(pane.render())
+        assert "unit not found" in text and "active (running)" not in text and "ready ✓" not in text
+
+
+def test_snapshot_stale_and_reconnecting(snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await _feed(pilot, recorded_status(), recorded_entries())
+        pane = pilot.app.query_one(StatusPane)
+        now = pane.received + 12.4
+        pane.clock = lambda: now  # the snapshot's "12 s ago" must not depend on how fast it is taken
+        pane.show_connection("reconnecting", "lost the connection to cockpit-lab: Connection lost")
+        pilot.app.journal_view.show_feed("not following (connection lost)")
+        await pilot.pause(0.6)
+    assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)

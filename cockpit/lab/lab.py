@@ -26,6 +26,7 @@ import cockpit
 from cockpit.errors import CockpitError, UsageError
 from cockpit.lab import image, network
 from cockpit.lab.paths import DEFAULT_NAME, run_root, state_root
+from cockpit.localfs import remove_stale
 from cockpit.sglang.releases import sglang_source
 
 DEFAULT_SGLANG = "0.5.23"
@@ -131,6 +132,12 @@ class Lab:
     def guest_keys(self) -> Path:
         return self.state_dir / "guest"
 
+    @property
+    def units_dir(self) -> Path:
+        """Unit files put here are installed and enabled at every boot of the lab (its root is a
+        fresh overlay each time), beside the demo unit: for tests, and for units of your own."""
+        return self.state_dir / "units"
+
     def _info_path(self) -> Path:
         return self.run_dir / "lab.json"
 
@@ -157,6 +164,10 @@ class Lab:
         with open(run_root() / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             self._stop_leftovers()
+            if not running_labs():  # no lab can have an aside-renamed tree mounted now
+                for cache in (image.images_root(), source.parent):
+                    if cache.is_dir():
+                        remove_stale(cache)
             index = self._free_index()
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "index").write_text(f"{index}\n")
@@ -212,8 +223,10 @@ class Lab:
         for cg in cgroups:
             cg.mkdir(exist_ok=True)
         dist_info = sorted(source.glob("sglang-*.dist-info"))
+        self.units_dir.mkdir(parents=True, exist_ok=True)
         binds = [
             (self.guest_keys, "/etc/ssh/lab"),
+            (self.units_dir, "/opt/cockpit-lab/units"),
             (GUEST_DIR, "/opt/cockpit-lab/guest"),
             (Path(cockpit.__file__).parent, "/opt/cockpit/cockpit"),
             (source / "sglang", f"{image.SITE_PACKAGES}/sglang"),

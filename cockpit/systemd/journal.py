@@ -1,12 +1,13 @@
 """Following a unit's journal over a Host, with the lessons of NOTES.md built in.
 
-- The backlog is read first with a plain `journalctl -n N`, then the follow starts with
-  `--after-cursor=<last cursor>` (or `-n all` when the unit has no entry yet): `-f` started
-  before a unit logs can lose its first lines.
+- The backlog is read first with a plain `journalctl -n N`, then the follow starts at
+  `--cursor=<last cursor>`, that entry dropped (or `-n all` when the unit has no entry yet):
+  `-f` started before a unit logs can lose its first lines.
 - `-o json --all`: fields over 4096 bytes would otherwise come back as null.
 - Only the fields the cockpit reads are asked for (`--output-fields`), which keeps the
   stream small and the parse cheap.
-- A dropped connection is resumed with `--after-cursor`: no gap and no duplicate.
+- A dropped connection, or any other failure, is resumed the same way: no gap and no
+  duplicate, across a reboot of the host too.
 - The UI keeps a bounded window; older entries are paged on demand by cursor.
 """
 
@@ -17,7 +18,7 @@ import inspect
 from typing import Awaitable, Callable
 
 from cockpit.errors import CockpitError
-from cockpit.remote.base import Host, HostError
+from cockpit.remote.base import Host
 from cockpit.systemd.entry import JournalEntry, parse_json_lines
 
 OUTPUT_FIELDS = "MESSAGE,_PID,PRIORITY,_SYSTEMD_INVOCATION_ID,INVOCATION_ID,_SYSTEMD_UNIT,UNIT,SYSLOG_IDENTIFIER"
@@ -84,29 +85,37 @@ class JournalFollower:
             await out
 
     async def run(self, on_batch: OnBatch) -> None:
-        """Follow forever; cancel the task to stop (the remote journalctl ends with it)."""
+        """Follow forever; cancel the task to stop (the remote journalctl ends with it).
+
+        Whatever goes wrong (a reset connection, a host that froze, journalctl ending, a
+        consumer that raised) leads to the same thing: wait, then resume after the last cursor
+        delivered. The wait grows with failures in a row and starts over once a follow has
+        delivered entries again."""
         failures = 0
-        if self.cursor is None and self.backlog:
-            while True:
-                try:
-                    await self._deliver(on_batch, await tail(self.host, self.unit, self.backlog))
-                    break
-                except HostError as e:
-                    failures += 1
-                    self._state("reconnecting", str(e))
-                    await asyncio.sleep(RETRY[min(failures, len(RETRY)) - 1])
         while True:
-            start = [f"--after-cursor={self.cursor}"] if self.cursor else ["-n", "all"]
+            delivered = self.delivered
             try:
-                await self._follow(journal_argv(self.unit, *start, "--follow"), on_batch)
+                if self.cursor is None and self.backlog:
+                    await self._deliver(on_batch, await tail(self.host, self.unit, self.backlog))
+                # `--cursor`, not `--after-cursor`: when the cursor's entry is gone (the host
+                # rebooted with a volatile journal) journalctl seeks to the nearest entry, and
+                # `--after-cursor` would skip that one, which was never delivered.
+                start = [f"--cursor={self.cursor}"] if self.cursor else ["-n", "all"]
+                await self._follow(journal_argv(self.unit, *start, "--follow"), on_batch, skip=self.cursor)
                 detail = "journalctl ended"
-            except HostError as e:
-                detail = str(e)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - every failure is a reason to reconnect, none to stop
+                detail = str(e) or type(e).__name__
+            if self.delivered > delivered:
+                failures = 0
             failures += 1
             self._state("reconnecting", detail)
             await asyncio.sleep(RETRY[min(failures, len(RETRY)) - 1])
 
-    async def _follow(self, argv: list[str], on_batch: OnBatch) -> None:
+    async def _follow(self, argv: list[str], on_batch: OnBatch, skip: str | None = None) -> None:
+        """Deliver what `argv` prints; its first entry is dropped when it is `skip` (the last
+        one delivered before)."""
         async with self.host.stream(argv) as lines:
             self._state("following")
             pending: list[bytes] = []
@@ -133,7 +142,12 @@ class JournalFollower:
                     ready.clear()
                     batch, pending[:] = pending[:], []
                     drained.set()
-                    await self._deliver(on_batch, parse_json_lines(batch))
+                    entries = parse_json_lines(batch)
+                    if skip is not None and entries:
+                        if entries[0].cursor == skip:
+                            entries = entries[1:]
+                        skip = None
+                    await self._deliver(on_batch, entries)
                     if done.is_set() and not pending:
                         break
             finally:

@@ -101,11 +101,13 @@ def _int(value: str) -> int | None:
 
 
 def parse_show(text: str, host: str) -> list[UnitStatus]:
-    """Blocks of `Key=Value` separated by blank lines, one per unit, in the order asked."""
+    """Blocks of `Key=Value` separated by blank lines, one per unit, in the order asked. Lines
+    end at "\n" only: str.splitlines() would also break at the \x1c-\x1e and \x85 a unit's
+    Description may hold."""
     out = []
     for block in text.strip("\n").split("\n\n"):
         props: dict[str, str] = {}
-        for line in block.splitlines():
+        for line in block.split("\n"):
             key, sep, value = line.partition("=")
             if sep:
                 props[key] = value
@@ -149,8 +151,13 @@ async def show(host: Host, units: Sequence[str]) -> list[UnitStatus]:
         result = await host.query(argv)
     if not result.ok:
         raise CockpitError(f"systemctl show on {host.name} failed: {result.text.strip() or result.returncode}")
-    return [status if status.unit else replace(status, unit=asked)
-            for asked, status in zip(units, parse_show(result.text, host.name))]
+    try:
+        statuses = parse_show(result.text, host.name)
+    except (ValueError, IndexError) as e:  # a parse fault is a sentence, never a crash
+        raise CockpitError(f"could not read `systemctl show` from {host.name}: {e}") from None
+    if len(statuses) != len(units):
+        raise CockpitError(f"`systemctl show` on {host.name} answered for {len(statuses)} of {len(units)} units")
+    return [status if status.unit else replace(status, unit=asked) for asked, status in zip(units, statuses)]
 
 
 async def fetch(host: Host, unit: str) -> UnitStatus:

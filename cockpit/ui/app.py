@@ -22,7 +22,7 @@ from cockpit.attempts import AttemptLog
 from cockpit.config import Config
 from cockpit.errors import CockpitError
 from cockpit.remote.pool import HostPool
-from cockpit.remote.source import SourceCache, SourceError, staleness
+from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, staleness
 from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.load.gpu import GpuSampler
 from cockpit.load.passive import ThroughputSeries
@@ -34,10 +34,11 @@ from cockpit.sglang.explain import explain
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import given_flags
 from cockpit.systemd import journal
-from cockpit.systemd.remote_unit import load_remote_unit, site_packages
+from cockpit.systemd.remote_unit import load_remote_unit, service_python
 from cockpit.systemd.unit import Unit
 from cockpit.systemd.control import UnitControl
-from cockpit.systemd.readiness import is_ready, server_info
+from cockpit.feeds import StatusPoll, supervise
+from cockpit.systemd.readiness import server_info
 from cockpit.systemd.status import fetch
 from cockpit.targets import Target, all_targets
 from cockpit.traceback.model import Traceback
@@ -56,9 +57,7 @@ from cockpit.ui.screens.trust import trust_modal
 from cockpit.ui.screens.write import WriteModal
 from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
 
-POLL_S = 1.0
 BACKLOG = 2000  # entries shown at first; older ones are paged from journald on demand
-READY_RECHECK_S = 15.0  # /health makes SGLang generate a token and log a line: ask sparingly once ready
 
 _ACTION_TEXT = {
     "restart": ("Restart", "SGLang stops serving now and loads the model again; requests in flight fail."),
@@ -93,12 +92,14 @@ class CockpitApp(App[None]):
         self.live = live
         self.pool = HostPool(config, trust_prompt=self._ask_trust, on_state=self._host_state)
         self.sources = SourceCache()
+        self.roots = PACKAGE_DIRS  # until the unit is read: where a traceback's file may be opened from
         self.catalogs = CatalogCache()
         self._prompt_kind: str | None = None
         self.unit_model: Unit | None = None
         self.catalog: Catalog | None = None
         self.backlog = BACKLOG
         self.passive = ThroughputSeries()
+        self._journal_feed = "connecting"
         self._gpu_started = False
         themes, self.theme_problems = discover()
         for theme in themes:
@@ -114,10 +115,12 @@ class CockpitApp(App[None]):
 
     def compose(self) -> ComposeResult:
         host, unit = (self.target.host, self.target.unit) if self.target else ("-", "no unit")
-        yield StatusPane(host, unit, id="status")
+        self._status = StatusPane(host, unit, id="status")
+        yield self._status
         with Horizontal(id="main"):
             with Vertical(id="journal-box"):
-                yield JournalView(id="journal")
+                self._journal = JournalView(id="journal")
+                yield self._journal
                 yield Input(id="prompt")
             yield TracebackList(id="tracebacks")
         with ContentSwitcher(id="detail"):
@@ -129,20 +132,22 @@ class CockpitApp(App[None]):
 
     @property
     def status_pane(self) -> StatusPane:
-        return self.query_one(StatusPane)
+        """Held, not queried: a modal on top (or the app closing) must not make it unreachable
+        to the feeds and timers."""
+        return self._status
 
     @property
     def journal_view(self) -> JournalView:
-        return self.query_one(JournalView)
+        return self._journal
 
     def on_mount(self) -> None:
+        self.set_interval(0.5, self._check_freshness)
         for problem in self.theme_problems:
             self.notify(problem, severity="warning", timeout=10)
         unknown = sorted(set(self.config.ui.keys) - self.binding_ids())
         if unknown:
             self.notify(f"[ui.keys] names no binding {unknown[0]!r}: see ? for the ids", severity="warning",
                         timeout=10)
-        self.query_one("#journal-box").border_title = "journal"
         self.query_one("#prompt").display = False
         self.query_one(TracebackList).display = False
         self.query_one("#detail").display = False
@@ -158,7 +163,7 @@ class CockpitApp(App[None]):
         self.workers.cancel_group(self, "feeds")
         assert self.target is not None
         self.sub_title = f"{self.target.unit} @ {self.target.host}"
-        self.query_one("#journal-box").border_title = f"journal · {self.target.unit}"
+        self.journal_view.set_label(f"journal · {self.target.unit}")
         self.poll_status()
         self.follow_journal()
         self.load_unit_model()
@@ -167,30 +172,23 @@ class CockpitApp(App[None]):
 
     @work(group="feeds", exit_on_error=False)
     async def poll_status(self) -> None:
+        """The one status poll, supervised: it never stops while the app shows this unit."""
         target = self.target
         assert target is not None
-        host = self.pool.get(target.host)
-        ready, checked_at, invocation = False, 0.0, None
-        while True:
-            try:
-                status = await fetch(host, target.unit)
-                now = asyncio.get_running_loop().time()
-                if status.active_state != "active":
-                    ready = False
-                elif not ready or status.invocation_id != invocation or now - checked_at > READY_RECHECK_S:
-                    ready, checked_at = await is_ready(host, *target.url_host_port), now
-                invocation = status.invocation_id
-                self.status_pane.show_status(replace(status, ready=ready))
-            except CockpitError as e:
-                self.status_pane.show_connection("error", str(e))
-            await asyncio.sleep(POLL_S)
+        pane = self.status_pane
+        poll = StatusPoll(self.pool.get(target.host), target.unit, target.url_host_port,
+                          on_status=pane.show_status, on_problem=pane.show_problem)
+        await supervise(poll.run, lambda detail: pane.show_problem("error", f"the status poll failed: {detail}"))
 
     @work(group="feeds", exit_on_error=False)
     async def follow_journal(self) -> None:
+        """The one journal feed, supervised; it resumes after the last cursor it delivered."""
         target = self.target
         assert target is not None
-        follower = journal.JournalFollower(self.pool.get(target.host), target.unit, backlog=self.backlog)
-        await follower.run(self.on_journal_batch)
+        follower = journal.JournalFollower(self.pool.get(target.host), target.unit, backlog=self.backlog,
+                                           on_state=self._journal_state)
+        await supervise(lambda: follower.run(self.on_journal_batch),
+                        lambda detail: self._journal_state("reconnecting", detail))
 
     def on_journal_batch(self, entries: list) -> None:
         self.journal_view.append_entries(entries)
@@ -200,9 +198,30 @@ class CockpitApp(App[None]):
             if point is not None:
                 pane.passive(point.gen_throughput, point.accept_len)
 
+    def _journal_state(self, state: str, detail: str | None) -> None:
+        self._journal_feed = state
+        self._check_freshness()
+
+    def _check_freshness(self) -> None:
+        """The journal's title says when its lines stopped being live: the follower is
+        reconnecting, or the host has answered nothing (status included) for two polls."""
+        if not self.live or self.target is None or not self.is_running:
+            return
+        pane = self.status_pane
+        state, _ = pane.connection
+        trouble = None
+        if self._journal_feed == "connecting":
+            trouble = "connecting…"
+        elif state in ("reconnecting", "error", "disconnected") or self._journal_feed != "following":
+            trouble = "not following (connection lost)"
+        elif pane.stale():
+            trouble = f"not following (no answer from {self.target.host} for {pane.age():.0f} s)"
+        self.journal_view.show_feed(trouble)
+
     def _host_state(self, host: str, state: str, detail: str | None) -> None:
         if self.target is not None and host == self.target.host and self.is_running:
             self.status_pane.show_connection(state, detail)
+            self._check_freshness()
 
     async def _ask_trust(self, host: str, fingerprint: str) -> bool:
         return bool(await self.push_screen_wait(trust_modal(host, fingerprint)))
@@ -250,12 +269,12 @@ class CockpitApp(App[None]):
 
     def switch_target(self, target: Target) -> None:
         self.target = target
-        pane = self.status_pane
-        pane.host, pane.unit, pane.status = target.host, target.unit, None
+        self.status_pane.reset(target.host, target.unit)
+        self._journal_feed = "connecting"
         self.journal_view.clear()
         self.query_one(TracebackList).show([])
         self.query_one("#detail").display = False
-        self.unit_model, self.catalog = None, None
+        self.unit_model, self.catalog, self.roots = None, None, PACKAGE_DIRS
         self._start_feeds()
 
     # -- tracebacks and source ---------------------------------------------------------------
@@ -286,7 +305,7 @@ class CockpitApp(App[None]):
         self.open_frame(event.traceback, event.frame)
 
     def on_source_pane_open(self, event: SourcePane.Open) -> None:
-        self.open_frame(event.traceback, event.frame)
+        self.open_frame(event.traceback, event.frame, anyway=event.anyway)
 
     def show_detail(self, name: str) -> None:
         switcher = self.query_one("#detail", ContentSwitcher)
@@ -302,7 +321,9 @@ class CockpitApp(App[None]):
         self.journal_view.focus()
 
     @work(exclusive=True, group="source", exit_on_error=False)
-    async def open_frame(self, traceback: Traceback, index: int) -> None:
+    async def open_frame(self, traceback: Traceback, index: int, anyway: bool = False) -> None:
+        """Open a frame's file from the host: under the service's Python roots only, unless
+        the user asked for this file (`O` on the refusal)."""
         pane = self.query_one(SourcePane)
         frame = traceback.frames[index]
         pane.traceback, pane.frame = traceback, index
@@ -312,11 +333,13 @@ class CockpitApp(App[None]):
         if self.target is None or frame.line is None:
             return
         host = self.pool.get(self.target.host)
+        pane.refused = False
         try:
-            source = await self.sources.get(host, frame.file)
+            source = await self.sources.get(host, frame.file, roots=None if anyway else self.roots)
         except SourceError as e:
             pane.view.show(Shown(host.name, frame.file, 0, 1, 1, 1), "", None)
-            pane.set_message(str(e))
+            pane.refused = isinstance(e, OutsideRoots)
+            pane.set_message(f"{e}. Press O to open it anyway." if pane.refused else str(e))
             return
         last = index == len(traceback.frames) - 1
         try:
@@ -357,12 +380,21 @@ class CockpitApp(App[None]):
             status = await fetch(host, target.unit)
             unit = await load_remote_unit(host, status)
             python = target.python or next(iter(unit.exec()), None)
-            root = await site_packages(host, python) if python else None
-            catalog = await self.catalogs.get(host, root) if root else None
-            self.unit_model, self.catalog = replace(unit, catalog=catalog), catalog
+            facts = await service_python(host, python, unit) if python else None
+            root = facts.purelib if facts else None
+            if facts is not None:
+                self.roots = facts.roots
         except CockpitError as e:
             self.unit_model, self.catalog = None, None
             self.notify(f"cannot load the unit's flags: {e}", severity="warning", timeout=8)
+            return
+        try:
+            catalog = await self.catalogs.get(host, root) if root else None
+        except CockpitError as e:  # the unit is still shown and editable, without SGLang's flag list
+            catalog = None
+            self.notify(f"SGLang's flag list could not be read ({e}): the editor checks nothing", severity="warning",
+                        timeout=8)
+        self.unit_model, self.catalog = replace(unit, catalog=catalog), catalog
 
     def action_edit_flags(self, focus: list[str] | None = None) -> None:
         if self.unit_model is None:

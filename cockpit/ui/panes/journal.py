@@ -4,7 +4,7 @@ Textual's Log and RichLog were 3x to 100x slower on a million lines (NOTES.md); 
 keeps a row model (journal_rows.py), builds a Strip for a row only when it is on screen, and
 takes entries in batches. Each traceback is one row until Enter unfolds it. New lines never
 move the view while the user reads older ones: following stops when they move up, and the
-border counts what arrived since.
+box's title counts what arrived since; the title also says when the feed is not live.
 """
 
 from __future__ import annotations
@@ -102,6 +102,13 @@ class JournalView(CursorView):
         self._widest = 0
         self.history_exhausted = False  # journald has nothing older than the first row
         self._paging = False
+        self.label = "journal"
+        self.feed_trouble: str | None = None
+        self.filter_text = ""
+        self._title = ""
+
+    def on_mount(self) -> None:
+        self._update_title()
 
     # -- data -----------------------------------------------------------------------------
 
@@ -159,7 +166,10 @@ class JournalView(CursorView):
         self._widest = 0
         self.cursor = 0
         self.follow = True
+        self.filter_text = ""
+        self.feed_trouble = None
         self._resize()
+        self._update_title()
         self.refresh()
 
     def _resize(self) -> None:
@@ -168,17 +178,40 @@ class JournalView(CursorView):
     def _gutter(self) -> int:
         return TIME_WIDTH if self.show_time else 0
 
-    def _update_title(self) -> None:
-        parts = []
+    def set_label(self, label: str) -> None:
+        self.label = label
+        self._update_title()
+
+    def show_feed(self, trouble: str | None) -> None:
+        """None while the journal arrives live; else what it is instead (`not following
+        (connection lost)`)."""
+        if trouble != self.feed_trouble:
+            self.feed_trouble = trouble
+            self._update_title()
+
+    def title_text(self) -> str:
+        """The box's title: what is shown and whether it is live, where the eye is."""
+        parts = [self.label]
+        if self.feed_trouble:
+            parts.append(self.feed_trouble)
         if self.model.filter.active:
-            parts.append("filtered (F to change)")
+            parts.append(f"filtered: {self.filter_text} (F to change)")
         if self.history_exhausted:
             parts.append("start of the journal")
         if self.unread and not self.follow:
-            parts.append(f"▼ {self.unread} new line{'s' * (self.unread != 1)} · f to follow")
-        else:
-            parts.append("following" if self.follow else "paused")
-        self.border_subtitle = " · ".join(parts)
+            parts.append(f"paused · ▼ {self.unread} new line{'s' * (self.unread != 1)} · G to follow")
+        elif not self.follow:
+            parts.append("paused · G to follow")
+        elif not self.feed_trouble:
+            parts.append("following")
+        return " · ".join(parts)
+
+    def _update_title(self) -> None:
+        title = self.title_text()
+        if title != self._title:
+            self._title = title
+            if self.parent is not None:  # the box the view sits in carries the border
+                self.parent.border_title = title  # type: ignore[attr-defined]
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -392,6 +425,7 @@ class JournalView(CursorView):
         except ValueError as e:
             return str(e)
         self.model.set_filter(new)
+        self.filter_text = text.strip()
         self.cursor = min(self.cursor, max(0, len(self.model.rows) - 1))
         self._resize()
         self._update_title()

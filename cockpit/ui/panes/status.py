@@ -1,18 +1,26 @@
-"""The status pane: the unit's state at a glance, and the connection's trouble when there is some.
+"""The status pane: the unit's state at a glance, how fresh that is, and the connection's trouble.
 
-It only draws what it is given (`show_status`, `show_connection`); the app's poller feeds it,
-so snapshot tests can feed it recorded states.
+It only draws what it is given (`show_status`, `show_problem`, `show_connection`); the status
+poll feeds it, so snapshot tests can feed it recorded states. What it shows is never older
+than it says: a status that has not been renewed for two poll intervals is drawn as the
+last known state with its age, readiness is then "unknown", never "ready ✓", and the third
+line says why (`connection lost 12 s ago, reconnecting`).
 """
 
 from __future__ import annotations
+
+import time
+from typing import Callable
 
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from cockpit.feeds import POLL_S
 from cockpit.fmt import duration, size
 from cockpit.systemd.status import UnitStatus
 
+STALE_AFTER_S = 2 * POLL_S
 _STATE_STYLE = {
     "active": "status-active",
     "reloading": "status-active",
@@ -21,50 +29,115 @@ _STATE_STYLE = {
     "failed": "status-failed",
     "inactive": "status-inactive",
 }
+_VERBS = {"reconnecting": "reconnecting", "error": "cannot connect to", "disconnected": "disconnected from"}
+_AFTER_LOSS = {"reconnecting": "reconnecting", "error": "cannot reconnect", "disconnected": "disconnected"}
+_TROUBLE = tuple(_VERBS)
 
 
 class StatusPane(Widget, can_focus=False):
-    """Two lines: state, readiness and identity; PID, uptime, restarts, last exit, resources."""
+    """State, readiness and identity; PID, uptime, restarts, last exit, resources; trouble."""
 
     COMPONENT_CLASSES = {"status-active", "status-starting", "status-failed", "status-inactive", "status-dim",
                          "status-warn"}
 
-    status: reactive[UnitStatus | None] = reactive(None, always_update=True)
-    connection: reactive[tuple[str, str | None]] = reactive(("connecting", None))
+    status: reactive[UnitStatus | None] = reactive(None, always_update=True, layout=True)
+    connection: reactive[tuple[str, str | None]] = reactive(("connecting", None), layout=True)
+    problem: reactive[tuple[str, str] | None] = reactive(None, layout=True)
 
     def __init__(self, host: str, unit: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.host = host
         self.unit = unit
+        self.clock: Callable[[], float] = time.monotonic  # a test may stop time
+        self.received: float | None = None  # self.clock() when `status` arrived
+        self._was_stale = False
+
+    def on_mount(self) -> None:
+        self.set_interval(0.5, self._tick)
+
+    def reset(self, host: str, unit: str) -> None:
+        self.host, self.unit, self.status, self.problem, self.received = host, unit, None, None, None
 
     def show_status(self, status: UnitStatus) -> None:
+        self.received = self.clock()
+        self.problem = None
         self.status = status
+
+    def show_problem(self, kind: str, sentence: str) -> None:
+        """kind "missing": systemd knows no such unit now (its old state is dropped); "error":
+        the last poll failed (the old state stays, and turns stale)."""
+        if kind == "missing":
+            self.status, self.received = None, None
+        self.problem = (kind, sentence)
 
     def show_connection(self, state: str, detail: str | None) -> None:
         self.connection = (state, detail)
+
+    def age(self) -> float | None:
+        return None if self.received is None else self.clock() - self.received
+
+    def stale(self) -> bool:
+        age = self.age()
+        return age is not None and age > STALE_AFTER_S
+
+    def trouble(self) -> str | None:
+        """What is wrong with the data shown, in a few words, or None while it is live."""
+        state, detail = self.connection
+        age = self.age()
+        if self.problem is not None and self.problem[0] == "missing":
+            return self.problem[1]
+        why = f": {detail}" if detail else ""
+        if state in _TROUBLE:
+            verb = _VERBS[state]
+            if age is None:
+                return f"{verb} {self.host}{why}"
+            if self.stale():
+                return f"connection lost {age:.0f} s ago, {_AFTER_LOSS[state]}{why}"
+            return f"{verb} {self.host}{why}"
+        if self.stale():
+            return f"no answer from {self.host} for {age:.0f} s" + (f": {self.problem[1]}" if self.problem else "")
+        return self.problem[1] if self.problem is not None else None
+
+    def _tick(self) -> None:
+        stale = self.stale()
+        if stale or stale != self._was_stale:
+            self.refresh(layout=stale != self._was_stale)
+        self._was_stale = stale
 
     def _style(self, name: str) -> str:
         return str(self.get_component_rich_style(name))
 
     def render(self) -> Text:
         st = self.status
+        stale = self.stale()
         text = Text(no_wrap=True, overflow="ellipsis")
+        trouble = self.trouble()
         if st is None:
-            text.append("○ ", self._style("status-dim"))
+            missing = self.problem is not None and self.problem[0] == "missing"
+            text.append("✗ " if missing else "○ ", self._style("status-failed" if missing else "status-dim"))
             text.append(f"{self.unit} on {self.host}", "bold")
-            text.append("  waiting for the first status…", self._style("status-dim"))
+            if missing:
+                text.append("  unit not found", self._style("status-failed"))
+                trouble = trouble if trouble and not trouble.startswith("unit ") else None
+            else:
+                text.append("  waiting for the first status…", self._style("status-dim"))
         else:
-            style = self._style(_STATE_STYLE.get(st.active_state, "status-dim"))
-            text.append("● ", style)
+            style = self._style("status-dim" if stale else _STATE_STYLE.get(st.active_state, "status-dim"))
+            text.append("○ " if stale else "● ", style)
             text.append(f"{st.active_state} ({st.sub_state})", style + " bold")
+            if stale:
+                text.append(f" as of {self.age():.0f} s ago", self._style("status-failed"))
             text.append("   ")
             text.append(st.unit, "bold")
             text.append(f" on {st.host}", self._style("status-dim"))
             text.append("   ")
-            if st.ready:
+            if stale:
+                text.append("readiness unknown", self._style("status-dim"))
+            elif st.ready:
                 text.append("ready ✓", self._style("status-active"))
             elif st.active_state == "active":
-                text.append("starting: /health not 200 yet", self._style("status-starting"))
+                label = "checking /health…" if st.ready is None else "starting: /health not 200 yet"
+                text.append(label, self._style("status-starting"))
             else:
                 text.append("not serving", self._style("status-failed"))
             if st.need_daemon_reload:
@@ -79,9 +152,7 @@ class StatusPane(Widget, can_focus=False):
                 f"invocation {st.invocation_id[:12] if st.invocation_id else '-'}",
             ]
             text.append(" · ".join(parts), self._style("status-dim"))
-        state, detail = self.connection
-        if state not in ("connected", "connecting") or (state == "connecting" and detail):
+        if trouble:
             text.append("\n")
-            label = {"reconnecting": "⟳ reconnecting", "error": "✗ cannot use", "disconnected": "○ disconnected"}
-            text.append(f"{label.get(state, state)} {self.host}: {detail or ''}", self._style("status-failed"))
+            text.append(f"✗ {trouble}", self._style("status-failed"))
         return text
