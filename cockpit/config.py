@@ -356,6 +356,26 @@ def _read_ui(r: _Reader, raw: Any) -> UIConfig:
 def parse(text: str, path: Path) -> Config:
     """Parse config text; `path` is only used in messages."""
     try:
+        return _parse(text, path)
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deeply to read (tables or arrays inside each other "
+                         "hundreds of levels down)") from None
+
+
+def _jump_loop(hosts: dict[str, HostConfig], start: str) -> list[str] | None:
+    """The names of a jump-host cycle reached from `start`, or None."""
+    chain = [start]
+    while True:
+        jump = hosts[chain[-1]].jump
+        if jump is None or jump not in hosts:
+            return None
+        if jump in chain:
+            return chain[chain.index(jump):] + [jump]
+        chain.append(jump)
+
+
+def _parse(text: str, path: Path) -> Config:
+    try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
@@ -368,6 +388,9 @@ def parse(text: str, path: Path) -> Config:
     for h in hosts.values():
         if h.jump == h.name:
             raise r.fail(("hosts", h.name, "jump"), "a host cannot be its own jump host")
+        loop = _jump_loop(hosts, h.name)
+        if loop is not None:
+            raise r.fail(("hosts", h.name, "jump"), f"the jump hosts make a loop: {' -> '.join(loop)}")
     profiles = {n: _read_profile(r, n, v) for n, v in r.table(doc.get("profiles", {}), ("profiles",)).items()}
     units = {n: _read_unit(r, n, v, hosts, profiles) for n, v in r.table(doc.get("units", {}), ("units",)).items()}
     ui = _read_ui(r, doc.get("ui", {}))
@@ -396,8 +419,12 @@ def load(explicit: str | None = None) -> Config:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path}: config file not found.") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, not a config file.") from None
     except PermissionError:
         raise UsageError(f"{path}: permission denied reading the config file.") from None
     except UnicodeDecodeError as e:
         raise UsageError(f"{path}: not UTF-8 text (byte {e.start}).") from None
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read the config file: {(e.strerror or str(e)).lower()}.") from None
     return parse(text, path)

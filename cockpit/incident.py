@@ -27,16 +27,17 @@ from typing import Any, Iterable, Sequence
 from cockpit.attempts import UNSET, Attempt, AttemptLog
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
-from cockpit.remote.source import SourceCache, staleness
+from cockpit.remote.source import PACKAGE_DIRS, SourceCache, SourceRoots, staleness
 from cockpit.sglang.catalogs import CatalogCache, package_root_of, remote_version
 from cockpit.sglang.explain import explain_traceback
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.logparse import READY_TEXT
 from cockpit.sglang.preflight import given_flags
+from cockpit.sglang.pysource import source_lines
 from cockpit.systemd import journal
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.readiness import server_info
-from cockpit.systemd.remote_unit import load_remote_unit, site_packages
+from cockpit.systemd.remote_unit import load_remote_unit, service_python
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
 from cockpit.traceback import Traceback, fold_entries, last_with_frames
@@ -521,7 +522,7 @@ def excerpt_of(text: str, host: str, tb: Traceback, *, catalog: Catalog | None =
     frame = tb.failing_frame
     if frame is None or frame.line is None:
         raise CockpitError("the last traceback names no source line")
-    lines = text.splitlines()
+    lines = source_lines(text)
     if not 1 <= frame.line <= len(lines):
         raise CockpitError(f"{frame.file} on {host} has {len(lines)} lines, not line {frame.line}: "
                            "the file changed since the crash")
@@ -539,12 +540,13 @@ def excerpt_of(text: str, host: str, tb: Traceback, *, catalog: Catalog | None =
 
 
 async def excerpt(host: Host, tb: Traceback, *, sources: SourceCache, catalog: Catalog | None,
-                  values: dict[str, str | None] | None) -> SourceExcerpt:
-    """`excerpt_of` the file as the host has it, with a warning when it changed after the crash."""
+                  values: dict[str, str | None] | None, roots: SourceRoots) -> SourceExcerpt:
+    """`excerpt_of` the file as the host has it, with a warning when it changed after the crash.
+    Only a file under the service's Python roots is read: the note never quotes another."""
     frame = tb.failing_frame
     if frame is None or frame.line is None:
         raise CockpitError("the last traceback names no source line")
-    source = await sources.get(host, frame.file)
+    source = await sources.get(host, frame.file, roots=roots)
     found = excerpt_of(source.text, host.name, tb, catalog=catalog, values=values)
     crashed = tb.times[0] / 1e6 if tb.times and tb.times[0] else None
     found.warning = staleness(source, crashed)
@@ -584,9 +586,11 @@ async def gather(host: Host, target: Target, *, since: str | None = None, load_r
     catalog = None
     python = target.python or (incident.command[0] if incident.command else None)
     root = None
+    roots = PACKAGE_DIRS
     if python:
         try:
-            root = await site_packages(host, python)
+            facts = await service_python(host, python, model)
+            root, roots = facts.purelib, facts.roots
         except HostError as e:
             incident.problems.append(f"where the service's Python keeps SGLang: {e}")
     if root:
@@ -623,7 +627,8 @@ async def gather(host: Host, target: Target, *, since: str | None = None, load_r
                 pass
         values = given_flags(incident.command, frame_catalog) if incident.command and frame_catalog else None
         try:
-            incident.source = await excerpt(host, last, sources=sources, catalog=frame_catalog, values=values)
+            incident.source = await excerpt(host, last, sources=sources, catalog=frame_catalog, values=values,
+                                            roots=roots)
         except CockpitError as e:
             incident.problems.append(f"the failing statement's source: {e}")
     return incident

@@ -7,11 +7,16 @@ Shared by the `LocalHost` transport and `cockpit unit set --in-place`; the cache
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable
+
+
+STALE_PREFIX = ".stale-"
 
 
 def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
@@ -45,18 +50,37 @@ def is_complete(target: Path) -> bool:
 
 def build_once(target: Path, make: Callable[[Path], None], stamp: str) -> Path:
     """`target`, made by `make(work_dir)` in a directory beside it and renamed into place only
-    when complete: an interrupted build leaves no half-made cache behind."""
+    when complete: an interrupted build leaves no half-made cache behind.
+
+    A running lab boots from (and bind-mounts) these directories, so one is never deleted:
+    builds of a cache take a lock, and the one that finds the target complete after waiting
+    returns it; an incomplete leftover is renamed aside (`.stale-*`, removed by
+    `remove_stale` when nothing can be using it), never removed under a reader."""
     if is_complete(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        make(work)
-        (work / "complete").write_text(stamp + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        work.rename(target)
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:  # one per target: builds nest
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_complete(target):  # another build finished it while this one waited
+            return target
+        work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            make(work)
+            (work / "complete").write_text(stamp + "\n")
+            if target.exists():
+                target.rename(target.parent / f"{STALE_PREFIX}{target.name}-{secrets.token_hex(4)}")
+            work.rename(target)
+        finally:
+            if work.exists():
+                shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def remove_stale(directory: Path) -> list[Path]:
+    """Delete the leftovers `build_once` renamed aside in `directory`; call it only when no lab
+    runs (one may still have such a tree mounted)."""
+    removed = []
+    for stale in directory.glob(f"{STALE_PREFIX}*"):
+        shutil.rmtree(stale, ignore_errors=True)
+        removed.append(stale)
+    return removed

@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cockpit.traceback import Folder, Traceback, cli
+from cockpit.traceback import Folder, Traceback, cli, fold_lines
 from tests.conftest import ROOT, LabHandle
 from tests.data.fold.checks import assert_every_line_once, assert_same
 
@@ -289,7 +289,7 @@ def check(records: list[dict], export: bytes, pieces: list[dict]) -> list[dict]:
 
 
 def fold_records(export: bytes) -> Folder:
-    return cli.fold(export.splitlines())
+    return fold_lines(export.splitlines())
 
 
 @pytest.mark.parametrize("name", ["one", "chained", "group", "syntax"])

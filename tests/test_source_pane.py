@@ -7,7 +7,7 @@ import asyncio
 import time
 
 from cockpit.config import Config, HostConfig
-from cockpit.remote.source import SourceCache, SourceError, staleness
+from cockpit.remote.source import PACKAGE_DIRS, SourceCache, SourceError, staleness
 from cockpit.remote.ssh import SSHHost
 from cockpit.sglang.explain import explain
 from cockpit.sglang.flags import load_catalog
@@ -55,20 +55,20 @@ async def test_source_errors_are_one_sentence(lab: LabHandle) -> None:
     cache = SourceCache()
     try:
         with pytest.raises(SourceError, match=f"^/opt/nope.py does not exist on {lab.name}$"):
-            await cache.get(root, "/opt/nope.py")
+            await cache.get(root, "/opt/nope.py", roots=None)
         lab.ssh("sh", "-c", "mkdir -p /root/private && echo 'x = 1' > /root/private/mod.py && chmod 700 /root/private")
         with pytest.raises(SourceError, match=f"^permission denied reading /root/private/mod.py on {lab.name}-operator$"):
-            await cache.get(operator, "/root/private/mod.py")
+            await cache.get(operator, "/root/private/mod.py", roots=None)
         with pytest.raises(SourceError, match="is not a file"):
-            await cache.get(root, "<frozen runpy>")
+            await cache.get(root, "<frozen runpy>", roots=PACKAGE_DIRS)
         module = "/opt/upgrade-test/site-packages/sglang/srt/mod.py"
         lab.ssh("sh", "-c", f"mkdir -p $(dirname {module}) && echo 'x = 1' > {module} && touch -d '-1 hour' {module}")
         started = time.time() - 60  # the process started a minute ago, after the file was written
-        source = await cache.get(root, module)
+        source = await cache.get(root, module, roots=PACKAGE_DIRS)
         assert staleness(source, started) is None  # older than the process
-        assert source is await cache.get(root, module)  # cached: same mtime, no second read
+        assert source is await cache.get(root, module, roots=PACKAGE_DIRS)  # cached: same mtime, no second read
         lab.ssh("sh", "-c", f"echo 'x = 2' > {module}")  # the package is upgraded after the process started
-        newer = await cache.get(root, module)
+        newer = await cache.get(root, module, roots=PACKAGE_DIRS)
         assert newer is not source and newer.text == "x = 2\n"
         warning = staleness(newer, started)
         assert warning is not None and "changed at" in warning and "the lines shown may not be the lines that ran" in warning

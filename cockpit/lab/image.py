@@ -43,8 +43,12 @@ class Recipe:
         return h.hexdigest()[:16]
 
 
+def images_root() -> Path:
+    return cache_root() / "images"
+
+
 def image_dir(recipe: Recipe = Recipe()) -> Path:
-    return cache_root() / "images" / recipe.key()
+    return images_root() / recipe.key()
 
 
 def rootfs(recipe: Recipe = Recipe()) -> Path:
@@ -66,7 +70,7 @@ def _run(argv: list[str], log) -> None:
 
 def _base(recipe: Recipe, log) -> Path:
     """The debootstrapped tree, before the setup script (cached on its own key)."""
-    base = cache_root() / "images" / f"base-{recipe.base_key()}"
+    base = images_root() / f"base-{recipe.base_key()}"
 
     def debootstrap(work: Path) -> None:
         _run(["debootstrap", "--variant=minbase", f"--include={','.join(recipe.packages)}",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from cockpit.sglang.flags import Catalog
-from cockpit.sglang.pysource import parse
+from cockpit.sglang.pysource import parse, source_lines
 from cockpit.traceback.model import Traceback
 
 _ARGS_NAMES = {"server_args", "args", "sa"}
@@ -173,7 +173,7 @@ def explain(source: str, path: str, line: int, *, exception: str = "", message: 
     chain = _path_to(tree, line)
     if not chain:
         raise ValueError(f"{path}:{line} is not inside any statement of the file")
-    lines = source.splitlines()
+    lines = source_lines(source)
     func = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     cls = next((n for n in reversed(chain) if isinstance(n, ast.ClassDef)), None)
     bound = _bound_names(func, cls.name if cls else None)

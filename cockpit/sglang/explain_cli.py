@@ -12,8 +12,7 @@ from pathlib import Path
 from cockpit.errors import CockpitError, UsageError
 from cockpit.sglang.explain import Explanation, explain_traceback
 from cockpit.sglang.flags import Catalog, load_catalog
-from cockpit.traceback.cli import fold
-from cockpit.traceback.fold import last_with_frames
+from cockpit.traceback.fold import fold_lines, last_with_frames
 from cockpit.traceback.model import Traceback
 
 
@@ -32,7 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def last_traceback(path: str) -> Traceback:
     data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    found = last_with_frames(fold(data.splitlines()).records)
+    found = last_with_frames(fold_lines(data.splitlines()).records)
     if found is None:
         raise UsageError(f"{path}: no Python traceback with a frame in it")
     return found
@@ -65,7 +64,7 @@ def _explain_local(tb: Traceback, root: Path) -> Explanation:
 async def _explain_remote(tb: Traceback, host_name: str, config_path: str | None) -> Explanation:
     from cockpit import config as config_mod
     from cockpit.remote.pool import HostPool
-    from cockpit.remote.source import SourceCache
+    from cockpit.remote.source import PACKAGE_DIRS, SourceCache
     from cockpit.sglang.catalogs import CatalogCache, package_root_of
 
     frame = tb.failing_frame
@@ -73,7 +72,9 @@ async def _explain_remote(tb: Traceback, host_name: str, config_path: str | None
     pool = HostPool(config_mod.load(config_path))
     try:
         host = pool.get(host_name)
-        source = await SourceCache().get(host, frame.file)
+        # A traceback can name any file: only one inside a site-packages or dist-packages
+        # directory (where SGLang lives) is read.
+        source = await SourceCache().get(host, frame.file, roots=PACKAGE_DIRS)
         root = package_root_of(frame.file)
         catalog = await CatalogCache().get(host, root) if root else None
     finally:

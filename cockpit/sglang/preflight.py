@@ -235,8 +235,7 @@ async def read_dry_run(host: Host, python: str, result: RunResult, argv: Sequenc
                        catalog: Catalog | None) -> tuple[str, list[Finding]]:
     """(outcome, findings) of the probe's output; a traceback's failing statement is read from
     the host, as a crash's would be."""
-    from cockpit.traceback.cli import fold
-    from cockpit.traceback.fold import last_with_frames
+    from cockpit.traceback.fold import fold_lines, last_with_frames
 
     out = result.text + "\n" + result.error_text
     if "COCKPIT-NO-SGLANG" in out:
@@ -246,7 +245,7 @@ async def read_dry_run(host: Host, python: str, result: RunResult, argv: Sequenc
     if "COCKPIT-PREFLIGHT-OK" in out:
         return "passed", []
     given = given_flags(argv, catalog) if catalog is not None else {}
-    tb = last_with_frames(fold(out.encode().splitlines()).records)
+    tb = last_with_frames(fold_lines(out.encode().splitlines()).records)
     if tb is None:
         last = (result.error_text or result.text).strip().splitlines()[-1:] or ["no output"]
         refusal = _ARGPARSE_REFUSAL.search(last[0])

@@ -68,16 +68,19 @@ _decode_any = msgspec.json.Decoder().decode
 
 
 def _message_from(value: Any) -> tuple[str, bool]:
+    """MESSAGE as text, whatever shape a writer gave it: journald sends a string, an array of
+    byte values (invalid UTF-8 or control characters), or an array of strings (the field
+    stored twice); a number or an object written by some other tool is shown as its JSON."""
     if isinstance(value, str):
         return value, False
-    if isinstance(value, list):
-        try:
-            if value and isinstance(value[0], str):
-                return "\n".join(value), False  # MESSAGE stored more than once
-            return bytes(value).decode("utf-8", "replace"), True
-        except (ValueError, TypeError):
-            return "", True
-    return "", False  # null: a field journald did not send (without --all, over 4096 bytes)
+    if value is None:
+        return "", False  # a field journald did not send (without --all, over 4096 bytes)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return "\n".join(value), False  # MESSAGE stored more than once
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 256
+                                       for v in value):
+        return bytes(value).decode("utf-8", "replace"), True
+    return msgspec.json.encode(value).decode(), False
 
 
 def _int(value: Any) -> int | None:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from cockpit.errors import CockpitError
 from cockpit.sglang.flags import Catalog
@@ -175,9 +176,11 @@ class Unit:
     texts: Mapping[str, str]  # every text given, as given (environment files among them)
     catalog: Catalog | None = None
     _specifiers: dict[str, str] = field(init=False, repr=False, compare=False)
+    _memo: dict[str, Any] = field(init=False, repr=False, compare=False)  # what reading derives, once
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_specifiers", name_specifiers(self.name))
+        object.__setattr__(self, "_memo", {})
 
     @property
     def path(self) -> str:
@@ -211,6 +214,11 @@ class Unit:
 
     def exec_start(self) -> list[tuple[Where, Command]]:
         """Every command the effective `ExecStart=` runs, with the directive that defines it."""
+        if "exec_start" not in self._memo:
+            self._memo["exec_start"] = self._parse_exec_start()
+        return list(self._memo["exec_start"])
+
+    def _parse_exec_start(self) -> list[tuple[Where, Command]]:
         commands: list[tuple[Where, Command]] = []
         for where, entry in self._directives("ExecStart"):
             if not entry.value:
@@ -284,6 +292,16 @@ class Unit:
                 env.update({k: (v, path) for k, v in parse_env_file(text).items()})
         return env
 
+    def working_directory(self) -> str | None:
+        """The last `WorkingDirectory=` (its `-` prefix dropped); None when unset or `~`."""
+        values = [e.value for _, e in self._directives("WorkingDirectory")]
+        value = values[-1].lstrip("-") if values else ""
+        try:
+            path, _ = resolve_specifiers(value, self._specifiers) if value else ("", None)
+        except ExecSyntaxError:
+            return None
+        return path if path.startswith("/") else None
+
     def environment(self) -> dict[str, str]:
         """The variables the process gets from the unit: `Environment=`, overridden by the
         environment files whose text was given."""
@@ -292,9 +310,12 @@ class Unit:
         return env
 
     def _args(self) -> tuple[Command, list[Arg], set[str]]:
-        command = self._command()[1]
-        args, missing = expand_env(command, self.environment())
-        return command, args, missing
+        if "args" not in self._memo:
+            command = self._command()[1]
+            args, missing = expand_env(command, self.environment())
+            self._memo["args"] = (command, args, missing)
+        command, args, missing = self._memo["args"]
+        return command, list(args), set(missing)
 
     def exec(self) -> list[str]:
         """The argv systemd starts the process with."""

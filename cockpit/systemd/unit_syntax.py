@@ -142,18 +142,20 @@ def parse_unit_file(path: str, text: str) -> UnitFile:
     section: str | None = None
     pending: list[PhysicalLine] = []
     offsets: list[int] = []
-    joined = ""
+    parts: list[str] = []  # the logical line's pieces: joined once (a growing str was quadratic)
+    length = 0
     start = 0
 
     def close() -> None:
-        nonlocal section, joined
-        entry = _logical(path, start + 1, tuple(pending), tuple(offsets), joined, section)
+        nonlocal section, length
+        entry = _logical(path, start + 1, tuple(pending), tuple(offsets), "".join(parts), section)
         if entry.kind == "section":
             section = entry.section
         entries.append(entry)
         pending.clear()
         offsets.clear()
-        joined = ""
+        parts.clear()
+        length = 0
 
     for index, line in enumerate(split_lines(text)):
         content = line.text[1:] if index == 0 and line.text.startswith(BOM) else line.text
@@ -164,13 +166,14 @@ def parse_unit_file(path: str, text: str) -> UnitFile:
         if not pending:
             start = index
         pending.append(line)
-        offsets.append(len(joined))
+        offsets.append(length)
         if comment:
             continue
-        if _continues(content):
-            joined += content[:-1] + " "
+        piece = content[:-1] + " " if _continues(content) else content
+        parts.append(piece)
+        length += len(piece)
+        if piece is not content:
             continue
-        joined += content
         close()
     if pending:
         close()

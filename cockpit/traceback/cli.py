@@ -3,23 +3,32 @@
 Each input line is taken for a journal entry when it is a JSON object with a MESSAGE key
 (`journalctl -o json`), and for a line of plain text otherwise, so an export and a log
 copied from a terminal both work, mixed or not.
+
+It streams: input is read in chunks of what is there (a pipe from `journalctl -f` prints as
+it goes), each record is printed as soon as nothing can change it (a line that cannot start
+a traceback at once, a traceback when it ends) and then forgotten, so memory is bounded by the
+longest open traceback, not the input; a reader that stops (`| head`) stops it. In text
+output every control character is shown escaped (`\\x1b`), so a journal line cannot drive
+the terminal it is printed on.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import BinaryIO
 
 import msgspec
 
-from cockpit.systemd.entry import JournalEntry, parse_entry
-from cockpit.traceback.fold import Folder
+from cockpit.traceback.fold import Folder, Record, feed_lines
 from cockpit.traceback.render import as_text
 
-BATCH = 10_000
+CHUNK = 1 << 16
+LATE_LINES = 1000  # records after which a late line of an exited process is no longer waited for
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -27,7 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "fold", help="fold a journal export or a log into whole tracebacks",
         description="Reads `journalctl -o json` lines or plain text lines and prints every traceback "
                     "whole, its lines gathered from between other processes' lines, under a one-line "
-                    "header; other lines as they came.")
+                    "header; other lines as they came. Records are printed as soon as they are complete.")
     parser.add_argument("file", nargs="?", default="-", metavar="FILE",
                         help="the journal export or log to read (default: standard input)")
     parser.add_argument("--json", action="store_true",
@@ -35,61 +44,74 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
-def journal_entry(line: bytes) -> JournalEntry | None:
-    """The entry of a `journalctl -o json` line; None for any other line."""
-    return parse_entry(line) if line.startswith(b"{") else None
+def escape_controls(text: str) -> str:
+    """Control characters (ESC, NUL, a C1 byte...) as `\\x1b`; tabs stay."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
 
 
-def _lines(stream: BinaryIO) -> Iterator[bytes]:
-    for raw in stream:
-        yield raw[:-1] if raw.endswith(b"\n") else raw
+def chunks(stream: BinaryIO) -> Iterator[list[bytes]]:
+    """Complete lines, in lists of whatever arrived together; the last line may lack its newline."""
+    read = getattr(stream, "read1", stream.read)
+    rest = b""
+    while True:
+        data = read(CHUNK)
+        if not data:
+            break
+        lines = (rest + data).split(b"\n")
+        rest = lines.pop()
+        if lines:
+            yield lines
+    if rest:
+        yield [rest]
 
 
-def fold(lines: Iterable[bytes]) -> Folder:
-    """Everything read, every traceback closed: what the subcommand prints."""
+class Printer:
+    """Writes records as they settle; `records` counts what it wrote."""
+
+    def __init__(self, out: BinaryIO, as_json: bool) -> None:
+        self.out = out
+        self.as_json = as_json
+        self.records = 0
+        self._encode = msgspec.json.Encoder().encode
+
+    def write(self, records: list[Record]) -> None:
+        if not records:
+            return
+        if self.as_json:
+            data = b"".join(self._encode(r.to_json()) + b"\n" for r in records)
+        else:
+            data = "".join(escape_controls(t) + "\n" for t in as_text(records)).encode("utf-8", "replace")
+        self.out.write(data)
+        self.out.flush()
+        self.records += len(records)
+
+
+def stream_fold(stream: BinaryIO, printer: Printer) -> None:
     folder = Folder()
-    entries: list[JournalEntry] = []
-    for line in lines:
-        entry = journal_entry(line)
-        if entry is not None:
-            entries.append(entry)
-            if len(entries) >= BATCH:
-                folder.feed_batch(entries)
-                entries = []
-            continue
-        if entries:
-            folder.feed_batch(entries)
-            entries = []
-        text = line.decode("utf-8", "replace")
-        folder.feed_text(text[:-1] if text.endswith("\r") else text)
-    folder.feed_batch(entries)
+    for lines in chunks(stream):
+        feed_lines(folder, lines)
+        folder.release(LATE_LINES)
+        done = folder.settled()
+        printer.write(folder.records[:done])
+        folder.discard(done)
     folder.close()
-    return folder
-
-
-def _write(out: BinaryIO, folder: Folder, as_json: bool) -> None:
-    if as_json:
-        encode = msgspec.json.Encoder().encode
-        for record in folder.records:
-            out.write(encode(record.to_json()) + b"\n")
-    else:
-        for text in as_text(folder.records):
-            out.write(text.encode("utf-8", "replace") + b"\n")
+    printer.write(folder.records)
 
 
 def run(args: argparse.Namespace) -> int:
+    printer = Printer(sys.stdout.buffer, args.json)
     try:
         if args.file == "-":
-            folder = fold(_lines(sys.stdin.buffer))
+            stream_fold(sys.stdin.buffer, printer)
         else:
             with open(args.file, "rb") as stream:
-                folder = fold(_lines(stream))
+                stream_fold(stream, printer)
+    except BrokenPipeError:  # `cockpit fold x | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except IsADirectoryError:
+        print(f"cockpit: cannot read {args.file}: it is a directory.", file=sys.stderr)
+        return 2
     except OSError as e:
         print(f"cockpit: cannot read {args.file}: {e.strerror or e}.", file=sys.stderr)
         return 2
-    try:
-        _write(sys.stdout.buffer, folder, args.json)
-        sys.stdout.buffer.flush()
-    except BrokenPipeError:  # `cockpit fold x | head`: the reader has all it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

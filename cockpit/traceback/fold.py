@@ -26,7 +26,7 @@ import gc
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.entry import JournalEntry, parse_entry
 from cockpit.traceback.grammar import (EXCEPTION, FRAME, GROUP_HEADER, GROUP_TAILS, HEADER, RELATIONS,
                                        continues_frames, headerless_group_at, is_group_closing, is_group_line,
                                        is_log_line, log_rank)
@@ -151,6 +151,25 @@ class Folder:
                 op.index += n
         self._frame_like = {k: i + n for k, i in self._frame_like.items()}
         self._updated = {i + n for i in self._updated}
+
+    def settled(self) -> int:
+        """How many leading records can no longer change: everything before the first open
+        traceback, traceback closed by an exit (it may take a late line back) and line that
+        may still become a traceback. A stream printer prints and discards those."""
+        pending = [op.index for op in self._open.values()]
+        pending += [op.index for op in self._exited.values()]
+        pending += self._frame_like.values()
+        return min(pending, default=len(self.records))
+
+    def release(self, keep: int) -> None:
+        """Stop waiting for what is `keep` records or more behind the end: an exited traceback's
+        late line, or the next line of a frame-like line's stream. Late lines come within a few
+        entries; a stream that never logs again must not hold a stream printer's output for ever."""
+        limit = len(self.records) - keep
+        for key in [k for k, op in self._exited.items() if op.index < limit]:
+            del self._exited[key]
+        for key in [k for k, i in self._frame_like.items() if i < limit]:
+            del self._frame_like[key]
 
     @property
     def open_tracebacks(self) -> list[Traceback]:
@@ -311,6 +330,39 @@ class Folder:
         changes += [Change("appended", i) for i in range(n, len(self.records))]
         self._updated.clear()
         return changes
+
+
+def journal_entry(line: bytes) -> JournalEntry | None:
+    """The entry of a `journalctl -o json` line; None for any other line (plain text)."""
+    return parse_entry(line) if line.startswith(b"{") else None
+
+
+def feed_lines(folder: Folder, lines: Iterable[bytes], batch: int = 10_000) -> None:
+    """Feed raw lines, each a journal entry (a JSON object with a MESSAGE) or a line of plain
+    text, so that an export and a log copied from a terminal both fold, mixed or not."""
+    entries: list[JournalEntry] = []
+    for line in lines:
+        entry = journal_entry(line)
+        if entry is not None:
+            entries.append(entry)
+            if len(entries) >= batch:
+                folder.feed_batch(entries)
+                entries = []
+            continue
+        if entries:
+            folder.feed_batch(entries)
+            entries = []
+        text = line.decode("utf-8", "replace")
+        folder.feed_text(text[:-1] if text.endswith("\r") else text)
+    folder.feed_batch(entries)
+
+
+def fold_lines(lines: Iterable[bytes]) -> Folder:
+    """Everything read, every traceback closed (a finished export or a pasted log)."""
+    folder = Folder()
+    feed_lines(folder, lines)
+    folder.close()
+    return folder
 
 
 def fold_entries(entries: Iterable[JournalEntry]) -> list[Record]:

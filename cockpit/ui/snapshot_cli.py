@@ -171,6 +171,10 @@ async def render_screens(cfg: Config, target: Target, incident: Incident, folder
             except Exception as e:  # a failed worker is reported in the note, not raised
                 problems.append(f"the source pane could not open {tb.frames[-1].file}: {e}")
             pane = app.query_one(SourcePane)
+            if pane.refused:
+                problems.append(f"the failing frame's file {tb.frames[-1].file} is outside the service's Python "
+                                "roots: it was not opened, and no source screen was saved")
+                return images
             shown = pane.view.shown
             if shown is not None and shown.mtime:
                 key = (shown.host, shown.path, shown.mtime)

@@ -23,6 +23,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Static
 
+from cockpit.sglang.pysource import source_lines
 from cockpit.traceback.model import Traceback
 from cockpit.ui.panes.cursor import CursorView
 
@@ -87,7 +88,7 @@ class SourceView(CursorView):
 
     def show(self, shown: Shown, text: str, highlighted: list[HighlightedLine] | None) -> None:
         self.shown = shown
-        self.lines = text.splitlines()
+        self.lines = source_lines(text)
         self.highlighted = highlighted
         width = max((len(line) for line in self.lines), default=0)
         self.virtual_size = Size(width + self._gutter_width() + 2, len(self.lines))
@@ -192,16 +193,19 @@ class SourcePane(Vertical):
         Binding("N", "search_next(-1)", "Prev match", show=False, id="source.search_previous"),
         Binding("colon", "prompt('goto')", "Go to line", key_display=":", id="source.goto"),
         Binding("e", "edit", "Edit these flags", id="source.edit"),
+        Binding("O", "open_anyway", "Open anyway", show=False, id="source.open_anyway"),
         Binding("escape", "close", "Close", id="source.close"),
     ]
 
     class Open(Message):
-        """Ask the app to open a frame of a traceback in this pane."""
+        """Ask the app to open a frame of a traceback in this pane (`anyway`: the user asked for
+        this file even though it lies outside the service's Python roots)."""
 
-        def __init__(self, traceback: Traceback, frame: int) -> None:
+        def __init__(self, traceback: Traceback, frame: int, anyway: bool = False) -> None:
             super().__init__()
             self.traceback = traceback
             self.frame = frame
+            self.anyway = anyway
 
     class Closed(Message):
         pass
@@ -218,6 +222,7 @@ class SourcePane(Vertical):
         self.traceback: Traceback | None = None
         self.frame = 0
         self.flags: list[str] = []
+        self.refused = False  # the file shown was refused as outside the roots: `O` opens it
 
     def compose(self) -> ComposeResult:
         yield SourceView(id="source-view")
@@ -252,6 +257,10 @@ class SourcePane(Vertical):
         view = self.view
         if view.search is not None:
             view.find(view.search, forward=direction > 0)
+
+    def action_open_anyway(self) -> None:
+        if self.refused and self.traceback is not None:
+            self.post_message(self.Open(self.traceback, self.frame, anyway=True))
 
     def action_close(self) -> None:
         self.post_message(self.Closed())
