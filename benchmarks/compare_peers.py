@@ -97,7 +97,7 @@ from typing import Any
 
 from _common import ROOT, emit, free_port, start_standin
 
-# The established benchmarks that install and run on a CPU machine (NOTES.md, "Load runs"): PyPI
+# The established benchmarks that install and run on a CPU machine (docs/facts.md, "Load runs"): PyPI
 # name, pinned version, the venv the script looks in by default, the executable it runs.
 PEERS: dict[str, dict[str, str]] = {
     "aiperf": {"package": "aiperf", "version": "0.13.0", "venv": "/tmp/peer-venv", "exe": "aiperf"},

@@ -2,7 +2,7 @@
 
 `up` boots the cached image with `systemd-nspawn --boot --volatile=overlay` inside the lab's
 own network namespace, in a cgroup of its own (this jump box's PID 1 need not be systemd:
-NOTES.md lists what that takes), waits for sshd, and writes an ssh_config and a known_hosts
+docs/facts.md lists what that takes), waits for sshd, and writes an ssh_config and a known_hosts
 of the lab's own host key. `down` stops what `up` started, by the PID it recorded, then
 removes the namespace and the cgroups; it is safe to run twice.
 """

@@ -1,4 +1,4 @@
-"""`cockpit bench`: the load runner headless, a table on stdout and DESIGN.md's JSON in a file.
+"""`cockpit bench`: the load runner headless, a table on stdout and the JSON of docs/architecture.md in a file.
 
 With `--host/--unit` the server is reached through the SSH connection (a forwarded local
 port), since servers usually listen on the host's loopback only.

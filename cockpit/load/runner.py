@@ -213,7 +213,7 @@ class Runner:
 
 
 def run_record(config: LoadConfig, levels: Sequence[LevelResult], **extra: Any) -> dict[str, Any]:
-    """The JSON of a run: DESIGN.md's `{"config", "levels"}` plus what makes runs comparable later."""
+    """The JSON of a run: the `{"config", "levels"}` of docs/architecture.md plus what makes runs comparable later."""
     return {"config": config.to_json(), "levels": [lv.to_json() for lv in levels], **extra}
 
 

@@ -44,7 +44,7 @@ def _int_or_none(value: str | None) -> int | None:
 
 
 def eagle_check_location(version: str) -> str:
-    """The function that holds the EAGLE checks in this release (NOTES.md, SGLang section)."""
+    """The function that holds the EAGLE checks in this release (docs/facts.md, SGLang)."""
     v = release_tuple(version)
     if v <= (0, 5, 2):
         return "__post_init__"

@@ -1,4 +1,4 @@
-"""Following a unit's journal over a Host, with the lessons of NOTES.md built in.
+"""Following a unit's journal over a Host, with the lessons of docs/facts.md built in.
 
 - The backlog is read first with a plain `journalctl -n N`, then the follow starts at
   `--cursor=<last cursor>`, that entry dropped (or `-n all` when the unit has no entry yet):

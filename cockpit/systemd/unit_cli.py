@@ -1,6 +1,6 @@
 """`cockpit unit show|set`: the unit-file model, headless, on files of this machine.
 
-`show` prints what systemd will run (DESIGN.md's contract); `set` re-renders the file that
+`show` prints what systemd will run (the contract in docs/architecture.md); `set` re-renders the file that
 defines the effective `ExecStart=` with the flag changes, to stdout or, with `--in-place`,
 atomically (a temp file in the same directory, fsync, rename). Drop-ins are read from beside the
 unit file (`UNIT_FILE.d/*.conf`), environment files from the paths the unit names.

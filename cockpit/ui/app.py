@@ -151,6 +151,8 @@ class CockpitApp(App[None]):
         self.query_one("#prompt").display = False
         self.query_one(TracebackList).display = False
         self.query_one("#detail").display = False
+        if self.target is not None:
+            self.journal_view.set_label(f"journal · {self.target.unit}")
         self.journal_view.focus()
         if not self.live:
             return

@@ -2,7 +2,7 @@
 
 The screen is rendered once, through the same compositor call as `App.export_screenshot`, into
 a recording console that gives both the SVG and the text. The PNG is made offline from the SVG
-(NOTES.md):
+(docs/facts.md):
 
 - `rsvg-convert` (Debian's librsvg2-bin, about 0.1 s) drops leading spaces of a text element
   unless the root `<svg>` carries `xml:space="preserve"`: Rich writes `" on host"` as one text

@@ -1,5 +1,5 @@
 """Themes from TOML files: the shipped ones in the top-level `themes/`, the user's in
-~/.config/cockpit/themes/. Textual has no theme file loader (NOTES.md): each file becomes a
+~/.config/cockpit/themes/. Textual has no theme file loader (docs/facts.md): each file becomes a
 `Theme` and is registered. A bad file is reported in one sentence and skipped; the app then
 keeps the default theme. The last theme chosen is remembered in the state directory."""
 

@@ -1,6 +1,6 @@
 """The journal pane: a Line-API view over the folded journal; it renders only visible rows.
 
-Textual's Log and RichLog were 3x to 100x slower on a million lines (NOTES.md); this view
+Textual's Log and RichLog were 3x to 100x slower on a million lines (docs/facts.md); this view
 keeps a row model (journal_rows.py), builds a Strip for a row only when it is on screen, and
 takes entries in batches. Each traceback is one row until Enter unfolds it. New lines never
 move the view while the user reads older ones: following stops when they move up, and the

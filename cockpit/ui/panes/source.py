@@ -2,7 +2,7 @@
 
 The file is shown plain at once, then highlighted: pygments lexes the whole file once, in a
 thread (a slice lexes wrongly inside docstrings, and `Syntax(line_range=...)` re-lexes from the
-top on every jump: NOTES.md), and the lines are kept per host, path and mtime.
+top on every jump: docs/facts.md), and the lines are kept per host, path and mtime.
 """
 
 from __future__ import annotations
