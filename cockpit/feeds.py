@@ -16,7 +16,7 @@ from typing import Awaitable, Callable, NoReturn
 
 from cockpit.remote.base import Host
 from cockpit.systemd.readiness import is_ready
-from cockpit.systemd.status import UnitNotFound, UnitStatus, fetch
+from cockpit.systemd.status import UnitNotFound, UnitStatus, fetch, with_file_check
 
 POLL_S = 1.0
 READY_RECHECK_S = 15.0  # /health makes SGLang generate a token and log a line: ask sparingly once ready
@@ -75,12 +75,13 @@ class StatusPoll:
 
     async def poll_once(self) -> None:
         try:
-            status = await fetch(self.host, self.unit)
+            status = await with_file_check(self.host, await fetch(self.host, self.unit))
         except UnitNotFound as e:
             self._last = None
             self.on_problem("missing", str(e))
             return
         except Exception as e:  # noqa: BLE001 - the poll reports every failure and goes on
+            self._last = None
             self.on_problem("error", str(e) or type(e).__name__)
             return
         self._last = status

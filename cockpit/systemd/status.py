@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Sequence
 
 from cockpit.errors import CockpitError
-from cockpit.remote.base import Host
+from cockpit.remote.base import FileMissing, Host
 
 PROPERTIES = (
     "Id", "Description", "LoadState", "ActiveState", "SubState", "Result", "MainPID", "ExecMainCode",
@@ -49,6 +49,7 @@ class UnitStatus:
     cpu_ns: int | None = None
     unit_file_state: str | None = None
     ready: bool | None = None  # /health answered 200 (None: not checked)
+    fragment_deleted: bool = False  # the unit file is gone from disk while the unit is still loaded
     checked_at: float = field(default_factory=time.time)
 
     @property
@@ -160,10 +161,29 @@ async def show(host: Host, units: Sequence[str]) -> list[UnitStatus]:
     return [status if status.unit else replace(status, unit=asked) for asked, status in zip(units, statuses)]
 
 
+_RUNNING = ("active", "activating", "deactivating", "reloading")
+
+
 async def fetch(host: Host, unit: str) -> UnitStatus:
+    """One unit's status. A unit systemd does not know is an error, unless it still runs
+    (its file was deleted and daemon-reloaded under it): that one is a status that says so."""
     [status] = await show(host, [unit])
-    if status.load_state == "not-found":
+    if status.load_state == "not-found" and status.active_state not in _RUNNING:
         raise UnitNotFound(f"unit {unit} not found on {host.name}")
+    if status.load_state == "not-found":
+        return replace(status, fragment_deleted=True)
+    return status
+
+
+async def with_file_check(host: Host, status: UnitStatus) -> UnitStatus:
+    """`status`, marked when systemd wants a reload because its unit file was deleted (asked only
+    then: a stat per poll costs nothing when the file is as loaded)."""
+    if not status.need_daemon_reload or not status.fragment_path or status.fragment_deleted:
+        return status
+    try:
+        await host.stat(status.fragment_path)
+    except FileMissing:
+        return replace(status, fragment_deleted=True)
     return status
 
 

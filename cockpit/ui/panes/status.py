@@ -140,7 +140,11 @@ class StatusPane(Widget, can_focus=False):
                 text.append(label, self._style("status-starting"))
             else:
                 text.append("not serving", self._style("status-failed"))
-            if st.need_daemon_reload:
+            if st.fragment_deleted:
+                text.append(f"   unit file{' ' + st.fragment_path if st.fragment_path else ''} deleted: it still "
+                            "runs, a restart will fail",
+                            self._style("status-failed"))
+            elif st.need_daemon_reload:
                 text.append("   unit file changed on disk: daemon-reload needed", self._style("status-warn"))
             text.append("\n")
             parts = [

@@ -141,3 +141,35 @@ async def test_the_source_pane_refuses_then_opens_on_request(fault_lab: LabHandl
             assert time.monotonic() < deadline
             await asyncio.sleep(0.1)
         assert SECRET in pane.view.lines[0] and not pane.refused
+
+
+async def test_a_deleted_unit_file_is_said_and_a_gone_unit_is_not_found(fault_lab: LabHandle) -> None:
+    path = f"{DIR}/gone.service"
+    fault_lab.ssh("tee", path, input="[Service]\nExecStart=/bin/sleep infinity\n")
+    fault_lab.ssh("systemctl", "daemon-reload")
+    fault_lab.ssh("systemctl", "start", "gone.service")
+    app = CockpitApp(Config(), Target(fault_lab.name, "gone.service"), read_only=True)
+    try:
+        async with app.run_test(size=(160, 30)):
+            pane = app.status_pane
+
+            async def until(words: str) -> str:
+                deadline = time.monotonic() + 10
+                while words not in str(pane.render()):
+                    assert time.monotonic() < deadline, str(pane.render())
+                    await asyncio.sleep(0.2)
+                return str(pane.render())
+
+            await until("active (running)")
+            await asyncio.to_thread(fault_lab.ssh, "rm", path)
+            assert "active (running)" in await until(f"unit file {path} deleted: it still runs")
+            await asyncio.to_thread(fault_lab.ssh, "systemctl", "daemon-reload")
+            await asyncio.sleep(1.5)
+            assert "deleted: it still runs" in await until("active (running)")
+            await asyncio.to_thread(fault_lab.ssh, "systemctl", "stop", "gone.service")
+            text = await until("unit not found")
+            assert "active" not in text and "ready ✓" not in text
+    finally:
+        fault_lab.ssh("systemctl", "stop", "gone.service", check=False)
+        fault_lab.ssh("rm", "-f", path, check=False)
+        fault_lab.ssh("systemctl", "daemon-reload", check=False)
