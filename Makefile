@@ -25,8 +25,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 venv: deps $(VENV)/.installed
 
 demo: venv
-	$(VENV)/bin/cockpit lab up
-	$(VENV)/bin/cockpit --config cockpit/lab/demo.toml --unit demo
+	$(VENV)/bin/cockpit lab demo
 
 test: venv
 	$(PY) -m pytest -p no:cacheprovider

@@ -53,10 +53,17 @@ def _add_lab(sub: argparse._SubParsersAction) -> None:
     status = lab_sub.add_parser("status", help="is the lab up, and where")
     status.add_argument("--name", default=None)
     status.add_argument("--json", action="store_true")
-    ssh = lab_sub.add_parser("ssh", help="ssh into the lab (`-- CMD...` runs a command)")
+    ssh = lab_sub.add_parser("ssh", help="ssh into the lab (`-- ARGV...` runs exactly that argv; one quoted "
+                                         "string is a shell command)")
     ssh.add_argument("--name", default=None)
     ssh.add_argument("--user", default="root", choices=["root", "operator"])
     ssh.add_argument("remote_command", nargs=argparse.REMAINDER, metavar="-- CMD")
+    crash = lab_sub.add_parser("crash", help="make every rank of the lab's stand-in crash at once (watch the "
+                                             "tracebacks fold)")
+    crash.add_argument("--name", default=None)
+    crash.add_argument("--port", type=int, default=30000, help="the stand-in's --port (default 30000)")
+    demo = lab_sub.add_parser("demo", help="boot the lab and open the cockpit on its sglang-demo.service")
+    demo.add_argument("--name", default=None)
 
 
 def _add_target(p: argparse.ArgumentParser) -> None:
@@ -122,8 +129,22 @@ def _cmd_lab(args: argparse.Namespace) -> int:
         return 0 if labs else 1
     if args.lab_command == "ssh":
         command = args.remote_command[1:] if args.remote_command[:1] == ["--"] else args.remote_command
-        argv = lab.ssh_argv(args.user, command, shell=True)
+        argv = lab.ssh_argv(args.user, command, shell=len(command) == 1)
         os.execvp(argv[0], argv)
+    if args.lab_command == "crash":
+        from cockpit.lab.lab import crash
+
+        ranks = crash(lab, args.port)
+        print(f"the stand-in on {lab.name} crashes on {ranks} rank{'s' * (ranks != 1)} now: each prints "
+              "`Scheduler hit an exception: Traceback ...`, the journal folds each into one row, and systemd "
+              "restarts the unit (Restart=on-failure)")
+        return 0
+    if args.lab_command == "demo":
+        from cockpit.lab.lab import demo_config
+        from cockpit.ui.launch import open_app  # the only path here that loads Textual
+
+        info = lab.up(progress=lambda m: print(m, file=sys.stderr))
+        return open_app(demo_config(info.name), "demo", read_only=False)
     raise UsageError(f"unknown lab command {args.lab_command}")
 
 

@@ -63,6 +63,12 @@ class StatusPoll:
         self._asked_at = 0.0
         self._health: asyncio.Task[bool] | None = None
         self._last: UnitStatus | None = None
+        self._exit: tuple[str | None, str, float | None] | None = None  # (invocation, how, when)
+
+    def note_exit(self, how: str, when: float | None) -> None:
+        """An exit the journal reported (systemd's `Main process exited` line), for a status
+        that no longer carries it."""
+        self._exit = (None, how, when)
 
     async def run(self) -> NoReturn:
         try:
@@ -84,8 +90,17 @@ class StatusPoll:
             self._last = None
             self.on_problem("error", str(e) or type(e).__name__)
             return
+        status = self._with_previous_exit(status)
         self._last = status
         self.on_status(replace(status, ready=self._readiness(status)))
+
+    def _with_previous_exit(self, status: UnitStatus) -> UnitStatus:
+        if status.last_exit is not None:
+            self._exit = (status.invocation_id, status.last_exit, status.exec_main_exit)
+            return status
+        if self._exit is None or self._exit[0] == status.invocation_id:
+            return status
+        return replace(status, previous_exit=self._exit[1], previous_exit_at=self._exit[2])
 
     def _readiness(self, status: UnitStatus) -> bool | None:
         """What is known of readiness now; starts a health check when it may have changed."""

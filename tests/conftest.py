@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import subprocess
@@ -17,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("COCKPIT_SHARED") or (
     ROOT.parent / "shared" if (ROOT.parent / "shared" / "fixtures").is_dir() else ROOT / "tests" / "shared"))
 FIXTURES = SHARED / "fixtures"
-TEST_LAB = os.environ.get("COCKPIT_TEST_LAB", "cockpit-test")  # one name per concurrent test run
+# The test lab's name comes from the checkout, so two `make test` runs of two checkouts never
+# share a lab; COCKPIT_TEST_LAB names it (two runs of one checkout at once need two names).
+TEST_LAB = os.environ.get("COCKPIT_TEST_LAB") or f"ct-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]}"
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 os.environ["TZ"] = "UTC"  # journal times in snapshots
@@ -27,6 +30,16 @@ time.tzset()
 def pytest_configure(config: pytest.Config) -> None:
     if not FIXTURES.is_dir():
         raise pytest.UsageError(f"the shared fixtures are missing: {FIXTURES} (set COCKPIT_SHARED)")
+
+
+LAB_FIXTURES = {"lab", "fault_lab", "four_labs"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses a lab is a lab test, wherever it lives: `-m "not lab"` runs none of them."""
+    for item in items:
+        if LAB_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.lab)
 
 
 @pytest.fixture(autouse=True)

@@ -125,3 +125,89 @@ def test_snapshots(snap_compare, catalog, view) -> None:
         await pilot.pause()
     assert time.timezone == 0  # snapshots are taken in UTC (conftest)
     assert snap_compare(app_with_unit(catalog), terminal_size=(150, 50), run_before=run_before)
+
+
+def _select(pane: FlagsPane, name: str) -> None:
+    from textual.widgets import OptionList
+
+    options = pane.query_one("#flag-list", OptionList)
+    options.highlighted = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == name)
+
+
+async def test_enter_edits_a_value_in_place(catalog) -> None:
+    app = app_with_unit(catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        _select(pane, "--tp-size")
+        await pilot.press("enter")
+        await pilot.pause()
+        field = pane.query_one("#flag-input")
+        assert field.display and field.value == "8"
+        field.value = "4"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert dict((i.name, i.value) for i in pane.edited.flags())["--tp-size"] == "4"
+        assert "    --tp-size 4 \\\n" in pane.edited.render(UNIT)
+        assert "1 change not yet written (w writes)" in str(pane.query_one("#flags-head").render())
+
+
+async def test_a_flag_with_choices_offers_them(sglang_root) -> None:
+    app = app_with_unit(load_catalog(sglang_root("0.5.9")))  # 0.5.23 leaves the algorithm open (plugins)
+    async with app.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        _select(pane, "--speculative-algorithm")
+        await pilot.press("enter")
+        await pilot.pause()
+        box = pane.query_one("#flag-suggestions")
+        offered = [box.get_option_at_index(i).id for i in range(box.option_count)]
+        assert box.display and {"choice:EAGLE", "choice:EAGLE3", "choice:NEXTN"} <= set(offered)
+        pane.query_one("#flag-input").value = ""
+        for ch in "nex":
+            await pilot.press(ch)
+        await pilot.pause()
+        assert [box.get_option_at_index(i).id for i in range(box.option_count)] == ["choice:NEXTN"]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert dict((i.name, i.value) for i in pane.edited.flags())["--speculative-algorithm"] == "NEXTN"
+
+
+async def test_enter_on_a_switch_turns_it_off(catalog) -> None:
+    app = app_with_unit(catalog)
+    app.unit_model = app.unit_model.set_flag("--enable-metrics", None)
+    async with app.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        _select(pane, "--enable-metrics")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "--enable-metrics" not in dict((i.name, i.value) for i in pane.edited.flags())
+        assert not pane.query_one("#flag-input").display
+
+
+async def test_del_leaves_the_cursor_on_the_next_flag(catalog) -> None:
+    app = app_with_unit(catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        order = [i.name for i in pane.edited.flags()]
+        _select(pane, "--speculative-num-draft-tokens")
+        await pilot.press("delete")
+        await pilot.pause()
+        assert pane._selected_name() != "--model-path"  # it used to jump to the top: del, del lost it
+        after = pane._selected_name()
+        await pilot.press("delete")
+        await pilot.pause()
+        left = [i.name for i in pane.edited.flags()]
+        assert "--model-path" in left and after not in left and len(left) == len(order) - 2
+
+
+def test_the_timeline_keeps_words_apart_after_a_long_outcome() -> None:
+    from cockpit.ui.panes.attempts import describe
+
+    attempt = Attempt(3, "cockpit-lab", "sglang-demo.service", 1796032000.0, {}, {"--speculative-num-steps": "3"},
+                      {}, {}, outcome="crashed", seconds=12.25,
+                      traceback={"exception": "AssertionError"})
+    text = str(describe(attempt))
+    assert "AssertionError  --speculative-num-steps" in text and "AssertionError--" not in text

@@ -7,6 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from cockpit.lab.lab import Lab, _cgroup_dirs
 from cockpit.lab.network import LabNet
 from tests.conftest import FIXTURES, TEST_LAB, LabHandle
@@ -48,7 +50,7 @@ def test_journal_holds_the_standin_start_up(lab: LabHandle) -> None:
     assert lines.index(next(m for m in lines if "ready to roll" in m)) > 8
 
 
-def test_operator_may_only_use_sudo_for_systemctl_and_install(lab: LabHandle) -> None:
+def test_operator_may_only_use_sudo_for_systemctl_and_the_write_contract(lab: LabHandle) -> None:
     ok = lab.ssh("sudo", "-n", "systemctl", "is-active", "sglang-demo", user="operator", check=False)
     assert ok.stdout.strip() == "active"
     refused = lab.ssh("sudo", "-n", "cat", "/etc/shadow", user="operator", check=False)
@@ -96,6 +98,7 @@ def test_eagle_flags_fail_with_the_real_traceback_and_real_source(lab: LabHandle
         lab.ssh("systemctl", "restart", "sglang-demo")
 
 
+@pytest.mark.lab
 def test_down_is_idempotent_and_leaves_nothing(tmp_path: Path) -> None:
     second = Lab(f"{TEST_LAB}-b")
     info = second.up(progress=lambda m: None)
@@ -105,5 +108,36 @@ def test_down_is_idempotent_and_leaves_nothing(tmp_path: Path) -> None:
     assert not Path(net.netns_path).exists()
     assert not Path(f"/sys/class/net/{net.host_if}").exists()
     assert not any(cg.exists() for cg in _cgroup_dirs(second.name))
+    assert not second.state_dir.exists()  # keys, ssh_config and units go too
     assert second.down() is False  # twice is safe
     assert second.info() is None
+
+
+def _cockpit(*argv: str) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    return subprocess.run([str(Path(sys.executable).with_name("cockpit")), *argv], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_lab_ssh_runs_exactly_the_argv_and_one_string_as_a_shell_command(lab: LabHandle) -> None:
+    script = "import sys, urllib.request as u; print(sys.argv[1:], u.Request('http://x/', data=b'').method)"
+    out = _cockpit("lab", "ssh", "--name", lab.name, "--", "python3", "-c", script, "a b", "$HOME", "it's")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['a b', '$HOME', \"it's\"] POST"
+    shell = _cockpit("lab", "ssh", "--name", lab.name, "--", "echo $((6 * 7)) | tr 4 x")
+    assert shell.stdout.strip() == "x2"
+
+
+def test_lab_crash_makes_every_rank_print_its_traceback(lab: LabHandle) -> None:
+    since = lab.ssh("date", "+%Y-%m-%d %H:%M:%S").stdout.strip()
+    out = _cockpit("lab", "crash", "--name", lab.name)
+    assert out.returncode == 0 and "crashes on 8 ranks" in out.stdout, out.stderr
+
+    def crashed() -> int:
+        text = lab.ssh("journalctl", "-u", "sglang-demo", "--since", since, "-o", "cat").stdout
+        return len(set(re.findall(r" (TP\d)\] Scheduler hit an exception: Traceback", text)))
+
+    lab.wait_for(lambda: crashed() == 8, what="eight ranks' tracebacks")
+    lab.wait_for(lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "--since", since, "-o",
+                                                    "cat").stdout, timeout=60, what="the restart after the crash")

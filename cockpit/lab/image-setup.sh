@@ -37,7 +37,8 @@ mkdir -p /opt/sglang/venv/lib/python3.11/site-packages/sglang /opt/cockpit /opt/
 mkdir -p /etc/systemd/system-generators
 cat > /etc/systemd/system-generators/cockpit-lab-provision <<'GEN'
 #!/bin/sh
-[ -x /opt/cockpit-lab/guest/provision ] && exec /opt/cockpit-lab/guest/provision "$@"
+# run with sh: an installed wheel need not keep the script's executable bit
+[ -f /opt/cockpit-lab/guest/provision ] && exec /bin/sh /opt/cockpit-lab/guest/provision "$@"
 exit 0
 GEN
 chmod 0755 /etc/systemd/system-generators/cockpit-lab-provision

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import cockpit
+from cockpit.config import Config
+from cockpit.config import parse as parse_config
 from cockpit.errors import CockpitError, UsageError
 from cockpit.lab import image, network
 from cockpit.lab.paths import DEFAULT_NAME, run_root, state_root
@@ -285,10 +287,12 @@ class Lab:
     def _stop_leftovers(self) -> None:
         """A lab that died without `down` leaves its namespace and cgroup: clear them first."""
         if self.run_dir.exists() and self.info() is None:
-            self.down()
+            self.down(keep_state=True)
 
-    def down(self, timeout: float = 10.0) -> bool:
-        """Stop the lab; True when something was running. Safe to call when it is not."""
+    def down(self, timeout: float = 10.0, keep_state: bool = False) -> bool:
+        """Stop the lab and remove what it left in /run and /var/lib (its keys, ssh_config and
+        units dir; `keep_state` keeps them, as a reboot keeps a host's disk and host key); True
+        when something was running. Safe to call when it is not."""
         _require_root()
         stopped = False
         pid = None
@@ -327,17 +331,19 @@ class Lab:
             _remove_cgroup(cg)
         shutil.rmtree(self.run_dir, ignore_errors=True)
         self.ssh_config.unlink(missing_ok=True)
+        if not keep_state:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
         return stopped
 
     # -- ssh ------------------------------------------------------------------------------
 
     def ssh_argv(self, user: str = "root", command: list[str] | None = None, shell: bool = False) -> list[str]:
-        """OpenSSH's argv for `command`: an argv quoted once for the remote shell, or, with
-        `shell`, words handed to the remote shell as they are (what `ssh host words` does)."""
+        """OpenSSH's argv for `command`: an argv quoted once for the remote shell (it runs
+        exactly those words), or, with `shell`, one string the remote shell reads as a command."""
         if self.info() is None:
             raise CockpitError(f"the lab {self.name} is not up: run `cockpit lab up --name {self.name}`")
         alias = self.name if user == "root" else f"{self.name}-{user}"
-        words = list(command or []) if shell else [shlex.join(command)] if command else []
+        words = ([" ".join(command)] if shell else [shlex.join(command)]) if command else []
         return ["ssh", "-F", str(self.ssh_config), alias, *words]
 
     def net(self) -> network.LabNet:
@@ -345,6 +351,34 @@ class Lab:
         if info is None:
             raise CockpitError(f"the lab {self.name} is not up")
         return network.LabNet(self.name, info.index)
+
+
+DEMO_CONFIG = Path(__file__).with_name("demo.toml")
+
+
+def demo_config(name: str = DEFAULT_NAME) -> Config:
+    """The config `make demo` opens: the lab's sglang-demo.service and a short load profile,
+    for the lab of that name (the shipped file names the default lab)."""
+    return parse_config(DEMO_CONFIG.read_text().replace(DEFAULT_NAME, name), DEMO_CONFIG)
+
+
+CRASH_SCRIPT = """
+import json, sys, urllib.request
+port = sys.argv[1]
+request = urllib.request.Request(f"http://127.0.0.1:{port}/standin/crash", data=b"", method="POST")
+print(json.loads(urllib.request.urlopen(request, timeout=10).read())["ranks"])
+"""
+
+
+def crash(lab: Lab, port: int = 30000) -> int:
+    """Make every rank of the lab's stand-in crash at once (`POST /standin/crash`); the number
+    of ranks that will print a traceback."""
+    proc = subprocess.run(lab.ssh_argv("root", ["python3", "-c", CRASH_SCRIPT, str(port)]),
+                          capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise CockpitError(f"the stand-in on {lab.name} (port {port}) did not take the crash: {last}")
+    return int(proc.stdout.strip() or 0)
 
 
 def running_labs() -> list[LabInfo]:

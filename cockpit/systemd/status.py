@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
@@ -22,6 +23,16 @@ _SIGNALS = {1: "HUP", 2: "INT", 3: "QUIT", 6: "ABRT", 9: "KILL", 11: "SEGV", 13:
 
 class UnitNotFound(CockpitError):
     pass
+
+
+_EXIT_RE = re.compile(r"Main process exited, code=(\w+), status=(\S+)")
+
+
+def main_exit_of(message: str) -> str | None:
+    """`exited 1/FAILURE`, `killed 9/KILL`: systemd's own journal line about how a unit's main
+    process ended (`Main process exited, code=exited, status=1/FAILURE`), or None."""
+    m = _EXIT_RE.search(message)
+    return f"{m.group(1)} {m.group(2)}" if m else None
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,10 @@ class UnitStatus:
     unit_file_state: str | None = None
     ready: bool | None = None  # /health answered 200 (None: not checked)
     fragment_deleted: bool = False  # the unit file is gone from disk while the unit is still loaded
+    # How the previous invocation's main process ended: systemd forgets it at the next start
+    # (an automatic restart), the status poll and the journal remember it.
+    previous_exit: str | None = None
+    previous_exit_at: float | None = None
     checked_at: float = field(default_factory=time.time)
 
     @property

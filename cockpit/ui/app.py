@@ -20,6 +20,7 @@ from textual.widgets import ContentSwitcher, Footer, Input
 
 from cockpit.attempts import AttemptLog
 from cockpit.config import Config
+from cockpit.fmt import duration
 from cockpit.errors import CockpitError
 from cockpit.remote.pool import HostPool
 from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, staleness
@@ -39,8 +40,9 @@ from cockpit.systemd.unit import Unit
 from cockpit.systemd.control import UnitControl
 from cockpit.feeds import StatusPoll, supervise
 from cockpit.systemd.readiness import server_info
-from cockpit.systemd.status import fetch
+from cockpit.systemd.status import fetch, main_exit_of
 from cockpit.targets import Target, all_targets
+from cockpit.traceback.groups import crash_loop, group
 from cockpit.traceback.model import Traceback
 from cockpit.ui.panes.attempts import AttemptsPane
 from cockpit.ui.panes.flags import FlagsPane
@@ -100,6 +102,7 @@ class CockpitApp(App[None]):
         self.backlog = BACKLOG
         self.passive = ThroughputSeries()
         self._journal_feed = "connecting"
+        self._poll: StatusPoll | None = None
         self._gpu_started = False
         themes, self.theme_problems = discover()
         for theme in themes:
@@ -178,8 +181,8 @@ class CockpitApp(App[None]):
         target = self.target
         assert target is not None
         pane = self.status_pane
-        poll = StatusPoll(self.pool.get(target.host), target.unit, target.url_host_port,
-                          on_status=pane.show_status, on_problem=pane.show_problem)
+        poll = self._poll = StatusPoll(self.pool.get(target.host), target.unit, target.url_host_port,
+                                       on_status=pane.show_status, on_problem=pane.show_problem)
         await supervise(poll.run, lambda detail: pane.show_problem("error", f"the status poll failed: {detail}"))
 
     @work(group="feeds", exit_on_error=False)
@@ -194,6 +197,10 @@ class CockpitApp(App[None]):
 
     def on_journal_batch(self, entries: list) -> None:
         self.journal_view.append_entries(entries)
+        if self._poll is not None:  # systemd's word on how the main process ended outlives the restart
+            for entry in entries:
+                if entry.pid == 1 and (how := main_exit_of(entry.message)) is not None:
+                    self._poll.note_exit(how, entry.realtime_us / 1e6 if entry.realtime_us else None)
         pane = self.query_one(ThroughputPane)
         for entry in entries:
             point = self.passive.add_entry(entry)
@@ -282,7 +289,16 @@ class CockpitApp(App[None]):
     # -- tracebacks and source ---------------------------------------------------------------
 
     def on_journal_view_tracebacks_changed(self, event: JournalView.TracebacksChanged) -> None:
-        self.query_one(TracebackList).show(self.journal_view.model.tracebacks())
+        groups = group(self.journal_view.model.tracebacks())
+        self.query_one(TracebackList).show(groups)
+        loop = crash_loop(groups)
+        if loop is None:
+            self.status_pane.show_crash_loop(None)
+            return
+        span = (loop.last_us - loop.first_us) / 1e6 if loop.first_us and loop.last_us else 0.0
+        stop = "x stops the unit while you fix it" if not self.changes_refused() else "read-only here"
+        self.status_pane.show_crash_loop(f"crash loop: {loop.starts} starts in {duration(span)}, the same failure "
+                                         f"({loop.newest.exception}) · {stop}")
 
     def on_journal_view_need_older(self, event: JournalView.NeedOlder) -> None:
         if self.live and self.target is not None:

@@ -1,4 +1,4 @@
-"""Themes from TOML files: the shipped ones in the top-level `themes/`, the user's in
+"""Themes from TOML files: the shipped ones in `cockpit/ui/theme_files/`, the user's in
 ~/.config/cockpit/themes/. Textual has no theme file loader (docs/facts.md): each file becomes a
 `Theme` and is registered. A bad file is reported in one sentence and skipped; the app then
 keeps the default theme. The last theme chosen is remembered in the state directory."""
@@ -20,7 +20,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 DEFAULT_THEME = "cockpit-dark"
-SHIPPED = Path(__file__).resolve().parents[2] / "themes"
+SHIPPED = Path(__file__).resolve().with_name("theme_files")
 _COLOURS = ("primary", "secondary", "warning", "error", "success", "accent", "foreground", "background", "surface",
             "panel", "boost")
 _ALLOWED = {f.name for f in fields(Theme)}

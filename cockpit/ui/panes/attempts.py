@@ -25,6 +25,7 @@ def describe(attempt: Attempt) -> Text:
     if attempt.traceback:
         outcome += f" · {attempt.traceback.get('exception')}"
     text.append(f"{outcome:<28}", colour)
+    text.append("  ")  # an outcome longer than its column must not run into the changes
     changes = ", ".join(f"{n} {a}→{b}" for n, a, b in attempt.diff()) or "no flag changed"
     text.append(changes + (f" · {attempt.note}" if attempt.note else ""))
     if attempt.outcome == "failed" and attempt.detail:

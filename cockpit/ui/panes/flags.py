@@ -43,6 +43,13 @@ def topic_of(name: str) -> str:
     return "other"
 
 
+_MISSING = object()
+
+
+def _items(unit: Unit) -> list[tuple[str, object]]:
+    return [(i.name or "", i.value) for i in unit.flags()] + [(f"env:{k}", v) for k, v in unit.environment().items()]
+
+
 def _value_text(value: object) -> str:
     if value is None:
         return "(switch)"
@@ -77,6 +84,8 @@ class FlagsPane(Vertical):
         self.catalog: Catalog | None = None
         self.findings: list[Finding] = []
         self._editing: str | None = None  # the flag the input edits; "+" while adding
+        self._choices: tuple[list[str], bool] = ([], False)
+        self._prefill = ""  # the edited flag's choices, and whether any matches
         self._raw = False
 
     def compose(self) -> ComposeResult:
@@ -138,16 +147,23 @@ class FlagsPane(Vertical):
             highlight = first_bad if first_bad is not None else next((i for i, n in enumerate(ids) if n), None)
         if highlight is not None:
             options.highlighted = highlight
-        changed = self.edited.changed()
         head = f"{self.edited.defined_in}"
         if self.catalog is not None and self.catalog.version:
             head += f" · SGLang {self.catalog.version} flags"
-        head += f" · {len(changed)} file{'s' * (len(changed) != 1)} changed" if changed else " · unchanged"
+        pending = self.pending_changes()
+        head += f" · {pending} change{'s' * (pending != 1)} not yet written (w writes)" if pending else " · unchanged"
         self.query_one("#flags-head", Label).update(head)
         self._show_findings()
         self._show_help()
         if self._raw:
             self._show_raw()
+
+    def pending_changes(self) -> int:
+        """Flags and environment variables that differ between the unit as read and as edited."""
+        if self.loaded is None or self.edited is None:
+            return 0
+        before, after = dict(_items(self.loaded)), dict(_items(self.edited))
+        return sum(1 for k in before.keys() | after.keys() if before.get(k, _MISSING) != after.get(k, _MISSING))
 
     def _show_findings(self) -> None:
         text = Text()
@@ -192,6 +208,15 @@ class FlagsPane(Vertical):
         if event.option_list.id == "flag-list":
             self._show_help()
 
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        """Enter on the list: the list takes the key before the pane's binding does."""
+        if event.option_list.id == "flag-list":
+            event.stop()
+            self.action_edit()
+        elif event.option_list.id == "flag-suggestions":
+            event.stop()
+            self.query_one("#flag-input", Input).action_submit()
+
     def _show_raw(self) -> None:
         assert self.edited is not None
         path = self.edited.defined_in
@@ -201,6 +226,7 @@ class FlagsPane(Vertical):
 
     def _prompt(self, editing: str, value: str, placeholder: str) -> None:
         self._editing = editing
+        self._prefill = value
         field = self.query_one("#flag-input", Input)
         field.placeholder = placeholder
         field.value = value
@@ -216,12 +242,38 @@ class FlagsPane(Vertical):
             self._prompt(name, self.edited.environment().get(key, ""), f"{key}=")
             return
         flag = self._flag(name)
-        if flag is not None and not flag.takes_value:
-            self.notify(f"{name} is a switch: unset it with del, or leave it", timeout=4)
-            return
         value = dict(self._flags()).get(name)
+        if (flag is not None and not flag.takes_value) or (flag is None and value is None):
+            self._toggle_off(name)  # a switch that is on: Enter turns it off (`a` turns it on again)
+            return
         kind = f" ({flag.type})" if flag is not None and flag.type else ""
         self._prompt(name, _value_text(value) if value is not None else "", f"{name}{kind}: new value")
+        self._offer_choices(name, "")
+
+    def _toggle_off(self, name: str) -> None:
+        assert self.edited is not None
+        following = self._next_name(name)
+        self.edited = self.edited.unset_flag(name)
+        self.notify(f"{name} is off now (a adds it again, ctrl+z reverts)", timeout=4)
+        self._refresh(following)
+
+    def _offer_choices(self, name: str, typed: str, current: str | None = None) -> None:
+        """A flag with choices lists them under the input, filtered by what is typed; the value
+        the input opened with shows them all, that one highlighted."""
+        flag = self._flag(name)
+        box = self.query_one("#flag-suggestions", OptionList)
+        if flag is None or not flag.choices:
+            self._choices = ([], False)
+            box.display = False
+            return
+        choices = [str(c) for c in flag.choices]
+        matching = [c for c in choices if typed.lower() in c.lower()]
+        self._choices = (choices, bool(matching))
+        shown = matching or choices
+        box.clear_options()
+        box.add_options(Option(c, id=f"choice:{c}") for c in shown)
+        box.display = True
+        box.highlighted = next((i for i, c in enumerate(shown) if c in (typed, current)), 0)
 
     def action_add(self) -> None:
         self._prompt("+", "", "add a flag: type part of its name (fuzzy), Enter to pick, then its value")
@@ -244,13 +296,21 @@ class FlagsPane(Vertical):
             box.highlighted = 0
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "flag-input" and self._editing == "+":
+        if event.input.id != "flag-input" or self._editing is None:
+            return
+        if self._editing == "+":
             self._suggest(event.value.strip())
+        elif not self._editing.startswith("env:"):
+            typed = event.value.strip()
+            if typed == self._prefill:
+                self._offer_choices(self._editing, "", current=typed)
+            else:
+                self._offer_choices(self._editing, typed)
 
     def on_key(self, event) -> None:
         field = self.query_one("#flag-input", Input)
         box = self.query_one("#flag-suggestions", OptionList)
-        if field.has_focus and self._editing == "+" and box.display and event.key in ("down", "up"):
+        if field.has_focus and self._editing is not None and box.display and event.key in ("down", "up"):
             if event.key == "down":
                 box.action_cursor_down()
             else:
@@ -285,12 +345,18 @@ class FlagsPane(Vertical):
                     self._end_prompt()
                     return self._refresh(name)
                 box.display = False
-                return self._prompt(name, "", f"{name}: value")
+                self._prompt(name, "", f"{name}: value")
+                return self._offer_choices(name, "")
             if editing is not None and editing.startswith("env:"):
                 value = text.split("=", 1)[1] if text.startswith(editing[4:] + "=") else text
                 self.edited = self.edited.set_env(editing[4:], value)
             elif editing is not None:
                 flag = self._flag(editing)
+                picked = box.get_option_at_index(box.highlighted).id if box.display and box.highlighted is not None \
+                    else None
+                choices, matching = self._choices
+                if picked and picked.startswith("choice:") and text.strip() not in choices and matching:
+                    text = picked[len("choice:"):]  # the highlighted choice, unless a value was typed whole
                 value = tuple(text.split()) if flag is not None and flag.nargs in ("+", "*") else text
                 self.edited = self.edited.set_flag(editing, value)
         except CockpitError as e:
@@ -298,15 +364,28 @@ class FlagsPane(Vertical):
         self._end_prompt()
         self._refresh(editing)
 
+    def _next_name(self, name: str) -> str | None:
+        """The row after `name` (or before it, at the end): where the cursor goes when it is removed."""
+        options = self.query_one("#flag-list", OptionList)
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        ids = [i for i in ids if i]
+        if name not in ids:
+            return None
+        k = ids.index(name)
+        rest = ids[k + 1:] + list(reversed(ids[:k]))
+        return rest[0] if rest else None
+
     def action_unset(self) -> None:
         name = self._selected_name()
         if name is None or self.edited is None:
             return
+        following = self._next_name(name)
         try:
             self.edited = self.edited.unset_env(name[4:]) if name.startswith("env:") else self.edited.unset_flag(name)
         except CockpitError as e:
             self.notify(str(e), severity="error", timeout=8)
-        self._refresh()
+            return
+        self._refresh(following)
 
     def action_raw(self) -> None:
         self._raw = not self._raw

@@ -122,6 +122,9 @@ class JournalView(CursorView):
         if self.follow:
             self.cursor = max(0, len(model.rows) - 1)
             self.scroll_end(animate=False, immediate=True)
+            # The first batch can land before the new virtual size reaches the scrollbars: the
+            # view then sat at the top of the backlog until the next line (15 s on a quiet server).
+            self.call_after_refresh(self._keep_at_end)
         else:
             self.unread += max(0, len(model.rows) - rows_before)
             self.cursor = min(self.cursor, max(0, len(model.rows) - 1))
@@ -288,6 +291,13 @@ class JournalView(CursorView):
         return out
 
     # -- moving ---------------------------------------------------------------------------
+
+    def _keep_at_end(self) -> None:
+        if self.follow and self.scroll_y != self.max_scroll_y:
+            self.scroll_end(animate=False, immediate=True)
+
+    def on_resize(self) -> None:
+        self._keep_at_end()  # the side list opening narrows the view; following stays at the end
 
     def watch_follow(self, follow: bool) -> None:
         if follow:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.status import main_exit_of
 from cockpit.traceback.fold import Folder, fold_entries
 from cockpit.traceback.grammar import log_rank
 from cockpit.traceback.model import Line, Traceback
@@ -25,7 +26,6 @@ MAIN = -1  # a line, or a traceback's one folded row (its header when expanded)
 SEPARATOR = -2  # the restart separator shown above a record
 Row = tuple[int, int]
 
-_EXIT_RE = re.compile(r"Main process exited, code=(\w+), status=(\S+)")
 _FRAME_RE = re.compile(r'^\s*(?:\| )?\s*File "([^"]+)", line (\d+)')
 
 
@@ -193,9 +193,7 @@ class JournalRows:
         if isinstance(record, Line):
             entry = record.entry
             if entry.pid == 1:  # systemd's own word about the unit: remember how it last ended
-                m = _EXIT_RE.search(record.text)
-                if m:
-                    self._last_exit = f"{m.group(1)} {m.group(2)}"
+                self._last_exit = main_exit_of(record.text) or self._last_exit
                 return
             invocation = entry.invocation_id
         else:

@@ -34,6 +34,15 @@ _AFTER_LOSS = {"reconnecting": "reconnecting", "error": "cannot reconnect", "dis
 _TROUBLE = tuple(_VERBS)
 
 
+def _last_exit(st: UnitStatus) -> str:
+    """This invocation's exit, else the previous one's with its time (systemd forgets it at an
+    automatic restart); `-` when none is known."""
+    how, when = (st.last_exit, st.exec_main_exit) if st.last_exit else (st.previous_exit, st.previous_exit_at)
+    if how is None:
+        return "-"
+    return how + (f" at {time.strftime('%H:%M:%S', time.localtime(when))}" if when else "")
+
+
 class StatusPane(Widget, can_focus=False):
     """State, readiness and identity; PID, uptime, restarts, last exit, resources; trouble."""
 
@@ -43,6 +52,7 @@ class StatusPane(Widget, can_focus=False):
     status: reactive[UnitStatus | None] = reactive(None, always_update=True, layout=True)
     connection: reactive[tuple[str, str | None]] = reactive(("connecting", None), layout=True)
     problem: reactive[tuple[str, str] | None] = reactive(None, layout=True)
+    crash_loop: reactive[str | None] = reactive(None, layout=True)
 
     def __init__(self, host: str, unit: str, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -57,6 +67,7 @@ class StatusPane(Widget, can_focus=False):
 
     def reset(self, host: str, unit: str) -> None:
         self.host, self.unit, self.status, self.problem, self.received = host, unit, None, None, None
+        self.crash_loop = None
 
     def show_status(self, status: UnitStatus) -> None:
         self.received = self.clock()
@@ -69,6 +80,11 @@ class StatusPane(Widget, can_focus=False):
         if kind == "missing":
             self.status, self.received = None, None
         self.problem = (kind, sentence)
+
+    def show_crash_loop(self, text: str | None) -> None:
+        """`crash loop: 11 starts in 2m10s, the same failure ...`, or None: drawn while the unit
+        is not serving."""
+        self.crash_loop = text
 
     def show_connection(self, state: str, detail: str | None) -> None:
         self.connection = (state, detail)
@@ -151,12 +167,15 @@ class StatusPane(Widget, can_focus=False):
                 f"pid {st.main_pid or '-'}",
                 f"up {duration(st.uptime(st.checked_at))}",
                 f"restarts {st.n_restarts}",
-                f"last exit {st.last_exit or '-'}",
-                f"mem {size(st.memory_bytes)}",
+                f"last exit {_last_exit(st)}",
+                *([f"mem {size(st.memory_bytes)}"] if st.memory_bytes is not None else []),
                 f"invocation {st.invocation_id[:12] if st.invocation_id else '-'}",
             ]
             text.append(" · ".join(parts), self._style("status-dim"))
         if trouble:
             text.append("\n")
             text.append(f"✗ {trouble}", self._style("status-failed"))
+        elif self.crash_loop and not (st is not None and st.ready):
+            text.append("\n")
+            text.append(f"⟳ {self.crash_loop}", self._style("status-failed"))
         return text

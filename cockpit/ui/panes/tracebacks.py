@@ -1,4 +1,5 @@
-"""The side list of tracebacks, most recent first, for jumping to one."""
+"""The side list of tracebacks, most recent first, for jumping to one; the same failure
+printed again (a restart loop, eight ranks at once) is one row with its count."""
 
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from cockpit.traceback.model import Traceback
+from cockpit.traceback.groups import Group
 
 
-def label(tb: Traceback) -> Text:
+def label(group: Group) -> Text:
+    tb = group.newest
     when = time.strftime("%H:%M:%S", time.localtime(tb.times[0] / 1e6)) if tb.times and tb.times[0] else "--:--:--"
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"{when} ", "dim")
-    if tb.rank:
+    if tb.rank and len(group.ranks) <= 1:
         text.append(f"{tb.rank} ", "bold")
     text.append(tb.exception or ("printing…" if tb.open else "incomplete"))
+    if group.count > 1:
+        text.append(f" {group.summary()}", "bold")
     return text
 
 
@@ -31,14 +35,16 @@ class TracebackList(OptionList):
             super().__init__()
             self.record_index = record_index
 
-    def show(self, tracebacks: list[tuple[int, Traceback]], limit: int = 200) -> None:
+    def show(self, groups: list[Group], limit: int = 200) -> None:
         highlighted = self.highlighted
         self.clear_options()
-        self.add_options(Option(label(tb), id=str(index)) for index, tb in tracebacks[:limit])
-        self.display = bool(tracebacks)
+        self.add_options(Option(label(g), id=str(g.newest_record)) for g in groups[:limit])
+        self.display = bool(groups)
         if highlighted is not None and highlighted < self.option_count:
             self.highlighted = highlighted
-        self.border_title = f"tracebacks ({len(tracebacks)})"
+        total = sum(g.count for g in groups)
+        self.border_title = f"tracebacks ({total})" if total == len(groups) else \
+            f"tracebacks ({total}, {len(groups)} kind{'s' * (len(groups) != 1)})"
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

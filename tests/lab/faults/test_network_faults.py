@@ -86,7 +86,7 @@ def link_up(lab: LabHandle) -> None:
 
 
 def lab_down(lab: LabHandle) -> None:
-    Lab(lab.name).down()
+    Lab(lab.name).down(keep_state=True)  # a reboot keeps the host key and the units
 
 
 def lab_up(lab: LabHandle) -> None:

@@ -1,0 +1,65 @@
+"""A restart loop reads as one thing: the same traceback at every start is one row of the side
+list with its count and since when, and the status pane names the loop and the key that stops it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import msgspec
+
+from cockpit.config import Config
+from cockpit.systemd.entry import parse_json_line
+from cockpit.targets import Target
+from cockpit.traceback.groups import crash_loop, group
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.panes.status import StatusPane
+from cockpit.ui.panes.tracebacks import TracebackList
+from tests.conftest import ROOT
+
+ONE_START = (ROOT / "tests" / "data" / "journal-eagle.jsonl").read_text().splitlines()
+
+
+def restart_loop(starts: int, every_s: float = 6.0, end: float | None = None) -> list:
+    """The recorded seed-incident start, as if it happened `starts` times, the last just now."""
+    end = time.time() if end is None else end
+    entries = []
+    for k in range(starts):
+        shift = int((end - (starts - 1 - k) * every_s) * 1e6) - 1796033591445384
+        for n, line in enumerate(ONE_START):
+            fields = json.loads(line)
+            fields["__REALTIME_TIMESTAMP"] = str(int(fields["__REALTIME_TIMESTAMP"]) + shift)
+            fields["__CURSOR"] = f"loop-{k}-{n}"
+            if fields.get("_PID") not in (None, "1"):
+                fields["_PID"] = str(int(fields["_PID"]) + 100 * k)
+            if "_SYSTEMD_INVOCATION_ID" in fields:
+                fields["_SYSTEMD_INVOCATION_ID"] = f"{k:032x}"
+            entries.append(parse_json_line(msgspec.json.encode(fields)))
+    return entries
+
+
+def test_one_failure_at_every_start_is_one_group_and_a_loop() -> None:
+    from cockpit.traceback.fold import fold_entries
+    from cockpit.traceback.model import Traceback
+
+    records = fold_entries(restart_loop(5))
+    tracebacks = [(i, r) for i, r in reversed(list(enumerate(records))) if isinstance(r, Traceback)]
+    [only] = group(tracebacks)
+    assert only.count == 5 and only.starts == 5 and only.newest is tracebacks[0][1]
+    assert "×5" in only.summary() and "restart loop: 5 starts since" in only.summary()
+    assert crash_loop([only]) is only
+    assert crash_loop(group(tracebacks[:2])) is None  # two starts are not a loop yet
+    assert crash_loop([only], now=time.time() + 3600) is None  # an old loop is over
+
+
+async def test_the_side_list_has_one_row_and_the_status_pane_names_the_loop() -> None:
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    async with app.run_test(size=(150, 36)) as pilot:
+        app.journal_view.append_entries(restart_loop(12))
+        await pilot.pause()
+        side = app.query_one(TracebackList)
+        assert side.option_count == 1
+        row = str(side.get_option_at_index(0).prompt)
+        assert "AssertionError ×12" in row and "restart loop: 12 starts since" in row
+        text = str(app.query_one(StatusPane).render())
+        assert "crash loop: 12 starts in 1m06s, the same failure (AssertionError) · x stops the unit" in text
