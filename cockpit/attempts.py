@@ -83,3 +83,16 @@ class AttemptLog:
             f.flush()
             os.fsync(f.fileno())
 
+
+def flags_in_effect(attempts: list[Attempt], when: float) -> tuple[dict[str, Any], Attempt] | None:
+    """The flags the unit ran with at `when` (epoch seconds), as the attempt log knows them: what
+    the last attempt before then wrote (or, if its write failed, what it found), else what the
+    first attempt after then found. None when no attempt says."""
+    ordered = sorted(attempts, key=lambda a: a.started_at)
+    before = [a for a in ordered if a.started_at <= when]
+    if before:
+        last = before[-1]
+        return (last.flags_before if last.outcome == "failed" else last.flags_after), last
+    after = [a for a in ordered if a.started_at > when]
+    return (after[0].flags_before, after[0]) if after else None
+

@@ -152,6 +152,7 @@ async def _status(args: argparse.Namespace) -> int:
     from cockpit import config as config_mod
     from cockpit.fmt import duration
     from cockpit.remote.pool import HostPool
+    from cockpit.sglang.endpoint import unit_address
     from cockpit.systemd.readiness import is_ready
     from cockpit.systemd.status import fetch
     from cockpit.targets import resolve
@@ -162,7 +163,7 @@ async def _status(args: argparse.Namespace) -> int:
     try:
         host = pool.get(target.host)
         status = await fetch(host, target.unit)
-        ready = await is_ready(host, *target.url_host_port) if status.active_state == "active" else False
+        ready = await is_ready(host, *await unit_address(host, target, status)) if status.active_state == "active" else False
     finally:
         await pool.close()
     from dataclasses import replace
@@ -197,10 +198,33 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+# Options whose value may itself begin with a dash: `--flag --tp-size=4`, `--since -30min`.
+DASHED_VALUES = ("--flag", "--unset", "--since")
+
+
+def join_dashed_values(argv: Sequence[str]) -> list[str]:
+    """`--flag --tp-size=4` as `--flag=--tp-size=4`: argparse would take the value for an option."""
+    out: list[str] = []
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            out += words[i:]
+            break
+        if word in DASHED_VALUES and i + 1 < len(words) and words[i + 1].startswith("-") and words[i + 1] != "--":
+            out.append(f"{word}={words[i + 1]}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(join_dashed_values(sys.argv[1:] if argv is None else argv))
         if args.command is None:
             from cockpit.ui.launch import run_app  # the only path that loads Textual
             return run_app(args)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from cockpit.attempts import UNSET, Attempt, AttemptLog
+from cockpit.attempts import UNSET, Attempt, AttemptLog, flags_in_effect
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.remote.source import PACKAGE_DIRS, SourceCache, SourceRoots, staleness
@@ -41,6 +41,7 @@ from cockpit.systemd.remote_unit import load_remote_unit, service_python
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
 from cockpit.traceback import Traceback, fold_entries, last_with_frames
+from cockpit.traceback.groups import group
 
 CONTEXT_LINES = 4  # source lines shown before and after the failing statement
 FIRST_PAGE = 2000  # journal entries read first when looking for the previous invocation
@@ -60,6 +61,7 @@ class SourceExcerpt:
     first_line: int  # the number of `lines[0]`
     lines: list[str]
     sentence: str | None = None  # what the statement checks, in terms of the server's flags
+    values_from: str | None = None  # whose flag values the sentence quotes
     warning: str | None = None  # the file changed after the crash
 
 
@@ -392,16 +394,21 @@ def _flag_value(value: str | None) -> str:
 
 def _render_tracebacks(incident: Incident, w) -> None:
     tbs = incident.tracebacks
-    w(f"## Tracebacks ({len(tbs)})\n")
+    kinds = sorted(group(((k, tb) for k, tb in reversed(list(enumerate(tbs)))), by_rank=True),
+                   key=lambda g: g.first_us or 0)
+    shown = f"{len(tbs)}" if len(kinds) == len(tbs) else f"{len(tbs)}, {_count(len(kinds), 'kind')}"
+    w(f"## Tracebacks ({shown})\n")
     if not tbs:
         w("None in the period.\n")
         return
-    w("Each in full, line for line as the journal has it.\n")
-    for k, tb in enumerate(tbs, 1):
+    w("Each in full, line for line as the journal has it; one printed again unchanged (a restart loop) is "
+      "given once, with when and where it came back.\n")
+    for k, g in enumerate(kinds, 1):
+        tb = g.newest
         when = _clock(tb.times[0] / 1e6) if tb.times and tb.times[0] else "--:--:--"
         head = " · ".join(x for x in (tb.rank, tb.exception or "unfinished", when,
                                       f"pid {tb.pid}" if tb.pid is not None else None) if x)
-        w(f"### {k}. {head}\n")
+        w(f"### {k}. {head}" + (f" (×{g.count})" if g.count > 1 else "") + "\n")
         facts = []
         frame = tb.failing_frame
         if frame is not None:
@@ -416,6 +423,11 @@ def _render_tracebacks(incident: Incident, w) -> None:
         if facts:
             w("; ".join(facts) + ".\n")
         w(fenced(traceback_text(tb), "text"))
+        others = [t for t in reversed(g.members) if t is not tb]  # oldest first
+        if others:
+            where = ", ".join(f"{_clock(t.times[0] / 1e6) if t.times and t.times[0] else '--:--:--'}"
+                              + (f" (pid {t.pid})" if t.pid is not None else "") for t in others)
+            w(f"And {len(others)} more like it, at {where}.\n")
 
 
 def _render_source(incident: Incident, w) -> None:
@@ -436,7 +448,7 @@ def _render_source(incident: Incident, w) -> None:
         rows.append(f"{mark} {number:>{width}}  {text}")
     w(fenced("\n".join(rows), "text"))
     if src.sentence:
-        w(src.sentence + "\n")
+        w(src.sentence + (f" (Values: {src.values_from}.)" if src.values_from else "") + "\n")
 
 
 def _render_load_run(incident: Incident, w) -> None:
@@ -626,9 +638,16 @@ async def gather(host: Host, target: Target, *, since: str | None = None, load_r
             except CockpitError:
                 pass
         values = given_flags(incident.command, frame_catalog) if incident.command and frame_catalog else None
+        values_from = "the unit's current command line"
+        crashed = last.times[0] / 1e6 if last.times and last.times[0] else None
+        recorded = flags_in_effect(log.load(), crashed) if crashed is not None else None
+        if recorded is not None:  # the invocation that printed it ran with these, not the unit's flags now
+            values, attempt = recorded
+            values_from = f"the flags it ran with (attempt #{attempt.number}'s record)"
         try:
             incident.source = await excerpt(host, last, sources=sources, catalog=frame_catalog, values=values,
                                             roots=roots)
+            incident.source.values_from = values_from
         except CockpitError as e:
             incident.problems.append(f"the failing statement's source: {e}")
     return incident

@@ -10,11 +10,14 @@ from cockpit.errors import UsageError
 from cockpit.suggest import closest
 
 
+DEFAULT_URL = "http://127.0.0.1:30000"
+
+
 @dataclass(frozen=True)
 class Target:
     host: str
     unit: str
-    url: str = "http://127.0.0.1:30000"
+    url: str = DEFAULT_URL
     python: str | None = None
     profile: str = "default"
 

@@ -314,11 +314,13 @@ def test_exception_group_logged_mid_line() -> None:
     assert_same(tb.to_json(), describe_exception(exc))
 
 
-def testsyntax_error_frame_has_no_function_and_keeps_its_code() -> None:
+def testsyntax_error_location_is_not_a_frame_and_keeps_its_code() -> None:
     exc = raised(syntax)
     lines = printed(exc)
     [tb] = tracebacks(fold_text(lines))
-    assert frame_tuple(tb.frames[-1]) == ("<cell>", 1, None, "x = (1,")
+    assert (tb.location.file, tb.location.line, tb.location.code) == ("<cell>", 1, "x = (1,")
+    assert all(f.function for f in tb.frames) and tb.failing_frame is tb.location
+    assert tb.to_json()["location"] == {"file": "<cell>", "line": 1, "code": "x = (1,"}
     assert (tb.exception, tb.message) == ("SyntaxError", "'(' was never closed")
     assert_same(tb.to_json(), describe_exception(exc))
 
@@ -329,7 +331,7 @@ def testsyntax_error_of_a_script_prints_no_header(tmp_path: Path) -> None:
     stderr = subprocess.run([sys.executable, str(script)], capture_output=True, text=True).stderr.splitlines()
     assert stderr[0].startswith('  File "')  # what Python prints: no `Traceback (most recent call last):`
     [tb] = tracebacks(fold_text(["[2026-05-25 19:34:29] launching", *stderr]))
-    assert frame_tuple(tb.frames[-1]) == (str(script), 2, None, "x = (1,")
+    assert tb.frames == [] and (tb.location.file, tb.location.line, tb.location.code) == (str(script), 2, "x = (1,")
     assert (tb.exception, tb.complete, tb.truncated) == ("SyntaxError", True, False)
 
 
@@ -560,8 +562,8 @@ def test_json_records_follow_the_design_contract() -> None:
     line, tb = (r.to_json() for r in folder.records)
     assert line == {"kind": "line", "text": "hello", "pid": 5, "rank": None, "unit": UNIT,
                     "time": "1796031916000001", "priority": 3}
-    assert set(tb) == {"kind", "pid", "rank", "unit", "start", "lines", "frames", "exception", "message",
-                       "chained", "complete", "sub_exceptions", "truncated"}
+    assert set(tb) == {"kind", "pid", "rank", "unit", "start", "lines", "frames", "location", "exception",
+                       "message", "chained", "complete", "sub_exceptions", "truncated"}
     assert (tb["kind"], tb["pid"], tb["rank"], tb["unit"], tb["start"]) == ("traceback", 6, "TP3", UNIT,
                                                                            "1796031916000002")
     assert set(tb["frames"][0]) == {"file", "line", "function", "code"}

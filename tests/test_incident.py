@@ -450,3 +450,41 @@ async def test_a_cut_server_info_answer_is_no_answer_not_a_crash() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+# --- what a note says about a restart loop, the flags of the run that crashed, and the last load run ---------
+
+
+def test_the_same_traceback_at_every_start_is_printed_once_with_where_it_came_back() -> None:
+    from tests.ui.test_crash_loop import restart_loop
+
+    tracebacks = fold(restart_loop(17))
+    assert len(tracebacks) == 17
+    note = render(Incident(host="cockpit-lab", unit="sglang-demo.service", tracebacks=tracebacks))
+    part = section(note, "Tracebacks")
+    assert note.count("## Tracebacks (17, 1 kind)") == 1
+    assert len(fences(part)) == 1 and "(×17)" in part
+    assert "And 16 more like it, at " in part and part.count("(pid ") == 16
+
+
+def test_a_crash_is_explained_with_the_flags_it_ran_with() -> None:
+    from cockpit.attempts import Attempt, flags_in_effect
+
+    seed = {"--speculative-eagle-topk": "4", "--speculative-num-draft-tokens": "3"}
+    fixed = {**seed, "--speculative-num-steps": "3"}
+    first = Attempt(1, "h", "u", 1000.0, seed, fixed, {}, {}, outcome="ready")
+    failed = Attempt(2, "h", "u", 2000.0, fixed, {"--x": "1"}, {}, {}, outcome="failed")
+    assert flags_in_effect([first], 900.0) == (seed, first)  # before any edit: what the first attempt found
+    assert flags_in_effect([first], 1500.0) == (fixed, first)  # after it: what it wrote
+    assert flags_in_effect([first, failed], 2500.0) == (fixed, failed)  # a failed write changed nothing
+    assert flags_in_effect([], 1500.0) is None
+
+
+def test_the_note_written_by_S_carries_the_last_load_run(tmp_path: Path) -> None:
+    from cockpit.load.store import save_run
+
+    save_run("cockpit-lab", "sglang-demo.service", json.loads((ROOT / "tests" / "data" / "runs" / "eagle.json")
+                                                               .read_text()))
+    folder = asyncio.run(_recorded_incident(tmp_path))
+    note = (folder / "incident.md").read_text()
+    assert "## Load run" in note and "| concurrency" in section(note, "Load run").lower()

@@ -160,19 +160,32 @@ def test_crash_makes_every_rank_print_its_traceback(standin) -> None:
     assert log.rstrip().endswith("Received sigquit from a child process. It usually means the child failed.")
 
 
-def test_cockpit_bench_at_1_4_16_and_64_matches_the_settings(standin, tmp_path) -> None:
-    """`cockpit bench` against known settings: 100 tok/s per stream, 3,200 for the server."""
+def _delivered(url: str) -> list[tuple[float, float, float, int]]:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/standin/delivered", timeout=10) as resp:
+        return [tuple(r) for r in json.loads(resp.read())["requests"]]
+
+
+def test_cockpit_bench_at_1_4_16_and_64_reads_what_the_standin_delivered(standin, tmp_path) -> None:
+    """`cockpit bench` against what the stand-in says it delivered in the same run (its own count
+    of tokens and its own clock), level by level: on a busy machine the stand-in may fall short of
+    its settings (1,472 tok/s of 1,600 was seen at 16 streams), and the measurer must read that."""
     sp = standin(env={"COCKPIT_STANDIN_TOKENS_PER_S": "100", "COCKPIT_STANDIN_CAPACITY": "3200"})
-    out = tmp_path / "run.json"
-    proc = subprocess.run([str(Path(sys.executable).with_name("cockpit")), "bench", "--url", sp.url,
-                           "--concurrency", "1,4,16,64", "--requests", "8", "--warmup", "1", "--input-len", "16",
-                           "--output-len", "50", "--json", str(out)], capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr
-    levels = {lv["concurrency"]: lv for lv in json.loads(out.read_text())["levels"]}
-    for c, per_stream in ((1, 100.0), (4, 100.0), (16, 100.0), (64, 50.0)):
-        lv = levels[c]
-        assert lv["output_tokens_per_s_per_stream"] == pytest.approx(per_stream, rel=0.05), c
-        assert lv["tpot_ms"]["mean"] == pytest.approx(1000 / per_stream, rel=0.05), c
-        assert lv["itl_ms"]["mean"] == pytest.approx(1000 / per_stream, rel=0.05), c
-        assert lv["output_tokens_per_s"] == pytest.approx(c * per_stream, rel=0.05), c
-        assert lv["requests"] == max(8, c) and lv["output_tokens"] == lv["requests"] * 50
+    for c in (1, 4, 16, 64):
+        before = len(_delivered(sp.url))
+        out = tmp_path / f"run-{c}.json"
+        proc = subprocess.run([str(Path(sys.executable).with_name("cockpit")), "bench", "--url", sp.url,
+                               "--concurrency", str(c), "--requests", "8", "--warmup", "0", "--input-len", "16",
+                               "--output-len", "50", "--json", str(out)], capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, proc.stderr
+        [lv] = json.loads(out.read_text())["levels"]
+        served = _delivered(sp.url)[before:]  # exactly this level's requests: no warm-up ran
+        assert len(served) == lv["requests"] == max(8, c) and lv["output_tokens"] == sum(r[3] for r in served)
+        true_rate = sum(r[3] for r in served) / (max(r[2] for r in served) - min(r[0] for r in served))
+        true_tpot_ms = 1000 * sum((r[2] - r[1]) / (r[3] - 1) for r in served) / len(served)
+        true_per_stream = sum((r[3] - 1) / (r[2] - r[1]) for r in served) / len(served)
+        assert lv["output_tokens_per_s"] == pytest.approx(true_rate, rel=0.05), c
+        assert lv["tpot_ms"]["mean"] == pytest.approx(true_tpot_ms, rel=0.05), c
+        assert lv["itl_ms"]["mean"] == pytest.approx(true_tpot_ms, rel=0.05), c
+        assert lv["output_tokens_per_s_per_stream"] == pytest.approx(true_per_stream, rel=0.05), c

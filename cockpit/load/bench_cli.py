@@ -27,16 +27,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="the server's base URL as this machine reaches it")
     where.add_argument("--host", help="a config host or ssh_config alias (with --unit): through SSH")
-    p.add_argument("--unit", help="the unit on --host (its URL comes from the config, else 127.0.0.1:30000)")
+    p.add_argument("--unit", help="the unit on --host (its URL comes from the config, else from the unit's own "
+                                  "--host and --port)")
     p.add_argument("--concurrency", default="1,2,4,8,16,32", help="comma-separated levels (default 1,2,4,8,16,32)")
-    p.add_argument("--requests", type=int, default=64, help="measured requests per level (default 64)")
-    p.add_argument("--warmup", type=int, default=2, help="unmeasured requests per level first (default 2)")
-    p.add_argument("--input-len", type=int, default=1024, help="prompt length in tokens (default 1024)")
-    p.add_argument("--output-len", type=int, default=256, help="max_tokens, with ignore_eos (default 256)")
+    p.add_argument("--requests", type=_at_least(1), default=64, help="measured requests per level (default 64)")
+    p.add_argument("--warmup", type=_at_least(0), default=2, help="unmeasured requests per level first (default 2)")
+    p.add_argument("--input-len", type=_at_least(1), default=1024, help="prompt length in tokens (default 1024)")
+    p.add_argument("--output-len", type=_at_least(1), default=256, help="max_tokens, with ignore_eos (default 256)")
     p.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
     p.add_argument("--model", help="model name (default: the first of /v1/models)")
     p.add_argument("--json", metavar="OUT", help="write the run's JSON here")
     return p
+
+
+def _at_least(minimum: int):
+    """An argparse type: a whole number of at least `minimum` (0 requests used to become 1)."""
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is too few: give {minimum} or more")
+        return value
+    return convert
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -84,7 +98,9 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[tuple[str, dict[s
     pool = HostPool(cfg)
     try:
         host = pool.get(target.host)
-        addr, port = target.url_host_port
+        from cockpit.sglang.endpoint import unit_address
+
+        addr, port = await unit_address(host, target)
         async with host.forward_port(addr, port) as local:
             parts = urlsplit(target.url)
             yield urlunsplit((parts.scheme, f"127.0.0.1:{local}", parts.path, "", "")).rstrip("/"), {

@@ -12,7 +12,7 @@ from pathlib import Path
 from cockpit.errors import CockpitError, UsageError
 from cockpit.sglang.explain import Explanation, explain_traceback
 from cockpit.sglang.flags import Catalog, load_catalog
-from cockpit.traceback.fold import fold_lines, last_with_frames
+from cockpit.traceback.fold import fold_lines
 from cockpit.traceback.model import Traceback
 
 
@@ -26,15 +26,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                        help="a local directory holding the release's site-packages (the frame paths are "
                             "mapped under it by their part after site-packages/)")
     where.add_argument("--host", help="read the files from this host (a config host or ssh_config alias)")
+    p.add_argument("--index", type=int, metavar="N",
+                   help="which traceback of the file, 1 for the first (default: the last); -1 is the last")
     return p
 
 
-def last_traceback(path: str) -> Traceback:
+def pick_traceback(path: str, index: int | None = None) -> Traceback:
+    """The traceback to explain: the last one with a frame, or the `index`-th; with several in the
+    file, says on stderr which was picked and how to pick another."""
     data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    found = last_with_frames(fold_lines(data.splitlines()).records)
-    if found is None:
+    found = [r for r in fold_lines(data.splitlines()).records if isinstance(r, Traceback) and r.sites]
+    if not found:
         raise UsageError(f"{path}: no Python traceback with a frame in it")
-    return found
+    k = len(found) if index in (None, -1) else index if index > 0 else len(found) + index + 1
+    if not 1 <= k <= len(found):
+        raise UsageError(f"--index {index}: {path} holds {len(found)} traceback{'s' * (len(found) != 1)} with frames")
+    tb = found[k - 1]
+    if len(found) > 1:
+        which = "the last" if k == len(found) else "the first" if k == 1 else f"number {k}"
+        print(f"cockpit: {path} holds {len(found)} tracebacks; explaining {which} ({tb.exception}"
+              f"{' at ' + tb.start if tb.start else ''}); --index N picks another", file=sys.stderr)
+    return tb
 
 
 def local_path(root: Path, remote: str) -> Path:
@@ -84,7 +96,7 @@ async def _explain_remote(tb: Traceback, host_name: str, config_path: str | None
 
 def run(args: argparse.Namespace) -> int:
     try:
-        tb = last_traceback(args.file)
+        tb = pick_traceback(args.file, args.index)
         frame = tb.failing_frame
         if frame is None or frame.line is None:
             raise UsageError(f"{args.file}: the traceback's last frame names no line")

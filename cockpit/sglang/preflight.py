@@ -25,7 +25,12 @@ from cockpit.systemd.unit_args import Item, parse_items
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 PATH_FLAGS = ("--model-path", "--speculative-draft-model-path", "--tokenizer-path")
+_KIND_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
 _CONVERT = {"int": int, "float": float}
+
+
+def _kind_words(kind: str | None) -> str:
+    return _KIND_WORDS.get(kind or "", f"a value of type {kind}")
 
 
 @dataclass
@@ -127,7 +132,7 @@ def check_static(argv: Sequence[str], catalog: Catalog) -> list[Finding]:
                     findings.append(Finding(ERROR, "bad-type", [flag.name],
                                             f"{stop}: {flag.name} {value!r} is not a valid {flag.type} "
                                             f"(`invalid {flag.type} value`).", "SystemExit(2)",
-                                            f"Give {flag.name} a {flag.type}."))
+                                            f"Give {flag.name} {_kind_words(flag.type)}."))
                     break
             if flag.choices and all(isinstance(c, str) for c in flag.choices) and value not in flag.choices:
                 shown = ", ".join(map(str, flag.choices[:12])) + (" ..." if len(flag.choices) > 12 else "")

@@ -86,7 +86,8 @@ async def _run(args: argparse.Namespace) -> Report:
                 flags_only = argv[next((i for i, w in enumerate(argv) if w.startswith("--")), len(argv)):]
                 report.dry_run, found = await dry_run(host, python, flags_only, catalog)
                 report.findings += found
-                report.findings.append(Finding(INFO, "dry-run", [], f"dry run: {report.dry_run}"))
+                report.findings.append(Finding(INFO, "dry-run", [], f"SGLang's own argument resolution on "
+                                                                     f"{host.name}: {report.dry_run}"))
     finally:
         if pool is not None:
             await pool.close()

@@ -39,7 +39,10 @@ def sglang_source(version: str, progress=print) -> Path:
                                f"sglang=={version}", "-d", str(wheels)], capture_output=True, text=True)
         found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
         if proc.returncode != 0 or not found:
-            raise CockpitError(f"could not download SGLang {version}: {proc.stderr.strip().splitlines()[-1:] or 'no wheel'}")
+            last = (proc.stderr.strip().splitlines() or ["no wheel came"])[-1].removeprefix("ERROR: ")
+            if "no matching distribution" in last.lower() or "could not find a version" in last.lower():
+                raise CockpitError(f"SGLang {version} is not a release on PyPI (pip download found none)")
+            raise CockpitError(f"could not download SGLang {version}: {last}")
 
     def unpack(work: Path) -> None:
         with zipfile.ZipFile(found[-1]) as wheel:

@@ -82,6 +82,10 @@ def _parse_flag(spec: str) -> tuple[str, str | None]:
     return name, value if eq else None
 
 
+def _shown(value: object) -> str:
+    return " ".join(value) if isinstance(value, tuple) else str(value)
+
+
 def _set(args: argparse.Namespace) -> int:
     if not args.flag and not args.unset:
         raise UsageError("unit set: give at least one --flag NAME=VALUE or --unset NAME")
@@ -90,7 +94,12 @@ def _set(args: argparse.Namespace) -> int:
     both = {n.lstrip("-") for n, _ in changes} & {n.lstrip("-") for n in args.unset}
     if both:
         raise UsageError(f"--{sorted(both)[0]} is both set and unset")
+    current = {i.name: i.value for i in unit.flags() if i.name}
     for name, value in changes:
+        dashed = name if name.startswith("-") else "--" + name
+        if value is None and current.get(dashed) is not None:
+            raise UsageError(f"{dashed} has the value {_shown(current[dashed])} now: give --flag {name}=VALUE to "
+                             f"change it (a bare {name} would leave it with no value), or --unset {name}")
         unit = unit.set_flag(name, value)
     for name in args.unset:
         unit = unit.unset_flag(name)

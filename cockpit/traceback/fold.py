@@ -375,4 +375,4 @@ def fold_entries(entries: Iterable[JournalEntry]) -> list[Record]:
 
 def last_with_frames(records: Iterable[Record]) -> Traceback | None:
     """The last traceback that has a frame to open: the one a crash report is about."""
-    return next((r for r in reversed(list(records)) if isinstance(r, Traceback) and r.frames), None)
+    return next((r for r in reversed(list(records)) if isinstance(r, Traceback) and r.sites), None)

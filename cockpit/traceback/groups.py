@@ -35,9 +35,11 @@ class Group:
     invocations: list[str] = field(default_factory=list)  # oldest first
     first_us: int | None = None
     last_us: int | None = None
+    members: list[Traceback] = field(default_factory=list)  # newest first
 
     def _add(self, tb: Traceback) -> None:
         self.count += 1
+        self.members.append(tb)
         if tb.rank:
             self.ranks.add(tb.rank)
         if tb.pid is not None and tb.pid not in self.pids:

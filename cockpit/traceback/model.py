@@ -24,11 +24,25 @@ TEXT_SOURCE = JournalEntry(message="")  # the entry of every line that came as p
 class Frame:
     file: str
     line: int | None
-    function: str | None  # None on a SyntaxError's location line
+    function: str
     code: str | None  # the statement as printed, stripped; lines joined with "\n"; no carets
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "function": self.function, "code": self.code}
+
+
+@dataclass(slots=True)
+class Location:
+    """Where a SyntaxError (or IndentationError) is: `File "x.py", line 2` with no function,
+    then the code and its caret. Python prints it after the frames; it is not a frame."""
+
+    file: str
+    line: int | None
+    code: str | None
+    function = None  # read like a frame's where one is shown, but it belongs to no function
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "code": self.code}
 
 
 def _time(realtime_us: int | None) -> str | None:
@@ -146,13 +160,26 @@ class Traceback:
         return self._reading().sub_exceptions
 
     @property
-    def failing_frame(self) -> Frame | None:
-        frames = self.frames
-        return frames[-1] if frames else None
+    def location(self) -> Location | None:
+        """A SyntaxError's location, apart from its frames."""
+        return self._reading().location
+
+    @property
+    def sites(self) -> list[Frame | Location]:
+        """What the source pane can open, in printed order: the frames, then the location."""
+        location = self.location
+        return [*self.frames, location] if location is not None else list(self.frames)
+
+    @property
+    def failing_frame(self) -> Frame | Location | None:
+        """The line the failure is at: a SyntaxError's location, else the last frame."""
+        sites = self.sites
+        return sites[-1] if sites else None
 
     def to_json(self) -> dict[str, Any]:
         out = {"kind": "traceback", "pid": self.pid, "rank": self.rank, "unit": self.unit,
                "start": self.start, "lines": self.lines, "frames": [f.to_json() for f in self.frames],
+               "location": self.location.to_json() if self.location is not None else None,
                "exception": self.exception, "message": self.message,
                "chained": [c.to_json() for c in self.chained], "complete": self.complete,
                "sub_exceptions": [s.to_json() for s in self.sub_exceptions], "truncated": self.truncated}
@@ -164,6 +191,7 @@ class Traceback:
 @dataclass(slots=True)
 class _Reading:
     frames: list[Frame]
+    location: Location | None
     exception: str | None
     message: str
     chained: list[Traceback]
@@ -172,9 +200,9 @@ class _Reading:
     @classmethod
     def of(cls, block: Traceback, chain: list[Part]) -> _Reading:
         if not chain:
-            return cls([], None, "", [], [])
+            return cls([], None, None, "", [], [])
         *earlier, last = chain
-        return cls(last.frames, last.exception, last.message, [_part(block, p) for p in earlier],
+        return cls(last.frames, last.location, last.exception, last.message, [_part(block, p) for p in earlier],
                    [_member(block, member) for member in last.members])
 
 
@@ -182,7 +210,7 @@ def _part(block: Traceback, part: Part, chained: list[Traceback] | None = None) 
     tb = Traceback(block.lines[part.first:part.end], block.times[part.first:part.end], pid=block.pid,
                    rank=block.rank, unit=block.unit, invocation_id=block.invocation_id,
                    priority=block.priority, complete=part.exception is not None, relation=part.relation)
-    tb._read = _Reading(part.frames, part.exception, part.message, chained or [],
+    tb._read = _Reading(part.frames, part.location, part.exception, part.message, chained or [],
                         [_member(block, member) for member in part.members])
     tb._read_at = len(tb.lines)
     return tb

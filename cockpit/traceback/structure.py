@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from cockpit.traceback.grammar import (EXCEPTION, FRAME, GROUP_HEADER, HEADER, RELATIONS, headerless_group_at,
                                        is_caret, is_group_closing, is_group_line)
-from cockpit.traceback.model import Frame
+from cockpit.traceback.model import Frame, Location
 
 
 @dataclass(slots=True)
@@ -25,6 +25,7 @@ class Part:
     frames: list[Frame]
     exception: str | None
     message: str
+    location: Location | None = None  # a SyntaxError's
     first: int = 0
     end: int = 0
     relation: str | None = None  # how this part leads to the next one: "cause" or "context"
@@ -139,6 +140,7 @@ def _box(texts: list[str], i: int) -> tuple[list[str], int]:
 def _plain(texts: list[str]) -> Part:
     """Frames, exception and message of one part, margins removed."""
     frames: list[Frame] = []
+    sites: list[Frame | Location] = []
     codes: list[list[str]] = []
     exception: str | None = None
     message: list[str] = []
@@ -146,7 +148,9 @@ def _plain(texts: list[str]) -> Part:
         if exception is not None:
             message.append(text)
         elif text.startswith('  File "') and (m := FRAME.match(text)):
-            frames.append(Frame(m[1], None if m[2] == "None" else int(m[2]), m[3], None))
+            line = None if m[2] == "None" else int(m[2])
+            site: Frame | Location = Frame(m[1], line, m[3], None) if m[3] is not None else Location(m[1], line, None)
+            sites.append(site)
             codes.append([])
         elif text.startswith("    "):
             if codes and not is_caret(text):
@@ -154,8 +158,10 @@ def _plain(texts: list[str]) -> Part:
         elif text[:1] not in ("", " ", "\t") and (m := EXCEPTION.match(text)):
             exception = m[1]
             message.append(m[2] or "")
-    for frame, code in zip(frames, codes):
-        frame.code = "\n".join(stripped for c in code if (stripped := c.strip())) or None
+    for site, code in zip(sites, codes):
+        site.code = "\n".join(stripped for c in code if (stripped := c.strip())) or None
     while message and message[-1] == "":
         message.pop()
-    return Part(frames, exception, "\n".join(message))
+    frames = [s for s in sites if isinstance(s, Frame)]
+    locations = [s for s in sites if isinstance(s, Location)]
+    return Part(frames, exception, "\n".join(message), locations[-1] if locations else None)

@@ -41,7 +41,8 @@ from cockpit.systemd.control import UnitControl
 from cockpit.feeds import StatusPoll, supervise
 from cockpit.systemd.readiness import server_info
 from cockpit.systemd.status import fetch, main_exit_of
-from cockpit.targets import Target, all_targets
+from cockpit.sglang.endpoint import serving_address
+from cockpit.targets import DEFAULT_URL, Target, all_targets
 from cockpit.traceback.groups import crash_loop, group
 from cockpit.traceback.model import Traceback
 from cockpit.ui.panes.attempts import AttemptsPane
@@ -103,6 +104,7 @@ class CockpitApp(App[None]):
         self.passive = ThroughputSeries()
         self._journal_feed = "connecting"
         self._poll: StatusPoll | None = None
+        self.address: tuple[str, int] | None = None  # the server's, from the unit's --host/--port
         self._gpu_started = False
         themes, self.theme_problems = discover()
         for theme in themes:
@@ -283,7 +285,7 @@ class CockpitApp(App[None]):
         self.journal_view.clear()
         self.query_one(TracebackList).show([])
         self.query_one("#detail").display = False
-        self.unit_model, self.catalog, self.roots = None, None, PACKAGE_DIRS
+        self.unit_model, self.catalog, self.roots, self.address = None, None, PACKAGE_DIRS, None
         self._start_feeds()
 
     # -- tracebacks and source ---------------------------------------------------------------
@@ -343,11 +345,13 @@ class CockpitApp(App[None]):
         """Open a frame's file from the host: under the service's Python roots only, unless
         the user asked for this file (`O` on the refusal)."""
         pane = self.query_one(SourcePane)
-        frame = traceback.frames[index]
+        sites = traceback.sites
+        frame = sites[index]
         pane.traceback, pane.frame = traceback, index
         self.show_detail("source")
-        pane.set_title(f"{frame.file}:{frame.line} · frame {index + 1} of {len(traceback.frames)} · "
-                       f"{frame.function or ''}")
+        what = "the error's location" if frame is traceback.location else \
+            f"frame {index + 1} of {len(traceback.frames)} · {frame.function}"
+        pane.set_title(f"{frame.file}:{frame.line} · {what}")
         if self.target is None or frame.line is None:
             return
         host = self.pool.get(self.target.host)
@@ -359,7 +363,7 @@ class CockpitApp(App[None]):
             pane.refused = isinstance(e, OutsideRoots)
             pane.set_message(f"{e}. Press O to open it anyway." if pane.refused else str(e))
             return
-        last = index == len(traceback.frames) - 1
+        last = index == len(sites) - 1
         try:
             root = package_root_of(frame.file)
             catalog = await self.catalogs.get(host, root) if root else None
@@ -413,6 +417,10 @@ class CockpitApp(App[None]):
             self.notify(f"SGLang's flag list could not be read ({e}): the editor checks nothing", severity="warning",
                         timeout=8)
         self.unit_model, self.catalog = replace(unit, catalog=catalog), catalog
+        if target.url == DEFAULT_URL:  # no url in the config: where the unit's own flags say it listens
+            self.address = serving_address((i.name, i.value) for i in unit.flags())
+            if self._poll is not None:
+                self._poll.url_host_port = self.address
 
     def action_edit_flags(self, focus: list[str] | None = None) -> None:
         if self.unit_model is None:
@@ -539,7 +547,9 @@ class CockpitApp(App[None]):
             yield SystemCommand("Snapshot", "save the screen (SVG, PNG, text) and an incident note", self.action_snapshot)
         yield SystemCommand("Switch host or unit", "the unit picker", self.action_pick)
         yield SystemCommand("Keys", "every key, and its id for [ui.keys]", self.action_help)
-        yield from super().get_system_commands(screen)
+        # Textual's own "Keys" (its key panel) and "Screenshot" (an SVG alone) would stand beside the
+        # cockpit's Keys and Snapshot under the same or a nearer name: one of each is offered.
+        yield from (c for c in super().get_system_commands(screen) if c.title not in ("Keys", "Screenshot"))
 
     def action_preflight(self) -> None:
         self.action_edit_flags()
@@ -593,7 +603,7 @@ class CockpitApp(App[None]):
         profile = self.config.profile(target.profile)
         pane = self.query_one(ThroughputPane)
         host = self.pool.get(target.host)
-        addr, port = target.url_host_port
+        addr, port = self.address or target.url_host_port
         pane.begin(profile.concurrency, profile.requests,
                    f"profile {profile.name}: concurrency {','.join(map(str, profile.concurrency))}, "
                    f"{profile.requests} requests, {profile.input_len} in / {profile.output_len} out")

@@ -37,6 +37,7 @@ from rich.console import Console
 
 from cockpit.attempts import AttemptLog
 from cockpit.errors import CockpitError
+from cockpit.load.store import load_runs
 from cockpit.incident import Image, Incident, attempts_in, gather, render, unit_events
 
 if TYPE_CHECKING:
@@ -265,6 +266,10 @@ async def write_incident(app: CockpitApp, out_dir: Path | str | None = None, *, 
     image = await save_screen(app, folder, "screen", "the cockpit's screen", problems)
     incident = await incident_of(app, since)
     incident.images = [image]
+    if target is not None and incident.load_run is None:  # the table `cockpit snapshot --load-run` gives
+        runs = await asyncio.to_thread(load_runs, target.host, target.unit)
+        if runs:
+            incident.load_run = runs[-1][1]
     incident.problems += problems
     (folder / NOTE_NAME).write_text(render(incident), encoding="utf-8")
     return folder

@@ -162,17 +162,17 @@ async def render_screens(cfg: Config, target: Target, incident: Incident, folder
         images.append(await save_screen(app, folder, "journal", "The journal" + (
             f" at the last traceback ({picked[1].rank or 'pid ' + str(picked[1].pid)}, {picked[1].exception})"
             if picked else ""), problems))
-        if source and picked is not None and picked[1].frames:
+        if source and picked is not None and picked[1].sites:
             tb = picked[1]
             await _until(lambda: app.unit_model is not None, min(timeout, 15.0))  # the flags, for the explanation
-            worker = app.open_frame(tb, len(tb.frames) - 1)
+            worker = app.open_frame(tb, len(tb.sites) - 1)
             try:
                 await worker.wait()
             except Exception as e:  # a failed worker is reported in the note, not raised
-                problems.append(f"the source pane could not open {tb.frames[-1].file}: {e}")
+                problems.append(f"the source pane could not open {tb.sites[-1].file}: {e}")
             pane = app.query_one(SourcePane)
             if pane.refused:
-                problems.append(f"the failing frame's file {tb.frames[-1].file} is outside the service's Python "
+                problems.append(f"the failing frame's file {tb.sites[-1].file} is outside the service's Python "
                                 "roots: it was not opened, and no source screen was saved")
                 return images
             shown = pane.view.shown
@@ -181,7 +181,7 @@ async def render_screens(cfg: Config, target: Target, incident: Incident, folder
                 await _until(lambda: cached_highlight(key) is not None, 10.0)
             await pilot.pause()
             await pilot.pause()
-            frame = tb.frames[-1]
+            frame = tb.sites[-1]
             images.append(await save_screen(app, folder, "source",
                                             f"The failing frame's source ({frame.file}, line {frame.line})", problems))
     return images

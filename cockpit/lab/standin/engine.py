@@ -34,6 +34,8 @@ class Request:
     carry: float = 0.0  # fractional accepted tokens kept between steps
     finish_reason: str | None = None
     admitted: asyncio.Future[None] | None = None  # set while queued behind --max-running-requests
+    arrived: float = field(default_factory=time.monotonic)
+    first_at: float | None = None  # when its first token went out
     done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
     def text_for(self, start: int, count: int) -> str:
@@ -60,6 +62,9 @@ class Engine:
         self.completed = 0
         self.aborted = 0
         self.total_tokens = 0
+        # What the stand-in itself delivered, request by request: (arrived, first token, last
+        # token, tokens), its own clock. A test checks a measurer against this, not the settings.
+        self.delivered: collections.deque[tuple[float, float, float, int]] = collections.deque(maxlen=100_000)
         self.last_gen_throughput = 0.0
         self._wake = asyncio.Event()
         self._steps = 0
@@ -106,12 +111,16 @@ class Engine:
         text = req.text_for(req.generated, count)
         req.generated += count
         self.total_tokens += count
+        now = time.monotonic()
+        if req.first_at is None:
+            req.first_at = now
         self._log_tokens += count
         if req.generated >= limit:
             req.finish_reason = "length" if limit == req.max_tokens else "stop"
         req.emit(text, count)
         if req.finish_reason is not None:
             self.completed += 1
+            self.delivered.append((req.arrived, req.first_at, now, req.generated))
             self._finish(req)
 
     def _finish(self, req: Request) -> None:

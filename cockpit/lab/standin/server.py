@@ -171,6 +171,8 @@ class Standin:
                     "root": self.model, "max_model_len": 131072}]})
             if path == "/metrics" and getattr(self.args, "enable_metrics", False):
                 return _send_text(writer, 200, self._metrics())
+            if path == "/standin/delivered":
+                return _send_json(writer, 200, {"requests": [list(r) for r in self.engine.delivered]})
             if path == "/standin/stats":
                 e = self.engine
                 return _send_json(writer, 200, {"running": len(e.running) + e.prefilling, "waiting": len(e.waiting),

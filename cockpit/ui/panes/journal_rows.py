@@ -275,8 +275,8 @@ class JournalRows:
             return None
         path, line = m.group(1), int(m.group(2))
         for tb in (record, *record.chained, *record.sub_exceptions):
-            for k, frame in enumerate(tb.frames):
-                if frame.file == path and frame.line == line:
+            for k, site in enumerate(tb.sites):  # a SyntaxError's location opens as its failing line
+                if site.file == path and site.line == line:
                     return tb, k
         return None
 

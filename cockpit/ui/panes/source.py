@@ -74,7 +74,7 @@ class SourceView(CursorView):
         Binding("G,end", "edge(1)", "Bottom", show=False, id="source.bottom"),
         Binding("ctrl+d,pagedown", "page(1)", "Page down", show=False, id="source.page_down"),
         Binding("ctrl+u,pageup", "page(-1)", "Page up", show=False, id="source.page_up"),
-        Binding("c", "center", "Failing line", id="source.center"),
+        Binding("c", "center", "Failing line", show=False, id="source.center"),
     ]
     COMPONENT_CLASSES = {"source--gutter", "source--failing", "source--statement", "source--match",
                          "source--cursor"}
@@ -188,10 +188,10 @@ class SourcePane(Vertical):
     BINDINGS = [
         Binding("u", "walk(-1)", "Up the stack", id="source.stack_up"),
         Binding("d", "walk(1)", "Down the stack", id="source.stack_down"),
-        Binding("slash", "prompt('source-search')", "Search", key_display="/", id="source.search"),
+        Binding("slash", "prompt('source-search')", "Search", key_display="/", show=False, id="source.search"),
         Binding("n", "search_next(1)", "Next match", show=False, id="source.search_next"),
         Binding("N", "search_next(-1)", "Prev match", show=False, id="source.search_previous"),
-        Binding("colon", "prompt('goto')", "Go to line", key_display=":", id="source.goto"),
+        Binding("colon", "prompt('goto')", "Go to line", key_display=":", show=False, id="source.goto"),
         Binding("e", "edit", "Edit these flags", id="source.edit"),
         Binding("O", "open_anyway", "Open anyway", show=False, id="source.open_anyway"),
         Binding("escape", "close", "Close", id="source.close"),
@@ -241,7 +241,7 @@ class SourcePane(Vertical):
     def action_walk(self, step: int) -> None:
         if self.traceback is None:
             return
-        frames = self.traceback.frames
+        frames = self.traceback.sites
         target = self.frame + step
         while 0 <= target < len(frames) and (frames[target].line is None or frames[target].file.startswith("<")):
             target += step  # <frozen runpy> and <string> frames have no file to show

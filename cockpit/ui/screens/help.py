@@ -22,7 +22,7 @@ def bindings_table(sections: list[tuple[str, list[BindingType]]], keymap: dict[s
     table.add_column("where", style="dim", no_wrap=True)
     table.add_column("key", no_wrap=True)
     table.add_column("does")
-    table.add_column("id (for [ui.keys])", style="dim", no_wrap=True)
+    table.add_column(Text("id (for [ui.keys])"), style="dim", no_wrap=True)  # a str header is markup: [ui.keys] vanished
     for where, bindings in sections:
         for b in bindings:
             if isinstance(b, Binding) and b.description:

@@ -37,6 +37,9 @@ def assert_same(got: dict, want: dict) -> None:
     assert (got["exception"], got["message"]) == (want["exception"], want["message"]), got["lines"][:3]
     frames = [[f["file"], f["line"], f["function"], f["code"]] for f in got["frames"]]
     assert frames == want["frames"], f"{frames} != {want['frames']}"
+    location = got.get("location")
+    assert ([location["file"], location["line"], location["code"]] if location else None) == want["location"]
+    assert all(isinstance(f["function"], str) for f in got["frames"])  # the contract: a frame has a function
     assert got.get("relation") == want["relation"]
     assert len(got["chained"]) == len(want["chained"]), [c["exception"] for c in got["chained"]]
     for g, w in zip(got["chained"], want["chained"]):

@@ -21,10 +21,11 @@ def _name(te: traceback.TracebackException) -> str:
 
 def _part(te: traceback.TracebackException, exc: BaseException, relation: str | None) -> dict:
     frames = [[f.filename, f.lineno, f.name, f.line or None] for f in te.stack]
+    location = None  # a SyntaxError's place: not a frame (Python's stack ends before it)
     if isinstance(exc, SyntaxError) and (te.filename or te.lineno is not None):
         text = (te.text or "").strip()
         lineno = int(te.lineno) if te.lineno is not None else None  # kept as text by 3.11
-        frames.append([te.filename or "<string>", lineno, None, text or None])
+        location = [te.filename or "<string>", lineno, text or None]
         message = te.msg or "<no detail available>"
     else:
         message = str(exc)
@@ -33,8 +34,8 @@ def _part(te: traceback.TracebackException, exc: BaseException, relation: str | 
     subs = []
     if isinstance(exc, BaseExceptionGroup):
         subs = [describe_exception(e) for e in exc.exceptions]
-    return {"exception": _name(te), "message": message, "frames": frames, "relation": relation,
-            "sub_exceptions": subs}
+    return {"exception": _name(te), "message": message, "frames": frames, "location": location,
+            "relation": relation, "sub_exceptions": subs}
 
 
 def describe_exception(exc: BaseException) -> dict:
