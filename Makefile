@@ -27,8 +27,11 @@ venv: deps $(VENV)/.installed
 demo: venv
 	$(VENV)/bin/cockpit lab demo
 
+# The whole suite on a bookworm lab, then the lab tests again on a trixie lab (systemd 257,
+# Python 3.13, OpenSSH 10), as GPU hosts run both generations.
 test: venv
 	$(PY) -m pytest -p no:cacheprovider
+	COCKPIT_LAB_RELEASE=trixie $(PY) -m pytest -p no:cacheprovider -m lab
 
 lab-up: venv
 	$(VENV)/bin/cockpit lab up

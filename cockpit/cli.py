@@ -47,6 +47,9 @@ def _add_lab(sub: argparse._SubParsersAction) -> None:
     up = lab_sub.add_parser("up", help="build the image once, boot the lab, write its ssh_config")
     up.add_argument("--name", default=None, help="lab name and ssh alias (default cockpit-lab)")
     up.add_argument("--sglang-version", default=None, help="SGLang release whose source the lab holds (0.5.23 or 0.5.9)")
+    up.add_argument("--release", default="bookworm", choices=["bookworm", "trixie"],
+                    help="the Debian release the lab runs (bookworm: systemd 252, Python 3.11, OpenSSH 9.2; trixie: "
+                         "systemd 257, Python 3.13, OpenSSH 10)")
     up.add_argument("--json", action="store_true", help="print the lab's facts as JSON")
     down = lab_sub.add_parser("down", help="stop the lab and remove its namespace and cgroups")
     down.add_argument("--name", default=None)
@@ -104,12 +107,13 @@ def _cmd_lab(args: argparse.Namespace) -> int:
 
     lab = Lab(args.name or DEFAULT_NAME)
     if args.lab_command == "up":
-        info = lab.up(sglang_version=args.sglang_version or DEFAULT_SGLANG,
+        info = lab.up(sglang_version=args.sglang_version or DEFAULT_SGLANG, release=args.release,
                       progress=lambda m: print(m, file=sys.stderr))
         if args.json:
             print(json.dumps(info.to_json()))
         else:
-            print(f"lab {info.name} is up at {info.address} (SGLang {info.sglang_version} source, stand-in server)")
+            print(f"lab {info.name} is up at {info.address} (Debian {info.release}, SGLang {info.sglang_version} "
+                  "source, stand-in server)")
             print(f"  ssh -F {info.ssh_config} {info.name}")
             print(f"  cockpit --host {info.name} --unit sglang-demo.service")
         return 0

@@ -20,7 +20,12 @@ SHARED = Path(os.environ.get("COCKPIT_SHARED") or (
 FIXTURES = SHARED / "fixtures"
 # The test lab's name comes from the checkout, so two `make test` runs of two checkouts never
 # share a lab; COCKPIT_TEST_LAB names it (two runs of one checkout at once need two names).
-TEST_LAB = os.environ.get("COCKPIT_TEST_LAB") or f"ct-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]}"
+# COCKPIT_LAB_RELEASE=trixie runs the lab tests on a Debian 13 lab (`make test` does both).
+LAB_RELEASE = os.environ.get("COCKPIT_LAB_RELEASE", "bookworm")
+TEST_LAB = os.environ.get("COCKPIT_TEST_LAB") or (
+    f"ct-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]}" + ("" if LAB_RELEASE == "bookworm" else "-t"))
+LAB_PYTHON = {"bookworm": "python3.11", "trixie": "python3.13"}[LAB_RELEASE]
+LAB_SITE = f"/opt/sglang/venv/lib/{LAB_PYTHON}/site-packages"  # where the lab's SGLang source is
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 os.environ["TZ"] = "UTC"  # journal times in snapshots
@@ -148,7 +153,7 @@ def lab() -> Iterator[LabHandle]:
     if os.geteuid() != 0:
         raise AssertionError("the lab tests need root: run `make test` as root")
     handle = Lab(TEST_LAB)
-    info = handle.up(progress=lambda m: print(m, file=sys.stderr))
+    info = handle.up(progress=lambda m: print(m, file=sys.stderr), release=LAB_RELEASE)
     lab = LabHandle(TEST_LAB, info)
     lab.wait_for(lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat",
                                                     check=False).stdout, what="the stand-in's ready line")

@@ -178,7 +178,7 @@ try:
 except SyntaxError as e:
     broken = e
 described = describe_exception(broken)
-described["frames"] = described["frames"][-1:]  # only the location: the script never ran
+described["frames"] = []  # only the location (its own field): the script never ran
 shown = subprocess.run([sys.executable, path], capture_output=True, text=True).stderr
 print(f"{stamp()} running the broken script", flush=True)
 child = subprocess.Popen([sys.executable, path])  # journald stamps its lines with its own PID

@@ -37,7 +37,6 @@ DATA = ROOT / "tests" / "data"
 UNITS = DATA / "units"
 CRASH = ("import urllib.request as u; "
          "u.urlopen(u.Request('http://127.0.0.1:30000/standin/crash', data=b'', method='POST'))")
-HOOK = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py"
 
 
 # --- an independent reading of the journal: what each traceback is, from the raw JSON ---------

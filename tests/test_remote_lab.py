@@ -146,7 +146,8 @@ async def test_reconnects_after_sshd_restart(lab: LabHandle) -> None:
     # Stop sshd and every session it serves, ours included, then start it again.
     lab.ssh("systemd-run", "--on-active=1", "--timer-property=AccuracySec=10ms",
             f"--unit=sshd-bounce-{os.getpid()}-{time.monotonic_ns()}", "sh", "-c",
-            "systemctl stop ssh; pkill -KILL -x sshd; sleep 1; systemctl start ssh")
+            # OpenSSH 9.8 and later serve each session from an `sshd-session` process
+            "systemctl stop ssh; pkill -KILL -x sshd; pkill -KILL -x sshd-session; sleep 1; systemctl start ssh")
     deadline = time.monotonic() + 30
     while states.count("connected") < 2:  # polling, as the status pane does, until a new connection
         assert time.monotonic() < deadline, f"no reconnection: {states}"

@@ -15,10 +15,10 @@ from cockpit.sglang.catalogs import CatalogCache
 from cockpit.systemd.remote_unit import load_remote_unit
 from cockpit.systemd.status import fetch
 from cockpit.targets import Target
-from tests.conftest import LabHandle
+from tests.conftest import LAB_SITE, LabHandle
 
 UNIT = "/etc/systemd/system/sglang-demo.service"
-SITE = "/opt/sglang/venv/lib/python3.11/site-packages"
+SITE = LAB_SITE
 SEED = """[Unit]
 Description=SGLang demo server (cockpit lab stand-in, not a real SGLang)
 

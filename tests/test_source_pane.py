@@ -16,11 +16,12 @@ from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.journal import JournalView
 from cockpit.ui.panes.source import Shown, SourcePane, SourceView, highlight
 from cockpit.systemd.entry import parse_json_line
-from tests.conftest import ROOT, LabHandle
+from tests.conftest import ROOT, LAB_SITE, LabHandle
 
 import pytest
 
 HOOK = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py"
+LAB_HOOK = f"{LAB_SITE}/sglang/srt/arg_groups/speculative_hook.py"  # the same file in the lab of this run
 EAGLE = ("ExecStart=/opt/sglang/venv/bin/python -m cockpit.lab.standin --model-path /models/Llama-3.1-8B-Instruct "
          "--tp-size 8 --speculative-algorithm EAGLE3 --speculative-draft-model-path /models/EAGLE3-LLaMA3.1-Instruct-8B "
          "--speculative-eagle-topk 4 --speculative-num-draft-tokens 3")
@@ -93,12 +94,12 @@ async def test_enter_on_the_failing_frame_shows_the_real_source_in_the_lab(lab: 
                 await asyncio.sleep(0.2)
             view.focus()
             await pilot.press("G", "left_square_bracket", "enter")  # to the traceback, unfold it
-            assert view.model.text(view.cursor).lstrip().startswith(f'File "{HOOK}", line 1162')
+            assert view.model.text(view.cursor).lstrip().startswith(f'File "{LAB_HOOK}", line 1162')
             await pilot.press("enter")  # open the failing frame
             pane = app.query_one(SourcePane)
             source = pane.query_one(SourceView)
             deadline = time.monotonic() + 10
-            while source.shown is None or source.shown.path != HOOK:
+            while source.shown is None or source.shown.path != LAB_HOOK:
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.05)
             assert source.shown.line == 1162 and (source.shown.start, source.shown.end) == (1160, 1163)
@@ -110,7 +111,7 @@ async def test_enter_on_the_failing_frame_shows_the_real_source_in_the_lab(lab: 
             assert "--speculative-num-draft-tokens" in explanation
             await pilot.press("u")  # up the stack: the caller's file
             deadline = time.monotonic() + 10
-            while source.shown.path == HOOK:
+            while source.shown.path == LAB_HOOK:
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.05)
             assert source.shown.path.endswith("sglang/srt/speculative/spec_info.py") and source.shown.line == 264

@@ -27,21 +27,30 @@ operator ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/install, /usr/bin/mv,
 CONF
 chmod 0440 /etc/sudoers.d/operator
 
-# Where the fixture tracebacks say SGLang lives; the source of one release is bind-mounted
-# into site-packages at boot.
+# Where the fixture tracebacks say SGLang lives (with this release's Python); the source of one
+# release is bind-mounted into site-packages at boot.
+python=$(python3 -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}")')
 python3 -m venv --without-pip /opt/sglang/venv
-mkdir -p /opt/sglang/venv/lib/python3.11/site-packages/sglang /opt/cockpit /opt/cockpit-lab/guest /opt/cockpit-lab/units
+mkdir -p "/opt/sglang/venv/lib/$python/site-packages/sglang" /opt/cockpit /opt/cockpit-lab/guest /opt/cockpit-lab/units
 
-# The provisioning hook: a generator runs before units are loaded, so the demo unit it
-# installs from the bind-mounted guest directory starts in the same boot, with no reload.
-mkdir -p /etc/systemd/system-generators
-cat > /etc/systemd/system-generators/cockpit-lab-provision <<'GEN'
-#!/bin/sh
-# run with sh: an installed wheel need not keep the script's executable bit
-[ -f /opt/cockpit-lab/guest/provision ] && exec /bin/sh /opt/cockpit-lab/guest/provision "$@"
-exit 0
-GEN
-chmod 0755 /etc/systemd/system-generators/cockpit-lab-provision
+# Provisioning: a oneshot unit early in each boot (the rootfs is a fresh overlay every time)
+# installs the demo unit and the lab's own units, then starts them. Not a generator: from
+# systemd 253 on generators run with / read-only, and they run again at every daemon-reload.
+cat > /etc/systemd/system/cockpit-lab-provision.service <<'UNIT'
+[Unit]
+Description=cockpit lab: install and start the demo unit and the lab's units
+After=local-fs.target
+Before=ssh.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh /opt/cockpit-lab/guest/provision
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl enable cockpit-lab-provision.service >/dev/null 2>&1
 
 # The journal lives in /run (a tmpfs) and would be vacuumed at 10% of it: keep a lot, like a
 # GPU host's persistent journal, so paging back and floods behave as they do there.

@@ -13,19 +13,40 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit.errors import CockpitError
+from cockpit.errors import CockpitError, UsageError
 from cockpit.localfs import build_once, is_complete
 from cockpit.sglang.releases import cache_root
 
 HERE = Path(__file__).parent
 SETUP_SCRIPT = HERE / "image-setup.sh"
-LAB_PYTHON = "python3.11"  # Debian bookworm's; the fixture tracebacks name this site-packages
-SITE_PACKAGES = f"/opt/sglang/venv/lib/{LAB_PYTHON}/site-packages"
+
+
+@dataclass(frozen=True)
+class Release:
+    """A Debian release a lab can run: GPU hosts run several (Ubuntu 22.04 and 24.04, Debian
+    12 and 13), with systemd 252 to 257, Python 3.11 to 3.13 and OpenSSH 9.2 to 10."""
+
+    suite: str
+    python: str  # the interpreter it ships, whose site-packages the lab's SGLang sits in
+
+    @property
+    def site_packages(self) -> str:
+        return f"/opt/sglang/venv/lib/{self.python}/site-packages"
+
+
+RELEASES = {"bookworm": Release("bookworm", "python3.11"), "trixie": Release("trixie", "python3.13")}
+DEFAULT_RELEASE = "bookworm"  # the fixture tracebacks name its Python's site-packages
+
+
+def release(name: str) -> Release:
+    if name not in RELEASES:
+        raise UsageError(f"release {name!r}: the lab runs {' or '.join(RELEASES)}")
+    return RELEASES[name]
 
 
 @dataclass(frozen=True)
 class Recipe:
-    suite: str = "bookworm"
+    suite: str = DEFAULT_RELEASE
     mirror: str = "http://deb.debian.org/debian"
     packages: tuple[str, ...] = ("systemd", "systemd-sysv", "dbus", "openssh-server", "python3",
                                  "python3-venv", "sudo", "iproute2", "procps")

@@ -46,6 +46,8 @@ class LabInfo:
     started_at: float
     ssh_config: str
     known_hosts: str
+    release: str = image.DEFAULT_RELEASE
+    site_packages: str = image.RELEASES[image.DEFAULT_RELEASE].site_packages  # where its SGLang source is
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -154,12 +156,17 @@ class Lab:
 
     # -- up -------------------------------------------------------------------------------
 
-    def up(self, sglang_version: str = DEFAULT_SGLANG, timeout: float = 30.0, progress=print) -> LabInfo:
+    def up(self, sglang_version: str = DEFAULT_SGLANG, timeout: float = 30.0, progress=print,
+           release: str = image.DEFAULT_RELEASE) -> LabInfo:
         _require_root()
         running = self.info()
         if running is not None:
+            if running.release != release:
+                raise UsageError(f"the lab {self.name} is up on {running.release}: take it down first "
+                                 f"(`cockpit lab down --name {self.name}`) to boot it on {release}")
             return running
-        rootfs = image.build(progress=progress)
+        chosen = image.release(release)
+        rootfs = image.build(image.Recipe(suite=chosen.suite), progress=progress)
         source = sglang_source(sglang_version, progress=progress)
         self._ensure_keys()
         run_root().mkdir(parents=True, exist_ok=True)
@@ -176,9 +183,10 @@ class Lab:
         net = network.LabNet(self.name, index)
         network.create(net)
         started = time.time()
-        pid = self._launch(rootfs, source, sglang_version, net)
+        pid = self._launch(rootfs, source, chosen, net)
         info = LabInfo(name=self.name, index=index, address=net.address, pid=pid, sglang_version=sglang_version,
-                       started_at=started, ssh_config=str(self.ssh_config), known_hosts=str(self.known_hosts))
+                       started_at=started, ssh_config=str(self.ssh_config), known_hosts=str(self.known_hosts),
+                       release=chosen.suite, site_packages=chosen.site_packages)
         self._info_path().write_text(json.dumps(info.to_json()))
         self._write_ssh_files(info)
         deadline = time.monotonic() + timeout
@@ -220,7 +228,7 @@ class Lab:
                 return i
         raise CockpitError(f"{MAX_LABS} labs are up already: take one down first")
 
-    def _launch(self, rootfs: Path, source: Path, version: str, net: network.LabNet) -> int:
+    def _launch(self, rootfs: Path, source: Path, chosen: image.Release, net: network.LabNet) -> int:
         cgroups = _cgroup_dirs(self.name)
         for cg in cgroups:
             cg.mkdir(exist_ok=True)
@@ -231,8 +239,8 @@ class Lab:
             (self.units_dir, "/opt/cockpit-lab/units"),
             (GUEST_DIR, "/opt/cockpit-lab/guest"),
             (Path(cockpit.__file__).parent, "/opt/cockpit/cockpit"),
-            (source / "sglang", f"{image.SITE_PACKAGES}/sglang"),
-            *((d, f"{image.SITE_PACKAGES}/{d.name}") for d in dist_info),
+            (source / "sglang", f"{chosen.site_packages}/sglang"),
+            *((d, f"{chosen.site_packages}/{d.name}") for d in dist_info),
         ]
         nspawn = [
             "systemd-nspawn", "--boot", "--register=no", "--keep-unit", "--quiet",

@@ -19,6 +19,7 @@ from cockpit.sglang.flags import Catalog, Flag, load_catalog
 from cockpit.sglang.rules import eagle_violation
 
 REPLAYS = Path(__file__).with_name("replays")
+RECORDED_PYTHON = "python3.11"  # what the real runs behind the replays ran on
 
 
 def find_sglang_root(explicit: str = "") -> Path:
@@ -79,6 +80,10 @@ def replay_text(version: str, exception: str, pid: int) -> str:
                 f"recorded traceback for that release (it has: {', '.join(known)})\n")
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     text = path.read_text()
+    # Recorded under Python 3.11: on a host whose Python is another, its paths name that one.
+    here = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    if here != RECORDED_PYTHON:
+        text = text.replace(f"/{RECORDED_PYTHON}/", f"/{here}/")
     text = re.sub(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "[" + stamp, text, flags=re.M)
     return re.sub(r"\b(parent_pid|pid)=\d+", lambda m: f"{m.group(1)}={pid}", text)
 

@@ -19,8 +19,18 @@ def _name(te: traceback.TracebackException) -> str:
     return stype
 
 
+def _code(f: traceback.FrameSummary) -> str | None:
+    """The statement as Python prints it: its first line, or (Python 3.13, which prints a
+    statement that spans lines whole when it knows the columns) every line of it."""
+    lines = getattr(f, "_dedented_lines", None)
+    if lines and f.colno is not None and f.end_colno is not None and f.end_lineno is not None:
+        shown = lines.splitlines()[:f.end_lineno - f.lineno + 1]
+        return "\n".join(s for line in shown if (s := line.strip())) or None
+    return f.line or None
+
+
 def _part(te: traceback.TracebackException, exc: BaseException, relation: str | None) -> dict:
-    frames = [[f.filename, f.lineno, f.name, f.line or None] for f in te.stack]
+    frames = [[f.filename, f.lineno, f.name, _code(f)] for f in te.stack]
     location = None  # a SyntaxError's place: not a frame (Python's stack ends before it)
     if isinstance(exc, SyntaxError) and (te.filename or te.lineno is not None):
         text = (te.text or "").strip()

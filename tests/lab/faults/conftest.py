@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_LAB, LabHandle
+from tests.conftest import LAB_RELEASE, TEST_LAB, LabHandle
 
 FAULT_LAB = f"{TEST_LAB}-f"
 TICKER = "ticker.service"
@@ -80,7 +80,7 @@ def fault_lab() -> Iterator[LabHandle]:
     handle.units_dir.mkdir(parents=True, exist_ok=True)
     (handle.units_dir / TICKER).write_text(TICKER_UNIT)
     (handle.units_dir / "ticker.py").write_text(TICKER_SCRIPT)
-    info = handle.up(progress=lambda m: print(m, file=sys.stderr))
+    info = handle.up(progress=lambda m: print(m, file=sys.stderr), release=LAB_RELEASE)
     lab = LabHandle(FAULT_LAB, info)
     lab.wait_for(lambda: "tick 20" in lab.ssh("journalctl", "-u", TICKER, "-o", "cat", check=False).stdout,
                  what="the ticker's lines")

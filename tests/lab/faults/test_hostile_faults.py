@@ -22,7 +22,7 @@ from cockpit.systemd.status import fetch
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.source import SourcePane
-from tests.conftest import LabHandle
+from tests.conftest import LAB_PYTHON, LabHandle
 
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))
 DIR = "/etc/systemd/system"
@@ -95,7 +95,7 @@ async def test_a_file_outside_the_python_roots_is_not_read(fault_lab: LabHandle,
     try:
         unit = await load_remote_unit(host, await fetch(host, FORGED))
         facts = await service_python(host, "/usr/bin/python3", unit)
-        assert any(d.endswith("/python3.11") for d in facts.roots.dirs)  # the stdlib is a root
+        assert any(d.endswith(f"/{LAB_PYTHON}") for d in facts.roots.dirs)  # the stdlib is a root
         with pytest.raises(OutsideRoots, match="outside the service's Python roots"):
             await SourceCache().get(host, forged_unit, roots=facts.roots)
         # A symlink inside the roots that leads to the secret is refused too.

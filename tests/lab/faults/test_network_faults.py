@@ -24,7 +24,7 @@ from cockpit.lab.network import set_link
 from cockpit.targets import Target
 from cockpit.traceback.model import Line
 from cockpit.ui.app import CockpitApp
-from tests.conftest import LabHandle
+from tests.conftest import LAB_RELEASE, LabHandle
 from tests.lab.faults.conftest import TICKER, TICKER_PORT, FaultRow, journal_cursors, lost_and_duplicated
 
 # The pane turns stale two poll intervals after the last status it got, and is redrawn every
@@ -60,7 +60,8 @@ def server_reset(lab: LabHandle) -> None:
 def sshd_restart(lab: LabHandle) -> None:
     lab.ssh("systemd-run", "--on-active=1", "--timer-property=AccuracySec=10ms",
             f"--unit=sshd-bounce-{time.monotonic_ns()}", "sh", "-c",
-            "systemctl stop ssh; pkill -KILL -x sshd; sleep 1; systemctl start ssh")
+            # OpenSSH 9.8 and later serve each session from an `sshd-session` process
+            "systemctl stop ssh; pkill -KILL -x sshd; pkill -KILL -x sshd-session; sleep 1; systemctl start ssh")
 
 
 def _freezer(lab: LabHandle) -> str:
@@ -90,7 +91,7 @@ def lab_down(lab: LabHandle) -> None:
 
 
 def lab_up(lab: LabHandle) -> None:
-    Lab(lab.name).up(progress=lambda m: None)
+    Lab(lab.name).up(progress=lambda m: None, release=LAB_RELEASE)
 
 
 async def _until(predicate: Callable[[], bool], timeout: float, what: str) -> float:
