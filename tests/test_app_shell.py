@@ -227,6 +227,7 @@ async def test_stale_data_says_its_age_and_never_ready() -> None:
         await _feed(pilot, recorded_status())
         assert "ready ✓" in str(pane.render()) and pane.trouble() is None and pane.size.height == 2
         later = pane.received + 12.4
+        pane.watching = True  # as the live poll does
         pane.clock = lambda: later  # the last status arrived 12 s ago: the host stopped answering
         await pilot.pause(0.6)
         text = str(pane.render())
@@ -260,6 +261,7 @@ def test_snapshot_stale_and_reconnecting(snap_compare) -> None:
         await _feed(pilot, recorded_status(), recorded_entries())
         pane = pilot.app.query_one(StatusPane)
         now = pane.received + 12.4
+        pane.watching = True
         pane.clock = lambda: now  # the snapshot's "12 s ago" must not depend on how fast it is taken
         pane.show_connection("reconnecting", "lost the connection to cockpit-lab: Connection lost")
         pilot.app.journal_view.show_feed("not following (connection lost)")

@@ -80,6 +80,8 @@ async def test_write_shows_diff_and_verdict_and_respects_read_only(catalog) -> N
         modal = app.screen
         assert isinstance(modal, WriteModal)
         assert "+    --speculative-num-steps 3" in str(modal.query_one("#write-diff").query_one("Static").render())
+        body = str(modal.query_one(".dialog-body").render())
+        assert "keeping a backup of what is on disk" in body and "this check is best-effort" in body
         await pilot.press("y")
         await pilot.pause()
         assert len(ran) == 1 and "--speculative-num-steps 3" in ran[0].render(UNIT)

@@ -183,6 +183,7 @@ class CockpitApp(App[None]):
         target = self.target
         assert target is not None
         pane = self.status_pane
+        pane.watching = True
         poll = self._poll = StatusPoll(self.pool.get(target.host), target.unit, target.url_host_port,
                                        on_status=pane.show_status, on_problem=pane.show_problem)
         await supervise(poll.run, lambda detail: pane.show_problem("error", f"the status poll failed: {detail}"))

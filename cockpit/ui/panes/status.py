@@ -59,6 +59,9 @@ class StatusPane(Widget, can_focus=False):
         self.host = host
         self.unit = unit
         self.clock: Callable[[], float] = time.monotonic  # a test may stop time
+        # A live poll renews the status every POLL_S; only then can it go stale. A recorded status
+        # (a snapshot, a test) is as old as it was recorded, whatever the clock says.
+        self.watching = False
         self.received: float | None = None  # self.clock() when `status` arrived
         self._was_stale = False
 
@@ -94,7 +97,7 @@ class StatusPane(Widget, can_focus=False):
 
     def stale(self) -> bool:
         age = self.age()
-        return age is not None and age > STALE_AFTER_S
+        return self.watching and age is not None and age > STALE_AFTER_S
 
     def trouble(self) -> str | None:
         """What is wrong with the data shown, in a few words, or None while it is live."""

@@ -135,3 +135,21 @@ async def test_an_accepted_key_creates_the_ssh_directory_private(keys, tmp_path:
         assert keys.right.split()[2] in user_file.read_text()
     finally:
         await host.close()
+
+
+async def test_an_unreachable_host_is_said_to_be_unreachable(fault_lab: LabHandle) -> None:
+    """With its link down the lab cannot be reached: that is what the sentence says, not that
+    the host closed the connection."""
+    from cockpit.lab.network import set_link
+    from cockpit.remote.base import ConnectionLost
+
+    net = Lab(fault_lab.name).net()
+    host = SSHHost(HostConfig(name=fault_lab.name))
+    set_link(net, up=False)
+    try:
+        with pytest.raises(ConnectionLost) as e:
+            await host.run(["true"])
+        assert str(e.value) == f"cannot reach {fault_lab.name} ({fault_lab.name}:22): no route to host"
+    finally:
+        set_link(net, up=True)
+        await host.close()
