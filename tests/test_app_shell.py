@@ -267,3 +267,40 @@ def test_snapshot_stale_and_reconnecting(snap_compare) -> None:
         pilot.app.journal_view.show_feed("not following (connection lost)")
         await pilot.pause(0.6)
     assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
+
+
+def test_snapshot_paused_with_unread_lines(snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await _feed(pilot, recorded_status(), recorded_entries())
+        view = pilot.app.query_one(JournalView)
+        view.focus()
+        await pilot.press("g")  # reading from the top: following stops
+        view.append_entries(recorded_entries()[:5])
+        await pilot.pause()
+        assert view.title_text() == "journal · sglang-demo.service · paused · ▼ 5 new lines · G to follow"
+    assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
+
+
+def test_the_previous_exit_outlives_an_automatic_restart() -> None:
+    from cockpit.feeds import StatusPoll
+
+    poll = StatusPoll(None, "sglang-demo.service", ("127.0.0.1", 30000),  # type: ignore[arg-type]
+                      on_status=lambda s: None, on_problem=lambda k, s: None)
+    died = recorded_status(active_state="activating", sub_state="auto-restart", exec_main_code="exited",
+                           exec_main_status=1, exec_main_exit=1796032480.0, invocation_id="a" * 32)
+    assert poll._with_previous_exit(died) is died  # systemd still says how it ended
+    again = recorded_status(invocation_id="b" * 32, exec_main_code=None, exec_main_exit=None)
+    shown = poll._with_previous_exit(again)
+    assert (shown.previous_exit, shown.previous_exit_at) == ("exited 1", 1796032480.0)
+    poll.note_exit("killed 9/KILL", 1796032999.0)  # systemd's own journal line says it too
+    assert poll._with_previous_exit(again).previous_exit == "killed 9/KILL"
+
+
+async def test_the_status_pane_shows_the_previous_exit_and_no_unknown_memory() -> None:
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        await _feed(pilot, recorded_status(previous_exit="exited 1", previous_exit_at=1796032480.0))
+        text = str(app.query_one(StatusPane).render())
+        assert "last exit exited 1 at " in text and "mem" not in text
+        await _feed(pilot, recorded_status(memory_bytes=3 << 30))
+        assert "mem 3.0 GiB" in str(app.query_one(StatusPane).render())

@@ -78,3 +78,12 @@ def test_ruff_finds_no_faults() -> None:
     proc = subprocess.run([str(Path(sys.executable).with_name("ruff")), "check", "cockpit", "tests", "benchmarks"],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_not_lab_selects_no_test_that_needs_a_lab() -> None:
+    """Lab tests are marked by where they live and by the lab fixtures they take, so
+    `-m "not lab"` (what runs without root) collects none of them."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", "-m",
+                          "not lab", "tests"], capture_output=True, text=True, cwd=ROOT, timeout=120).stdout
+    ids = [line for line in out.splitlines() if "::" in line]
+    assert ids and not [i for i in ids if i.startswith("tests/lab/") or "_lab.py::" in i or "in_the_lab" in i]
