@@ -50,12 +50,12 @@ class Watch:
 
 
 def backup_name(path: str, stamp: float | None = None) -> str:
-    """`PATH.cockpit-bak.20261201T080412.123456-3f9a`: microseconds and a random tail, so two
+    """`PATH.cockpit-bak.20261201T080412.123456-3f9a01c2`: microseconds and a random tail, so two
     writes in one second never share a name, and names sort by time."""
     when = stamp if stamp is not None else time.time()
     micros = int(round((when % 1) * 1e6)) % 1_000_000
     return (f"{path}{BACKUP_TAG}{time.strftime('%Y%m%dT%H%M%S', time.gmtime(when))}.{micros:06d}"
-            f"-{secrets.token_hex(2)}")
+            f"-{secrets.token_hex(4)}")
 
 
 async def _verify(host: Host, unit_name: str, texts: dict[str, str]) -> None:
