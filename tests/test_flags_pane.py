@@ -50,7 +50,7 @@ async def test_the_mistake_shows_before_anything_is_written(catalog) -> None:
         await pilot.press("enter", "3", "enter")
         await pilot.pause()
         assert [f for f in pane.findings if f.severity == "error"] == []
-        assert dict((i.name, i.value) for i in pane.edited.flags())["--speculative-num-steps"] == "3"
+        assert _flags(pane)["--speculative-num-steps"] == "3"
         assert "--speculative-num-steps 3" in pane.edited.render(UNIT)
         await pilot.press("ctrl+z")
         assert pane.edited is pane.loaded
@@ -129,6 +129,20 @@ def test_snapshots(snap_compare, catalog, view) -> None:
     assert snap_compare(app_with_unit(catalog), terminal_size=(150, 50), run_before=run_before)
 
 
+async def _enter_on(pilot, name: str) -> FlagsPane:
+    """Open the editor, put the cursor on `name` and press Enter."""
+    await pilot.press("e")
+    pane = pilot.app.query_one(FlagsPane)
+    _select(pane, name)
+    await pilot.press("enter")
+    await pilot.pause()
+    return pane
+
+
+def _flags(pane: FlagsPane) -> dict:
+    return {i.name: i.value for i in pane.edited.flags()}
+
+
 def _select(pane: FlagsPane, name: str) -> None:
     from textual.widgets import OptionList
 
@@ -139,17 +153,13 @@ def _select(pane: FlagsPane, name: str) -> None:
 async def test_enter_edits_a_value_in_place(catalog) -> None:
     app = app_with_unit(catalog)
     async with app.run_test(size=(150, 50)) as pilot:
-        await pilot.press("e")
-        pane = app.query_one(FlagsPane)
-        _select(pane, "--tp-size")
-        await pilot.press("enter")
-        await pilot.pause()
+        pane = await _enter_on(pilot, "--tp-size")
         field = pane.query_one("#flag-input")
         assert field.display and field.value == "8"
         field.value = "4"
         await pilot.press("enter")
         await pilot.pause()
-        assert dict((i.name, i.value) for i in pane.edited.flags())["--tp-size"] == "4"
+        assert _flags(pane)["--tp-size"] == "4"
         assert "    --tp-size 4 \\\n" in pane.edited.render(UNIT)
         assert "1 change not yet written (w writes)" in str(pane.query_one("#flags-head").render())
 
@@ -157,11 +167,7 @@ async def test_enter_edits_a_value_in_place(catalog) -> None:
 async def test_a_flag_with_choices_offers_them(sglang_root) -> None:
     app = app_with_unit(load_catalog(sglang_root("0.5.9")))  # 0.5.23 leaves the algorithm open (plugins)
     async with app.run_test(size=(150, 50)) as pilot:
-        await pilot.press("e")
-        pane = app.query_one(FlagsPane)
-        _select(pane, "--speculative-algorithm")
-        await pilot.press("enter")
-        await pilot.pause()
+        pane = await _enter_on(pilot, "--speculative-algorithm")
         box = pane.query_one("#flag-suggestions")
         offered = [box.get_option_at_index(i).id for i in range(box.option_count)]
         assert box.display and {"choice:EAGLE", "choice:EAGLE3", "choice:NEXTN"} <= set(offered)
@@ -172,19 +178,15 @@ async def test_a_flag_with_choices_offers_them(sglang_root) -> None:
         assert [box.get_option_at_index(i).id for i in range(box.option_count)] == ["choice:NEXTN"]
         await pilot.press("enter")
         await pilot.pause()
-        assert dict((i.name, i.value) for i in pane.edited.flags())["--speculative-algorithm"] == "NEXTN"
+        assert _flags(pane)["--speculative-algorithm"] == "NEXTN"
 
 
 async def test_enter_on_a_switch_turns_it_off(catalog) -> None:
     app = app_with_unit(catalog)
     app.unit_model = app.unit_model.set_flag("--enable-metrics", None)
     async with app.run_test(size=(150, 50)) as pilot:
-        await pilot.press("e")
-        pane = app.query_one(FlagsPane)
-        _select(pane, "--enable-metrics")
-        await pilot.press("enter")
-        await pilot.pause()
-        assert "--enable-metrics" not in dict((i.name, i.value) for i in pane.edited.flags())
+        pane = await _enter_on(pilot, "--enable-metrics")
+        assert "--enable-metrics" not in _flags(pane)
         assert not pane.query_one("#flag-input").display
 
 
