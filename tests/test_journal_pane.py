@@ -246,3 +246,19 @@ async def test_scrolling_to_the_top_pages_the_whole_history_in_the_lab(lab) -> N
         await host.close()
         assert view.model.oldest_cursor == everything[0].cursor
         assert "start of the journal" in view.title_text()
+
+
+async def test_a_burst_of_batches_redraws_the_side_list_once(monkeypatch) -> None:
+    calls = []
+    show = TracebackList.show
+    monkeypatch.setattr(TracebackList, "show",
+                        lambda self, groups, limit=200: (calls.append(1), show(self, groups, limit)))
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = app.query_one(JournalView)
+        entries = [parse_json_line(line) for line in (DATA / "journal-crash8.jsonl").read_text().splitlines()]
+        for k in range(0, len(entries), 5):  # dozens of batches, many with a traceback, no pause between
+            view.append_entries(entries[k:k + 5])
+        await pilot.pause()
+        assert 1 <= len(calls) <= 2  # one message still queued was replaced by the next
+        assert app.query_one(TracebackList).option_count == 8

@@ -9,40 +9,16 @@ each time lines have arrived since: records update in place while a traceback is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cockpit.systemd.entry import JournalEntry
+from cockpit.traceback.frames import Frame, Location
 from cockpit.traceback.grammar import log_rank
+from cockpit.traceback.structure import Part, parse_block
 
-if TYPE_CHECKING:
-    from cockpit.traceback.structure import Part
+__all__ = ["TEXT_SOURCE", "Frame", "Line", "Location", "Traceback"]
 
 TEXT_SOURCE = JournalEntry(message="")  # the entry of every line that came as plain text
-
-
-@dataclass(slots=True)
-class Frame:
-    file: str
-    line: int | None
-    function: str
-    code: str | None  # the statement as printed, stripped; lines joined with "\n"; no carets
-
-    def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "function": self.function, "code": self.code}
-
-
-@dataclass(slots=True)
-class Location:
-    """Where a SyntaxError (or IndentationError) is: `File "x.py", line 2` with no function,
-    then the code and its caret. Python prints it after the frames; it is not a frame."""
-
-    file: str
-    line: int | None
-    code: str | None
-    function = None  # read like a frame's where one is shown, but it belongs to no function
-
-    def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "code": self.code}
 
 
 def _time(realtime_us: int | None) -> str | None:
@@ -131,8 +107,6 @@ class Traceback:
 
     def _reading(self) -> _Reading:
         if self._read_at != len(self.lines) or self._read is None:
-            from cockpit.traceback.structure import parse_block
-
             self._read = _Reading.of(self, parse_block(self.lines))
             self._read_at = len(self.lines)
         return self._read

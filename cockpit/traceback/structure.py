@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from cockpit.traceback.grammar import (EXCEPTION, FRAME, GROUP_HEADER, HEADER, RELATIONS, headerless_group_at,
                                        is_caret, is_group_closing, is_group_line)
-from cockpit.traceback.model import Frame, Location
+from cockpit.traceback.frames import Frame, Location
 
 
 @dataclass(slots=True)

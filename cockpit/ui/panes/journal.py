@@ -85,7 +85,11 @@ class JournalView(CursorView):
             self.kind = kind
 
     class TracebacksChanged(Message):
-        pass
+        """The set of tracebacks changed. A burst of batches posts many of these; the side list
+        needs only the last, so one still queued is replaced by the next."""
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, JournalView.TracebacksChanged)
 
     class NeedOlder(Message):
         """The user reached the top: page older entries from journald."""
