@@ -43,8 +43,17 @@ def start_standin(port: int, **settings: float) -> subprocess.Popen:
     COCKPIT_STANDIN_TOKENS_PER_S=40, and so on for each setting."""
     from cockpit.sglang.releases import sglang_source
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COCKPIT_STANDIN_SGLANG_ROOT=str(sglang_source("0.5.23")),
-               COCKPIT_STANDIN_STARTUP_S="0.1", COCKPIT_STANDIN_ACCESS_LOG="0",
-               **{f"COCKPIT_STANDIN_{name.upper()}": str(value) for name, value in settings.items()})
-    return subprocess.Popen([sys.executable, "-m", "cockpit.lab.standin", "--model-path", "/m", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        COCKPIT_STANDIN_SGLANG_ROOT=str(sglang_source("0.5.23")),
+        COCKPIT_STANDIN_STARTUP_S="0.1",
+        COCKPIT_STANDIN_ACCESS_LOG="0",
+        **{f"COCKPIT_STANDIN_{name.upper()}": str(value) for name, value in settings.items()},
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "cockpit.lab.standin", "--model-path", "/m", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )

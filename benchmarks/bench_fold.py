@@ -40,9 +40,11 @@ UNIT = "sglang-demo.service"
 MAIN_PID = 4100
 BOOT = "023639b5c0ab4725982eb41832591f0b"
 MACHINE = "9d63c9289fc948ae91eeef697701170e"
-CMDLINE = ("/opt/sglang/venv/bin/python -m sglang.launch_server --model-path /models/Llama-3.1-8B-Instruct "
-           "--served-model-name llama-3.1-8b-instruct --tp-size 8 --mem-fraction-static 0.85 "
-           "--host 127.0.0.1 --port 30000")
+CMDLINE = (
+    "/opt/sglang/venv/bin/python -m sglang.launch_server --model-path /models/Llama-3.1-8B-Instruct "
+    "--served-model-name llama-3.1-8b-instruct --tp-size 8 --mem-fraction-static 0.85 "
+    "--host 127.0.0.1 --port 30000"
+)
 TRACEBACK = """Traceback (most recent call last):
   File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2876, in run_scheduler_process
     scheduler.event_loop_overlap()
@@ -83,32 +85,79 @@ For debugging consider passing CUDA_LAUNCH_BLOCKING=1
 def full_fields(message: object, pid: int, i: int, t: int, invocation: str) -> dict:
     """The field set journald gives a line a service wrote to stdout."""
     return {
-        "_BOOT_ID": BOOT, "__REALTIME_TIMESTAMP": str(t), "_MACHINE_ID": MACHINE, "_UID": "0",
-        "SYSLOG_FACILITY": "3", "__MONOTONIC_TIMESTAMP": str(t - 1796030000000000), "_TRANSPORT": "stdout",
-        "_EXE": "/opt/sglang/venv/bin/python3.11", "_CAP_EFFECTIVE": "1ffffffffff",
-        "_SYSTEMD_CGROUP": f"/system.slice/{UNIT}", "_SYSTEMD_SLICE": "system.slice",
-        "__CURSOR": cursor(i, t), "_PID": str(pid), "_SYSTEMD_INVOCATION_ID": invocation,
-        "SYSLOG_IDENTIFIER": "python", "_SYSTEMD_UNIT": UNIT, "_RUNTIME_SCOPE": "system", "_COMM": "python",
-        "_STREAM_ID": "2db5542774214cac84fbd4bcf2a68260", "MESSAGE": message, "PRIORITY": "6", "_GID": "0",
-        "_CMDLINE": CMDLINE, "_HOSTNAME": "gpu-node-17",
+        "_BOOT_ID": BOOT,
+        "__REALTIME_TIMESTAMP": str(t),
+        "_MACHINE_ID": MACHINE,
+        "_UID": "0",
+        "SYSLOG_FACILITY": "3",
+        "__MONOTONIC_TIMESTAMP": str(t - 1796030000000000),
+        "_TRANSPORT": "stdout",
+        "_EXE": "/opt/sglang/venv/bin/python3.11",
+        "_CAP_EFFECTIVE": "1ffffffffff",
+        "_SYSTEMD_CGROUP": f"/system.slice/{UNIT}",
+        "_SYSTEMD_SLICE": "system.slice",
+        "__CURSOR": cursor(i, t),
+        "_PID": str(pid),
+        "_SYSTEMD_INVOCATION_ID": invocation,
+        "SYSLOG_IDENTIFIER": "python",
+        "_SYSTEMD_UNIT": UNIT,
+        "_RUNTIME_SCOPE": "system",
+        "_COMM": "python",
+        "_STREAM_ID": "2db5542774214cac84fbd4bcf2a68260",
+        "MESSAGE": message,
+        "PRIORITY": "6",
+        "_GID": "0",
+        "_CMDLINE": CMDLINE,
+        "_HOSTNAME": "gpu-node-17",
     }
 
 
 def systemd_fields(message: str, i: int, t: int, invocation: str) -> dict:
     """PID 1 about the unit (the restart messages)."""
     return {
-        "__CURSOR": cursor(i, t), "__REALTIME_TIMESTAMP": str(t), "__MONOTONIC_TIMESTAMP": str(t - 1796030000000000),
-        "_BOOT_ID": BOOT, "MESSAGE": message, "_PID": "1", "PRIORITY": "6", "UNIT": UNIT,
-        "INVOCATION_ID": invocation, "_SYSTEMD_UNIT": "init.scope", "SYSLOG_IDENTIFIER": "systemd",
-        "_TRANSPORT": "journal", "_HOSTNAME": "gpu-node-17", "_MACHINE_ID": MACHINE, "_UID": "0", "_GID": "0",
-        "_COMM": "systemd", "_EXE": "/usr/lib/systemd/systemd", "_CMDLINE": "/sbin/init", "TID": "1",
-        "CODE_FILE": "src/core/unit.c", "CODE_LINE": "5825", "CODE_FUNC": "unit_log_failure",
-        "SYSLOG_FACILITY": "3", "_SYSTEMD_CGROUP": "/init.scope", "_SYSTEMD_SLICE": "-.slice",
+        "__CURSOR": cursor(i, t),
+        "__REALTIME_TIMESTAMP": str(t),
+        "__MONOTONIC_TIMESTAMP": str(t - 1796030000000000),
+        "_BOOT_ID": BOOT,
+        "MESSAGE": message,
+        "_PID": "1",
+        "PRIORITY": "6",
+        "UNIT": UNIT,
+        "INVOCATION_ID": invocation,
+        "_SYSTEMD_UNIT": "init.scope",
+        "SYSLOG_IDENTIFIER": "systemd",
+        "_TRANSPORT": "journal",
+        "_HOSTNAME": "gpu-node-17",
+        "_MACHINE_ID": MACHINE,
+        "_UID": "0",
+        "_GID": "0",
+        "_COMM": "systemd",
+        "_EXE": "/usr/lib/systemd/systemd",
+        "_CMDLINE": "/sbin/init",
+        "TID": "1",
+        "CODE_FILE": "src/core/unit.c",
+        "CODE_LINE": "5825",
+        "CODE_FUNC": "unit_log_failure",
+        "SYSLOG_FACILITY": "3",
+        "_SYSTEMD_CGROUP": "/init.scope",
+        "_SYSTEMD_SLICE": "-.slice",
     }
 
 
-REDUCED = {"__CURSOR", "__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP", "_BOOT_ID", "MESSAGE", "_PID", "PRIORITY",
-           "_SYSTEMD_INVOCATION_ID", "INVOCATION_ID", "_SYSTEMD_UNIT", "UNIT", "SYSLOG_IDENTIFIER"}
+REDUCED = {
+    "__CURSOR",
+    "__REALTIME_TIMESTAMP",
+    "__MONOTONIC_TIMESTAMP",
+    "_BOOT_ID",
+    "MESSAGE",
+    "_PID",
+    "PRIORITY",
+    "_SYSTEMD_INVOCATION_ID",
+    "INVOCATION_ID",
+    "_SYSTEMD_UNIT",
+    "UNIT",
+    "SYSLOG_IDENTIFIER",
+}
 
 
 def cursor(i: int, t: int) -> str:
@@ -128,49 +177,75 @@ def journal(n: int, seed: int = 7):
         pid = MAIN_PID + restart * 100
         r = rng.random()
         if r < 0.00015:  # eight ranks with their own PIDs crash at once, lines interleaved
-            blocks = [[f"[{{stamp}} TP{k}] Scheduler hit an exception: {TRACEBACK[0]}", *TRACEBACK[1:], ""]
-                      for k in range(8)]
+            blocks = [
+                [f"[{{stamp}} TP{k}] Scheduler hit an exception: {TRACEBACK[0]}", *TRACEBACK[1:], ""] for k in range(8)
+            ]
             for row in itertools.zip_longest(*blocks):
                 for k, text in enumerate(row):
                     if text is not None:
                         yield text, pid + 1 + k, False
                         out += 1
-            for text in (f"{UNIT}: Main process exited, code=exited, status=1/FAILURE",
-                         f"{UNIT}: Failed with result 'exit-code'.",
-                         f"{UNIT}: Scheduled restart job, restart counter is at {restart + 1}."):
+            for text in (
+                f"{UNIT}: Main process exited, code=exited, status=1/FAILURE",
+                f"{UNIT}: Failed with result 'exit-code'.",
+                f"{UNIT}: Scheduled restart job, restart counter is at {restart + 1}.",
+            ):
                 yield text, 1, True
                 out += 1
             restart += 1
         elif r < 0.00025:  # ranks sharing the main PID, each traceback written whole
             for k in range(8):
-                first, *rest = (CHAINED if k % 2 else TRACEBACK)
+                first, *rest = CHAINED if k % 2 else TRACEBACK
                 for text in (f"[{{stamp}} TP{k}] Scheduler hit an exception: {first}", *rest, ""):
                     yield text, pid, False
                     out += 1
         elif r < 0.45:
             rank = rng.randrange(8)
-            yield (f"[{{stamp}} TP{rank}] Decode batch, #running-req: {rng.randrange(1, 64)}, #token: "
-                   f"{rng.randrange(1000, 90000)}, token usage: 0.{rng.randrange(10, 99)}, accept len: 3.40, "
-                   f"accept rate: 0.34, cuda graph: True, gen throughput (token/s): {rng.uniform(900, 5000):.2f}, "
-                   f"#queue-req: {rng.randrange(0, 9)}"), pid, False
+            yield (
+                (
+                    f"[{{stamp}} TP{rank}] Decode batch, #running-req: {rng.randrange(1, 64)}, #token: "
+                    f"{rng.randrange(1000, 90000)}, token usage: 0.{rng.randrange(10, 99)}, accept len: 3.40, "
+                    f"accept rate: 0.34, cuda graph: True, gen throughput (token/s): {rng.uniform(900, 5000):.2f}, "
+                    f"#queue-req: {rng.randrange(0, 9)}"
+                ),
+                pid,
+                False,
+            )
             out += 1
         elif r < 0.6:
             rank = rng.randrange(8)
-            yield (f"[{{stamp}} TP{rank}] Prefill batch, #new-seq: 2, #new-token: 4096, #cached-token: 512, "
-                   f"token usage: 0.13, #running-req: 31, #queue-req: 3, #pending-token: 0, cuda graph: False, "
-                   f"input throughput (token/s): {rng.uniform(4000, 9000):.2f}"), pid, False
+            yield (
+                (
+                    f"[{{stamp}} TP{rank}] Prefill batch, #new-seq: 2, #new-token: 4096, #cached-token: 512, "
+                    f"token usage: 0.13, #running-req: 31, #queue-req: 3, #pending-token: 0, cuda graph: False, "
+                    f"input throughput (token/s): {rng.uniform(4000, 9000):.2f}"
+                ),
+                pid,
+                False,
+            )
             out += 1
         elif r < 0.985:
-            yield (f'INFO:     127.0.0.1:{rng.randrange(30000, 60000)} - "POST /v1/chat/completions HTTP/1.1" '
-                   f"200 OK"), pid, False
+            yield (
+                (f'INFO:     127.0.0.1:{rng.randrange(30000, 60000)} - "POST /v1/chat/completions HTTP/1.1" 200 OK'),
+                pid,
+                False,
+            )
             out += 1
         elif r < 0.997:
-            yield ("/opt/sglang/venv/lib/python3.11/site-packages/torch/cuda/__init__.py:61: FutureWarning: "
-                   "The pynvml package is deprecated."), pid, False
-            yield '  import pynvml  # type: ignore[import]', pid, False
+            yield (
+                (
+                    "/opt/sglang/venv/lib/python3.11/site-packages/torch/cuda/__init__.py:61: FutureWarning: "
+                    "The pynvml package is deprecated."
+                ),
+                pid,
+                False,
+            )
+            yield "  import pynvml  # type: ignore[import]", pid, False
             out += 2
         elif r < 0.9999:
-            bar = "".join(f"Loading safetensors checkpoint shards: {p}% Completed | {p // 10}/10\r" for p in range(0, 101, 10))
+            bar = "".join(
+                f"Loading safetensors checkpoint shards: {p}% Completed | {p // 10}/10\r" for p in range(0, 101, 10)
+            )
             yield list(bar.encode()), pid, False
             out += 1
         else:
@@ -281,8 +356,13 @@ def main() -> int:
     if args.fold_file:
         print(json.dumps(fold_file(args.fold_file)))
         return 0
-    results = {"benchmark": "fold", "cpu": os.uname().machine, "python": sys.version.split()[0],
-               "target_entries_per_s": 200_000, "formats": {}}
+    results = {
+        "benchmark": "fold",
+        "cpu": os.uname().machine,
+        "python": sys.version.split()[0],
+        "target_entries_per_s": 200_000,
+        "formats": {},
+    }
     formats = ["full", "reduced"] if args.format == "both" else [args.format]
     with tempfile.TemporaryDirectory(prefix="bench-fold-") as tmp:
         for fmt in formats:
@@ -292,11 +372,15 @@ def main() -> int:
             gen_s = time.perf_counter() - t0
             # one core: the fold runs pinned to a single CPU when the platform allows it
             pin = ["taskset", "-c", "0"] if _has_taskset() else []
-            out = subprocess.run([*pin, sys.executable, __file__, "--fold-file", str(path)],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [*pin, sys.executable, __file__, "--fold-file", str(path)], capture_output=True, text=True, check=True
+            )
             result = json.loads(out.stdout)
-            result.update(bytes_per_entry=round(made["bytes"] / made["entries"]), generate_s=round(gen_s, 1),
-                          meets_target=result["entries_per_s"] >= 200_000)
+            result.update(
+                bytes_per_entry=round(made["bytes"] / made["entries"]),
+                generate_s=round(gen_s, 1),
+                meets_target=result["entries_per_s"] >= 200_000,
+            )
             result["cockpit_fold_cli"] = {"all": cli_run(path, ""), "head_5": cli_run(path, " | head -5")}
             results["formats"][fmt] = result
             path.unlink()
@@ -308,12 +392,15 @@ def cli_run(path: Path, pipe: str) -> dict:
     """`cockpit fold FILE` as a user runs it, in a child of a fresh process so that its peak RSS
     is its own: it streams, so memory stays bounded by the longest open traceback (it was
     828 MB for 2M lines, and the same with `| head -5`)."""
-    probe = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
-             "subprocess.run(sys.argv[1], shell=True, stdout=subprocess.DEVNULL); "
-             "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    probe = (
+        "import resource, subprocess, sys, time; t = time.perf_counter(); "
+        "subprocess.run(sys.argv[1], shell=True, stdout=subprocess.DEVNULL); "
+        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
     command = f"{sys.executable} -m cockpit fold {path}{pipe}"
-    out = subprocess.run([sys.executable, "-c", probe, command], capture_output=True, text=True, check=True,
-                         cwd=ROOT).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", probe, command], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.split()
     return {"seconds": round(float(out[0]), 2), "peak_rss_mb": round(int(out[1]) / 1024, 1)}
 
 

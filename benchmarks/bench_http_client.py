@@ -17,8 +17,14 @@ PER_STREAM, CAPACITY, OUTPUT = 20.0, 2000.0, 64
 
 
 def body() -> dict:
-    return {"model": "/m", "prompt": "a b c d", "max_tokens": OUTPUT, "stream": True, "ignore_eos": True,
-            "stream_options": {"include_usage": True}}
+    return {
+        "model": "/m",
+        "prompt": "a b c d",
+        "max_tokens": OUTPUT,
+        "stream": True,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+    }
 
 
 async def with_aiohttp(url: str, n: int) -> tuple[int, int]:
@@ -26,6 +32,7 @@ async def with_aiohttp(url: str, n: int) -> tuple[int, int]:
 
     chunks = tokens = 0
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
         async def one() -> None:
             nonlocal chunks, tokens
             async with session.post(url, json=body()) as resp:
@@ -35,6 +42,7 @@ async def with_aiohttp(url: str, n: int) -> tuple[int, int]:
                         chunks += 1
                         if event.get("usage"):
                             tokens += event["usage"]["completion_tokens"]
+
         await asyncio.gather(*(one() for _ in range(n)))
     return chunks, tokens
 
@@ -45,6 +53,7 @@ async def with_httpx(url: str, n: int) -> tuple[int, int]:
     chunks = tokens = 0
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with httpx.AsyncClient(limits=limits, timeout=600) as client:
+
         async def one() -> None:
             nonlocal chunks, tokens
             async with client.stream("POST", url, json=body()) as resp:
@@ -54,6 +63,7 @@ async def with_httpx(url: str, n: int) -> tuple[int, int]:
                         chunks += 1
                         if event.get("usage"):
                             tokens += event["usage"]["completion_tokens"]
+
         await asyncio.gather(*(one() for _ in range(n)))
     return chunks, tokens
 
@@ -63,9 +73,14 @@ async def measure(client, url: str, n: int) -> dict:
     chunks, tokens = await client(url, n)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     truth = min(n * PER_STREAM, CAPACITY)
-    return {"streams": n, "chunks": chunks, "client_cpu_us_per_chunk": round(cpu / max(chunks, 1) * 1e6, 1),
-            "client_cpu_share": round(cpu / wall, 3), "measured_tok_s": round(tokens / wall, 1),
-            "truth_tok_s": truth}
+    return {
+        "streams": n,
+        "chunks": chunks,
+        "client_cpu_us_per_chunk": round(cpu / max(chunks, 1) * 1e6, 1),
+        "client_cpu_share": round(cpu / wall, 3),
+        "measured_tok_s": round(tokens / wall, 1),
+        "truth_tok_s": truth,
+    }
 
 
 async def main() -> None:
@@ -77,6 +92,7 @@ async def main() -> None:
         clients = {"aiohttp": with_aiohttp}
         try:
             import httpx  # noqa: F401
+
             clients["httpx"] = with_httpx
         except ImportError:
             pass
@@ -84,8 +100,13 @@ async def main() -> None:
     finally:
         proc.terminate()
         proc.wait()
-    emit({"benchmark": "http_client", "results": results,
-          "note": "" if "httpx" in results else "httpx not installed: pip install httpx to compare"})
+    emit(
+        {
+            "benchmark": "http_client",
+            "results": results,
+            "note": "" if "httpx" in results else "httpx not installed: pip install httpx to compare",
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -26,17 +26,24 @@ def main() -> None:
         lab.up(progress=lambda m: None)
         ups.append(time.perf_counter() - t0)
         while True:
-            out = subprocess.run(lab.ssh_argv("root", ["journalctl", "-u", "sglang-demo", "-o", "cat"]),
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run(
+                lab.ssh_argv("root", ["journalctl", "-u", "sglang-demo", "-o", "cat"]), capture_output=True, text=True
+            ).stdout
             if "ready to roll" in out:
                 break
             time.sleep(0.05)
         readies.append(time.perf_counter() - t0)
         lab.down()
-    emit({"benchmark": "lab_boot", "runs": RUNS,
-          "up_s": {"p50": round(pct(ups, 50), 3), "max": round(max(ups), 3)},
-          "standin_ready_s": {"p50": round(pct(readies, 50), 3), "max": round(max(readies), 3)},
-          "target_up_s": 5.0, "met": max(ups) < 5.0})
+    emit(
+        {
+            "benchmark": "lab_boot",
+            "runs": RUNS,
+            "up_s": {"p50": round(pct(ups, 50), 3), "max": round(max(ups), 3)},
+            "standin_ready_s": {"p50": round(pct(readies, 50), 3), "max": round(max(readies), 3)},
+            "target_up_s": 5.0,
+            "met": max(ups) < 5.0,
+        }
+    )
 
 
 if __name__ == "__main__":

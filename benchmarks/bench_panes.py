@@ -40,20 +40,35 @@ def synthetic(n: int, start: int = 0) -> list[JournalEntry]:
         if i % 2000 == 0:
             for line in range(6):
                 for rank in range(8):
-                    text = ([f"[2026-11-30 10:00:00 TP{rank}] Scheduler hit an exception: Traceback (most recent call last):",
-                             '  File "/opt/x/scheduler.py", line 1017, in event_loop_normal',
-                             "    result = self.run_batch(batch)",
-                             '  File "/opt/x/model_runner.py", line 2210, in forward',
-                             "    raise RuntimeError('CUDA error: an illegal memory access was encountered')",
-                             "RuntimeError: CUDA error: an illegal memory access was encountered"][line])
+                    text = [
+                        f"[2026-11-30 10:00:00 TP{rank}] Scheduler hit an exception: Traceback (most recent call last):",
+                        '  File "/opt/x/scheduler.py", line 1017, in event_loop_normal',
+                        "    result = self.run_batch(batch)",
+                        '  File "/opt/x/model_runner.py", line 2210, in forward',
+                        "    raise RuntimeError('CUDA error: an illegal memory access was encountered')",
+                        "RuntimeError: CUDA error: an illegal memory access was encountered",
+                    ][line]
                     out.append(JournalEntry(text, realtime_us=t + i, pid=1000 + rank, invocation_id="inv"))
         elif i % 3:
-            out.append(JournalEntry(f"[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 32, #token: {i}, "
-                                    "token usage: 0.13, cuda graph: True, gen throughput (token/s): 4351.94, "
-                                    "#queue-req: 3", realtime_us=t + i, pid=999, invocation_id="inv"))
+            out.append(
+                JournalEntry(
+                    f"[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 32, #token: {i}, "
+                    "token usage: 0.13, cuda graph: True, gen throughput (token/s): 4351.94, "
+                    "#queue-req: 3",
+                    realtime_us=t + i,
+                    pid=999,
+                    invocation_id="inv",
+                )
+            )
         else:
-            out.append(JournalEntry(f'INFO:     127.0.0.1:{40000 + i % 20000} - "POST /v1/completions HTTP/1.1" 200 OK',
-                                    realtime_us=t + i, pid=999, invocation_id="inv"))
+            out.append(
+                JournalEntry(
+                    f'INFO:     127.0.0.1:{40000 + i % 20000} - "POST /v1/completions HTTP/1.1" 200 OK',
+                    realtime_us=t + i,
+                    pid=999,
+                    invocation_id="inv",
+                )
+            )
         i += 1
     return out[:n]
 
@@ -82,10 +97,21 @@ async def journal_frames() -> dict:
             await asyncio.sleep(1 / BATCHES_PER_S)
         rows = len(view.model.rows)
         records = len(view.model.records)
-    return {"window_lines": WINDOW, "records": records, "rows": rows, "fill_200k_s": round(fill_s, 2),
-            "arrival_lines_per_s": RATE, "frame_ms": {"p50": round(pct(frames, 50), 2), "p95": round(pct(frames, 95), 2),
-                                                      "max": round(max(frames), 2), "mean": round(statistics.mean(frames), 2)},
-            "target_frame_ms": 30, "met": pct(frames, 95) < 30}
+    return {
+        "window_lines": WINDOW,
+        "records": records,
+        "rows": rows,
+        "fill_200k_s": round(fill_s, 2),
+        "arrival_lines_per_s": RATE,
+        "frame_ms": {
+            "p50": round(pct(frames, 50), 2),
+            "p95": round(pct(frames, 95), 2),
+            "max": round(max(frames), 2),
+            "mean": round(statistics.mean(frames), 2),
+        },
+        "target_frame_ms": 30,
+        "met": pct(frames, 95) < 30,
+    }
 
 
 async def source_open(lab_name: str) -> dict:
@@ -94,9 +120,15 @@ async def source_open(lab_name: str) -> dict:
     async with app.run_test(size=(160, 50)):
         host = app.pool.get(lab_name)
         src = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py"
-        await host.run(["sh", "-c", f"cat /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/server_args.py "
-                                    f"{src} /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/*.py "
-                                    f"| head -c 409600 | sed '$d' > {big}"])
+        await host.run(
+            [
+                "sh",
+                "-c",
+                f"cat /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/server_args.py "
+                f"{src} /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/*.py "
+                f"| head -c 409600 | sed '$d' > {big}",
+            ]
+        )
         size = int((await host.run(["stat", "-c", "%s", big])).text)
         view = app.query_one(SourcePane).query_one(SourceView)
 
@@ -124,11 +156,14 @@ async def source_open(lab_name: str) -> dict:
         uncached_shown, uncached_colours = await open_and_wait(big, 2000)
         cached = [await open_and_wait(big, 1000 + k) for k in range(5)]
     cached_colours = [c for _, c in cached]
-    return {"file_bytes": size, "uncached_shown_s": round(uncached_shown, 3),
-            "uncached_highlighted_s": round(uncached_colours, 3),
-            "cached_highlighted_s": {"p50": round(pct(cached_colours, 50), 3), "max": round(max(cached_colours), 3)},
-            "targets": {"cached_s": 0.5, "uncached_400kb_s": 2.0},
-            "met": uncached_colours < 2.0 and max(cached_colours) < 0.5}
+    return {
+        "file_bytes": size,
+        "uncached_shown_s": round(uncached_shown, 3),
+        "uncached_highlighted_s": round(uncached_colours, 3),
+        "cached_highlighted_s": {"p50": round(pct(cached_colours, 50), 3), "max": round(max(cached_colours), 3)},
+        "targets": {"cached_s": 0.5, "uncached_400kb_s": 2.0},
+        "met": uncached_colours < 2.0 and max(cached_colours) < 0.5,
+    }
 
 
 class _FakeTraceback:

@@ -36,10 +36,17 @@ async def main() -> None:
             times.append((time.perf_counter() - t) * 1000)
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         cpu_ms = ((cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)) * 1000 / ROUNDS
-        emit({"benchmark": "picker_refresh", "hosts": len(LABS), "units_per_round": sum(counts),
-              "round_ms": {"p50": round(pct(times, 50), 1), "p95": round(pct(times, 95), 1)},
-              "cockpit_cpu_ms_per_round": round(cpu_ms, 1), "refresh_interval_s": 2.0,
-              "cpu_share_at_2s": round(cpu_ms / 2000, 4)})
+        emit(
+            {
+                "benchmark": "picker_refresh",
+                "hosts": len(LABS),
+                "units_per_round": sum(counts),
+                "round_ms": {"p50": round(pct(times, 50), 1), "p95": round(pct(times, 95), 1)},
+                "cockpit_cpu_ms_per_round": round(cpu_ms, 1),
+                "refresh_interval_s": 2.0,
+                "cpu_share_at_2s": round(cpu_ms / 2000, 4),
+            }
+        )
     finally:
         await pool.close()
         for lab in labs:

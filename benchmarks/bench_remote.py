@@ -22,10 +22,12 @@ from cockpit.systemd import journal, status
 
 LAB = "cockpit-bench"
 FLOOD_LINES = 200_000
-FLOOD = ("import sys\nw = sys.stdout.write\n"
-         f"for i in range({FLOOD_LINES}):\n"
-         "    w(f'[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 32, #token: {i}, token usage: 0.13, "
-         "cuda graph: True, gen throughput (token/s): 4351.94, #queue-req: 3\\n')\n")
+FLOOD = (
+    "import sys\nw = sys.stdout.write\n"
+    f"for i in range({FLOOD_LINES}):\n"
+    "    w(f'[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 32, #token: {i}, token usage: 0.13, "
+    "cuda graph: True, gen throughput (token/s): 4351.94, #queue-req: 3\\n')\n"
+)
 
 
 async def status_latency(host: SSHHost) -> dict:
@@ -40,21 +42,40 @@ async def status_latency(host: SSHHost) -> dict:
         t = time.perf_counter()
         await host.run(argv)
         run.append((time.perf_counter() - t) * 1000)
-    return {"command_channel_ms": {"p50": round(pct(query, 50), 2), "p95": round(pct(query, 95), 2)},
-            "exec_per_call_ms": {"p50": round(pct(run, 50), 2), "p95": round(pct(run, 95), 2)},
-            "target_p50_ms": 30, "met": pct(query, 50) < 30}
+    return {
+        "command_channel_ms": {"p50": round(pct(query, 50), 2), "p95": round(pct(query, 95), 2)},
+        "exec_per_call_ms": {"p50": round(pct(run, 50), 2), "p95": round(pct(run, 95), 2)},
+        "target_p50_ms": 30,
+        "met": pct(query, 50) < 30,
+    }
 
 
 async def follow_throughput(host: SSHHost) -> dict:
     await host.run(["tee", "/tmp/flood.py"], input=FLOOD.encode())
     await host.run(["systemctl", "reset-failed", "flood"], timeout=10)
-    result = await host.run(["systemd-run", "--unit=flood", "--wait", "-p", "LogRateLimitIntervalSec=0",
-                             "/usr/bin/python3", "/tmp/flood.py"], timeout=300)
+    result = await host.run(
+        [
+            "systemd-run",
+            "--unit=flood",
+            "--wait",
+            "-p",
+            "LogRateLimitIntervalSec=0",
+            "/usr/bin/python3",
+            "/tmp/flood.py",
+        ],
+        timeout=300,
+    )
     assert result.ok, result.error_text
     # Let journald finish writing what it had buffered before timing either reader.
     await asyncio.sleep(2)
-    timing = await host.run(["sh", "-c", "s=$(date +%s.%N); journalctl -u flood -o json --all >/dev/null; "
-                                         "e=$(date +%s.%N); echo \"$s $e\"; journalctl -u flood -q | wc -l"])
+    timing = await host.run(
+        [
+            "sh",
+            "-c",
+            "s=$(date +%s.%N); journalctl -u flood -o json --all >/dev/null; "
+            'e=$(date +%s.%N); echo "$s $e"; journalctl -u flood -q | wc -l',
+        ]
+    )
     start, end, count = timing.text.split()
     baseline_rate = int(count) / (float(end) - float(start))
     got = 0
@@ -74,8 +95,14 @@ async def follow_throughput(host: SSHHost) -> dict:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     rate = got / elapsed
-    return {"entries": got, "follower_entries_per_s": round(rate), "journalctl_devnull_entries_per_s": round(baseline_rate),
-            "ratio": round(rate / baseline_rate, 3), "target_ratio": 0.9, "met": rate / baseline_rate >= 0.9}
+    return {
+        "entries": got,
+        "follower_entries_per_s": round(rate),
+        "journalctl_devnull_entries_per_s": round(baseline_rate),
+        "ratio": round(rate / baseline_rate, 3),
+        "target_ratio": 0.9,
+        "met": rate / baseline_rate >= 0.9,
+    }
 
 
 async def main() -> None:
@@ -88,8 +115,13 @@ async def main() -> None:
             if st.active_state == "active" or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.3)
-        emit({"benchmark": "remote", "status_refresh": await status_latency(host),
-              "journal_follow": await follow_throughput(host)})
+        emit(
+            {
+                "benchmark": "remote",
+                "status_refresh": await status_latency(host),
+                "journal_follow": await follow_throughput(host),
+            }
+        )
     finally:
         await host.close()
         lab.down()

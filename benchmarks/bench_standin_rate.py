@@ -38,8 +38,14 @@ async def run_case(conc: int, requests: int, rate: float, capacity: float, accep
                     raise
                 time.sleep(0.05)
         await asyncio.sleep(0.5)
-        cfg = LoadConfig(url=f"http://127.0.0.1:{port}", concurrency=(conc,), requests=requests, warmup=min(conc, 8),
-                         input_len=64, output_len=120)
+        cfg = LoadConfig(
+            url=f"http://127.0.0.1:{port}",
+            concurrency=(conc,),
+            requests=requests,
+            warmup=min(conc, 8),
+            input_len=64,
+            output_len=120,
+        )
         [level] = await Runner(cfg).run()
     finally:
         proc.terminate()
@@ -47,11 +53,18 @@ async def run_case(conc: int, requests: int, rate: float, capacity: float, accep
     per_stream = rate if capacity == 0 else min(rate, capacity / conc)
     total = per_stream * conc
     return {
-        "concurrency": conc, "tokens_per_s_per_stream_set": rate, "capacity_set": capacity, "accept_len_set": accept,
-        "expected_output_tokens_per_s": total, "measured_output_tokens_per_s": round(level.output_tokens_per_s, 1),
-        "expected_per_stream": per_stream, "measured_per_stream": round(level.output_tokens_per_s_per_stream or 0, 2),
-        "measured_itl_ms": round(level.itl_ms["mean"] or 0, 2), "expected_itl_ms": round(1000 / per_stream, 2),
-        "tokens_per_chunk": round(level.tokens_per_chunk or 0, 2), "errors": level.errors,
+        "concurrency": conc,
+        "tokens_per_s_per_stream_set": rate,
+        "capacity_set": capacity,
+        "accept_len_set": accept,
+        "expected_output_tokens_per_s": total,
+        "measured_output_tokens_per_s": round(level.output_tokens_per_s, 1),
+        "expected_per_stream": per_stream,
+        "measured_per_stream": round(level.output_tokens_per_s_per_stream or 0, 2),
+        "measured_itl_ms": round(level.itl_ms["mean"] or 0, 2),
+        "expected_itl_ms": round(1000 / per_stream, 2),
+        "tokens_per_chunk": round(level.tokens_per_chunk or 0, 2),
+        "errors": level.errors,
         "within_5pct": abs(level.output_tokens_per_s_per_stream / per_stream - 1) < 0.05
         and abs((level.itl_ms["mean"] or 0) / (1000 / per_stream) - 1) < 0.05,
     }

@@ -84,10 +84,19 @@ from cockpit.sglang.flags import Catalog, load_catalog
 from cockpit.sglang.preflight import ERROR, PROBE, Finding, check_static, dry_run
 from cockpit.sglang.releases import sglang_source
 
-TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-              "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 4,
-              "num_hidden_layers": 2, "vocab_size": 32000, "max_position_embeddings": 2048,
-              "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 2,
+    "vocab_size": 32000,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-5,
+    "torch_dtype": "bfloat16",
+}
 SPEC = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
 
 Result = tuple[str, list[Finding]]
@@ -126,36 +135,76 @@ def cases(model: str, draft: str) -> list[Case]:
     failed = Check("outcome is failed", lambda r: r[0] == "failed")
     return [
         Case("plain", m, "a valid command resolves", [Check("outcome is passed", lambda r: r == ("passed", []))], ""),
-        Case("eagle-seed", [*eagle, "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"],
-             "the seed incident: topk and draft tokens without steps",
-             [failed, Check("AssertionError", lambda r: _raises(r) == "AssertionError"),
-              Check("names the three speculative flags", lambda r: set(SPEC) <= _flags(r)),
-              Check("the two given flags come first", lambda r: set(r[1][0].flags[:2]) == set(SPEC[1:]))],
-             "AssertionError"),
-        Case("eagle-steps-only", [*eagle, "--speculative-num-steps", "3"], "steps without topk: None > 1",
-             [failed, Check("TypeError", lambda r: _raises(r) == "TypeError"),
-              Check("names --speculative-eagle-topk", lambda r: "--speculative-eagle-topk" in _flags(r))],
-             "TypeError"),
-        Case("argparse", [*m, "--tp-size", "abc"], "a value argparse refuses",
-             [failed, Check("SystemExit(2)", lambda r: _raises(r) == "SystemExit(2)"),
-              Check("quotes argparse", lambda r: _says(r, "error: argument") and _says(r, "invalid int value: 'abc'")),
-              Check("names --tp-size", lambda r: "--tp-size" in _flags(r))], "SystemExit(2)"),
-        Case("mm-modality", [*m, "--limit-mm-data-per-request", '{"text": 1}'],
-             "a value only the release's validation refuses (the static layer has no rule for it)",
-             [failed, Check("ValueError", lambda r: _raises(r) == "ValueError"),
-              Check("quotes the release's message", lambda r: _says(r, "Invalid modality 'text'")),
-              Check("names --limit-mm-data-per-request", lambda r: "--limit-mm-data-per-request" in _flags(r))],
-             ""),
-        Case("served-name-colon", [*m, "--served-model-name", "a:b"],
-             "refused by check_server_args(), which launch_server runs after resolution",
-             [failed, Check("AssertionError", lambda r: _raises(r) == "AssertionError"),
-              Check("names --served-model-name", lambda r: "--served-model-name" in _flags(r))], ""),
+        Case(
+            "eagle-seed",
+            [*eagle, "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"],
+            "the seed incident: topk and draft tokens without steps",
+            [
+                failed,
+                Check("AssertionError", lambda r: _raises(r) == "AssertionError"),
+                Check("names the three speculative flags", lambda r: set(SPEC) <= _flags(r)),
+                Check("the two given flags come first", lambda r: set(r[1][0].flags[:2]) == set(SPEC[1:])),
+            ],
+            "AssertionError",
+        ),
+        Case(
+            "eagle-steps-only",
+            [*eagle, "--speculative-num-steps", "3"],
+            "steps without topk: None > 1",
+            [
+                failed,
+                Check("TypeError", lambda r: _raises(r) == "TypeError"),
+                Check("names --speculative-eagle-topk", lambda r: "--speculative-eagle-topk" in _flags(r)),
+            ],
+            "TypeError",
+        ),
+        Case(
+            "argparse",
+            [*m, "--tp-size", "abc"],
+            "a value argparse refuses",
+            [
+                failed,
+                Check("SystemExit(2)", lambda r: _raises(r) == "SystemExit(2)"),
+                Check(
+                    "quotes argparse", lambda r: _says(r, "error: argument") and _says(r, "invalid int value: 'abc'")
+                ),
+                Check("names --tp-size", lambda r: "--tp-size" in _flags(r)),
+            ],
+            "SystemExit(2)",
+        ),
+        Case(
+            "mm-modality",
+            [*m, "--limit-mm-data-per-request", '{"text": 1}'],
+            "a value only the release's validation refuses (the static layer has no rule for it)",
+            [
+                failed,
+                Check("ValueError", lambda r: _raises(r) == "ValueError"),
+                Check("quotes the release's message", lambda r: _says(r, "Invalid modality 'text'")),
+                Check("names --limit-mm-data-per-request", lambda r: "--limit-mm-data-per-request" in _flags(r)),
+            ],
+            "",
+        ),
+        Case(
+            "served-name-colon",
+            [*m, "--served-model-name", "a:b"],
+            "refused by check_server_args(), which launch_server runs after resolution",
+            [
+                failed,
+                Check("AssertionError", lambda r: _raises(r) == "AssertionError"),
+                Check("names --served-model-name", lambda r: "--served-model-name" in _flags(r)),
+            ],
+            "",
+        ),
     ]
 
 
 def installed_version(python: str) -> str:
-    proc = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return proc.stdout.strip() or f"? ({proc.stderr.strip().splitlines()[-1:]})"
 
 
@@ -177,18 +226,35 @@ def record(path: Path, case: Case, result: RunResult, python: str, work: Path) -
     """The probe's output with the machine's paths made placeholders: the directory holding
     `sglang/` becomes {SGLANG_ROOT} (the tests put the release's real source there) and the
     case's model directories {WORK}."""
-    site = subprocess.run([python, "-c", "import sglang, os; print(os.path.dirname(os.path.dirname(sglang.__file__)))"],
-                          capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    site = subprocess.run(
+        [python, "-c", "import sglang, os; print(os.path.dirname(os.path.dirname(sglang.__file__)))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.strip()
 
     def clean(data: bytes) -> str:
         return data.decode("utf-8", "replace").replace(site, "{SGLANG_ROOT}").replace(str(work), "{WORK}")
 
-    path.write_text(json.dumps({"case": case.name, "argv": [a.replace(str(work), "{WORK}") for a in case.argv],
-                                "returncode": result.returncode, "stdout": clean(result.stdout),
-                                "stderr": clean(result.stderr)}, indent=1) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "case": case.name,
+                "argv": [a.replace(str(work), "{WORK}") for a in case.argv],
+                "returncode": result.returncode,
+                "stdout": clean(result.stdout),
+                "stderr": clean(result.stderr),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
-async def run_case(case: Case, python: str, catalog: Catalog, timeout: float) -> tuple[dict[str, Any], RunResult | None]:
+async def run_case(
+    case: Case, python: str, catalog: Catalog, timeout: float
+) -> tuple[dict[str, Any], RunResult | None]:
     started = time.monotonic()
     host = RecordingHost()
     result = await dry_run(host, python, case.argv, catalog, timeout=timeout)
@@ -197,12 +263,22 @@ async def run_case(case: Case, python: str, catalog: Catalog, timeout: float) ->
     static = [f for f in check_static(case.argv, catalog) if f.severity == ERROR]
     static_raises = static[0].would_raise or "" if static else ""
     if case.static_raises is not None:
-        checks.append({"check": f"static layer says {case.static_raises or 'no error'}",
-                       "ok": static_raises == case.static_raises})
-    return {"case": case.name, "why": case.why, "argv": case.argv, "seconds": seconds, "outcome": result[0],
-            "findings": [f.to_json() for f in result[1]],
-            "static_errors": [{"rule": f.rule, "flags": f.flags, "would_raise": f.would_raise} for f in static],
-            "checks": checks}, host.probe
+        checks.append(
+            {
+                "check": f"static layer says {case.static_raises or 'no error'}",
+                "ok": static_raises == case.static_raises,
+            }
+        )
+    return {
+        "case": case.name,
+        "why": case.why,
+        "argv": case.argv,
+        "seconds": seconds,
+        "outcome": result[0],
+        "findings": [f.to_json() for f in result[1]],
+        "static_errors": [{"rule": f.rule, "flags": f.flags, "would_raise": f.would_raise} for f in static],
+        "checks": checks,
+    }, host.probe
 
 
 def main() -> int:

@@ -102,8 +102,13 @@ from _common import ROOT, emit, free_port, start_standin
 PEERS: dict[str, dict[str, str]] = {
     "aiperf": {"package": "aiperf", "version": "0.13.0", "venv": "/tmp/peer-venv", "exe": "aiperf"},
     "guidellm": {"package": "guidellm", "version": "0.8.1", "venv": "/tmp/guidellm-venv", "exe": "guidellm"},
-    "evalscope": {"package": "evalscope", "version": "1.14.1", "venv": "/tmp/evalscope-venv", "exe": "evalscope",
-                  "extras": "[perf]"},
+    "evalscope": {
+        "package": "evalscope",
+        "version": "1.14.1",
+        "venv": "/tmp/evalscope-venv",
+        "exe": "evalscope",
+        "extras": "[perf]",
+    },
 }
 
 
@@ -127,14 +132,23 @@ def install_peer(peer: str, venv: Path) -> None:
     if not (venv / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     spec = PEERS[peer]
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q",
-                    f"{spec['package']}{spec.get('extras', '')}=={spec['version']}"], check=True)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", f"{spec['package']}{spec.get('extras', '')}=={spec['version']}"],
+        check=True,
+    )
 
 
 def peer_version(peer: str, venv: Path) -> str:
-    out = subprocess.run([str(venv / "bin" / "python"), "-c",
-                          f"import importlib.metadata as m; print(m.version({PEERS[peer]['package']!r}))"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            f"import importlib.metadata as m; print(m.version({PEERS[peer]['package']!r}))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -143,10 +157,13 @@ def probe_ttft_ms(port: int, input_len: int, n: int = 12) -> dict[str, float]:
     timed from just before the request is written to the first content chunk."""
     import statistics
 
-    body = json.dumps({"model": "/m", "prompt": " ".join(["alpha"] * input_len), "max_tokens": 2, "stream": True,
-                       "ignore_eos": True}).encode()
-    head = (f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    body = json.dumps(
+        {"model": "/m", "prompt": " ".join(["alpha"] * input_len), "max_tokens": 2, "stream": True, "ignore_eos": True}
+    ).encode()
+    head = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
     times = []
     for _ in range(n):
         with socket.create_connection(("127.0.0.1", port)) as s:
@@ -171,10 +188,20 @@ async def thin_level(port: int, c: int, n: int, input_len: int, output_len: int)
     import asyncio
     import statistics
 
-    body = json.dumps({"model": "/m", "prompt": " ".join(["alpha"] * input_len), "max_tokens": output_len,
-                       "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}).encode()
-    req = (f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-           f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    body = json.dumps(
+        {
+            "model": "/m",
+            "prompt": " ".join(["alpha"] * input_len),
+            "max_tokens": output_len,
+            "stream": True,
+            "ignore_eos": True,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
+    req = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
     content, usage = re.compile(rb'"text":\s*"[^"]'), re.compile(rb'"completion_tokens":\s*(\d+)')
     conns: asyncio.Queue = asyncio.Queue()
     for _ in range(c):
@@ -212,24 +239,82 @@ async def thin_level(port: int, c: int, n: int, input_len: int, output_len: int)
     ttfts = [r[0] * 1000 for r in results]
     starts.sort()
     spreads = [(starts[i + c - 1] - starts[i]) * 1000 for i in range(0, len(starts) - c + 1, c) if c > 1]
-    return {"output_tokens_per_s": sum(r[2] for r in results) / wall, "ttft_ms_mean": statistics.mean(ttfts),
-            "ttft_ms_p50": statistics.median(ttfts), "duration_s": wall,
-            "round_start_spread_ms_mean": round(statistics.mean(spreads), 1) if spreads else None}
+    return {
+        "output_tokens_per_s": sum(r[2] for r in results) / wall,
+        "ttft_ms_mean": statistics.mean(ttfts),
+        "ttft_ms_p50": statistics.median(ttfts),
+        "duration_s": wall,
+        "round_start_spread_ms_mean": round(statistics.mean(spreads), 1) if spreads else None,
+    }
 
 
 def cockpit_cmd(url: str, c: int, n: int, args: argparse.Namespace, out: Path) -> list[str]:
-    return [sys.executable, "-m", "cockpit", "bench", "--url", url, "--concurrency", str(c), "--requests", str(n),
-            "--warmup", str(c), "--input-len", str(args.input_len), "--output-len", str(args.output_len),
-            "--endpoint", "completions", "--json", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "cockpit",
+        "bench",
+        "--url",
+        url,
+        "--concurrency",
+        str(c),
+        "--requests",
+        str(n),
+        "--warmup",
+        str(c),
+        "--input-len",
+        str(args.input_len),
+        "--output-len",
+        str(args.output_len),
+        "--endpoint",
+        "completions",
+        "--json",
+        str(out),
+    ]
 
 
 def aiperf_cmd(venv: Path, url: str, c: int, n: int, args: argparse.Namespace, tokenizer: Path, out: Path) -> list[str]:
-    return [str(venv / "bin" / "aiperf"), "profile", "--model", "/m", "--tokenizer", str(tokenizer), "--url", url,
-            "--endpoint-type", "completions", "--streaming", "--concurrency", str(c), "--request-count", str(n),
-            "--warmup-request-count", str(c), "--isl", str(args.input_len), "--isl-stddev", "0",
-            "--osl", str(args.output_len), "--osl-stddev", "0", "--extra-inputs", "ignore_eos:true",
-            "--use-server-token-count", "--use-legacy-max-tokens", "--no-server-metrics", "--no-gpu-telemetry",
-            "--ui", "none", "--random-seed", "0", "--workers-max", str(args.peer_workers), "--artifact-dir", str(out)]
+    return [
+        str(venv / "bin" / "aiperf"),
+        "profile",
+        "--model",
+        "/m",
+        "--tokenizer",
+        str(tokenizer),
+        "--url",
+        url,
+        "--endpoint-type",
+        "completions",
+        "--streaming",
+        "--concurrency",
+        str(c),
+        "--request-count",
+        str(n),
+        "--warmup-request-count",
+        str(c),
+        "--isl",
+        str(args.input_len),
+        "--isl-stddev",
+        "0",
+        "--osl",
+        str(args.output_len),
+        "--osl-stddev",
+        "0",
+        "--extra-inputs",
+        "ignore_eos:true",
+        "--use-server-token-count",
+        "--use-legacy-max-tokens",
+        "--no-server-metrics",
+        "--no-gpu-telemetry",
+        "--ui",
+        "none",
+        "--random-seed",
+        "0",
+        "--workers-max",
+        str(args.peer_workers),
+        "--artifact-dir",
+        str(out),
+    ]
 
 
 def guidellm_warmup_s(args: argparse.Namespace, c: int) -> float:
@@ -252,40 +337,87 @@ def guidellm_scenario(url: str, c: int, n: int, args: argparse.Namespace, tokeni
     keeps requests whose first token comes after the cut) and measures output tok/s over the window
     from the cut to the last token; guidellm honours a time warm-up only under a time limit, hence the
     generous `max_duration`. The request limit n + C ends the run."""
-    return {"spec": {
-        "backend": {"kind": "openai_http", "target": url, "model": "/m", "request_format": "/v1/completions",
-                    "stream": True, "http2": False},
-        "profile": {"kind": "concurrent", "streams": [c],
-                    "warmup": {"mode": "duration", "value": guidellm_warmup_s(args, c)}},
-        "constraints": [{"kind": "max_requests", "count": n + c}, {"kind": "max_duration", "seconds": 600}],
-        "tokenizer": {"kind": "huggingface_auto", "model": str(tokenizer)},
-        "data": [{"kind": "synthetic_text", "prompt_tokens": args.input_len, "output_tokens": args.output_len}],
-        "seed": {"kind": "static", "value": 0},
-        "outputs": [{"kind": "json", "path": str(out / "benchmarks.json")}],
-    }}
+    return {
+        "spec": {
+            "backend": {
+                "kind": "openai_http",
+                "target": url,
+                "model": "/m",
+                "request_format": "/v1/completions",
+                "stream": True,
+                "http2": False,
+            },
+            "profile": {
+                "kind": "concurrent",
+                "streams": [c],
+                "warmup": {"mode": "duration", "value": guidellm_warmup_s(args, c)},
+            },
+            "constraints": [{"kind": "max_requests", "count": n + c}, {"kind": "max_duration", "seconds": 600}],
+            "tokenizer": {"kind": "huggingface_auto", "model": str(tokenizer)},
+            "data": [{"kind": "synthetic_text", "prompt_tokens": args.input_len, "output_tokens": args.output_len}],
+            "seed": {"kind": "static", "value": 0},
+            "outputs": [{"kind": "json", "path": str(out / "benchmarks.json")}],
+        }
+    }
 
 
-def guidellm_cmd(venv: Path, url: str, c: int, n: int, args: argparse.Namespace, tokenizer: Path, out: Path) -> list[str]:
+def guidellm_cmd(
+    venv: Path, url: str, c: int, n: int, args: argparse.Namespace, tokenizer: Path, out: Path
+) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
     scenario = out / "scenario.json"
     scenario.write_text(json.dumps(guidellm_scenario(url, c, n, args, tokenizer, out), indent=1))
     return [str(venv / "bin" / "guidellm"), "run", "--config", str(scenario), "--disable-console-interactive"]
 
 
-def evalscope_cmd(venv: Path, url: str, c: int, n: int, args: argparse.Namespace, tokenizer: Path, out: Path) -> list[str]:
+def evalscope_cmd(
+    venv: Path, url: str, c: int, n: int, args: argparse.Namespace, tokenizer: Path, out: Path
+) -> list[str]:
     """`evalscope perf`: its closed loop (a semaphore of C, no barrier after the warm-up) on streaming
     `/v1/completions` (`--api openai` with the full URL, a plain-string prompt, no chat template), its
     `random` dataset of input_len tokens of the word tokenizer, max_tokens = min_tokens = output_len
     with `ignore_eos`, output counts from the server's `usage` (it asks for them with
     `stream_options.include_usage`); one process (`--num-workers 1`: prompt generation is serial,
     the requests run in one asyncio loop either way)."""
-    return [str(venv / "bin" / "evalscope"), "perf", "--model", "/m", "--api", "openai", "--url", url + "/v1/completions",
-            "--tokenizer-path", str(tokenizer), "--dataset", "random", "--min-prompt-length", str(args.input_len),
-            "--max-prompt-length", str(args.input_len), "--no-apply-chat-template", "--max-tokens", str(args.output_len),
-            "--min-tokens", str(args.output_len), "--extra-args", json.dumps({"ignore_eos": True}), "--stream",
-            "--parallel", str(c), "--number", str(n), "--warmup-num", str(c), "--seed", "0",
-            "--num-workers", str(args.peer_workers),
-            "--outputs-dir", str(out), "--no-timestamp"]
+    return [
+        str(venv / "bin" / "evalscope"),
+        "perf",
+        "--model",
+        "/m",
+        "--api",
+        "openai",
+        "--url",
+        url + "/v1/completions",
+        "--tokenizer-path",
+        str(tokenizer),
+        "--dataset",
+        "random",
+        "--min-prompt-length",
+        str(args.input_len),
+        "--max-prompt-length",
+        str(args.input_len),
+        "--no-apply-chat-template",
+        "--max-tokens",
+        str(args.output_len),
+        "--min-tokens",
+        str(args.output_len),
+        "--extra-args",
+        json.dumps({"ignore_eos": True}),
+        "--stream",
+        "--parallel",
+        str(c),
+        "--number",
+        str(n),
+        "--warmup-num",
+        str(c),
+        "--seed",
+        "0",
+        "--num-workers",
+        str(args.peer_workers),
+        "--outputs-dir",
+        str(out),
+        "--no-timestamp",
+    ]
 
 
 def peer_env(peer: str, args: argparse.Namespace) -> dict[str, str]:
@@ -313,35 +445,55 @@ def run(cmd: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path 
 
 def parse_cockpit(path: Path) -> dict[str, Any]:
     [lv] = json.loads(path.read_text())["levels"]
-    return {"output_tokens_per_s": lv["output_tokens_per_s"], "ttft_ms_mean": lv["ttft_ms"]["mean"],
-            "ttft_ms_p50": lv["ttft_ms"]["p50"], "duration_s": lv["duration_s"], "requests": lv["requests"],
-            "errors": lv["errors"], "output_tokens": lv["output_tokens"], "token_count_source": lv["token_count_source"],
-            "tpot_ms_mean": lv["tpot_ms"]["mean"]}
+    return {
+        "output_tokens_per_s": lv["output_tokens_per_s"],
+        "ttft_ms_mean": lv["ttft_ms"]["mean"],
+        "ttft_ms_p50": lv["ttft_ms"]["p50"],
+        "duration_s": lv["duration_s"],
+        "requests": lv["requests"],
+        "errors": lv["errors"],
+        "output_tokens": lv["output_tokens"],
+        "token_count_source": lv["token_count_source"],
+        "tpot_ms_mean": lv["tpot_ms"]["mean"],
+    }
 
 
 def parse_aiperf(art: Path, log: Path) -> dict[str, Any]:
     d = json.loads((art / "profile_export_aiperf.json").read_text())
     # AIPerf's own warning when a worker cannot keep up: "Event loop for worker_x is taking too long
     # to run. Overhead: 163.78ms"
-    lags = [float(m) for m in re.findall(r"Event loop for worker\S* is taking too long to run\. Overhead: ([0-9.]+)ms",
-                                          log.read_text(errors="replace"))]
+    lags = [
+        float(m)
+        for m in re.findall(
+            r"Event loop for worker\S* is taking too long to run\. Overhead: ([0-9.]+)ms",
+            log.read_text(errors="replace"),
+        )
+    ]
 
     def get(key: str, stat: str = "avg") -> float | None:
         return (d.get(key) or {}).get(stat)
 
-    return {"output_tokens_per_s": get("output_token_throughput"), "ttft_ms_mean": get("time_to_first_token"),
-            "ttft_ms_p50": get("time_to_first_token", "p50"), "duration_s": get("benchmark_duration"),
-            "requests": get("request_count"),
-            "errors": round((get("request_error_rate") or 0) / 100 * (get("completed_request_count") or 0)),
-            "output_tokens": get("total_output_tokens"), "input_tokens_mean": get("input_sequence_length"),
-            "usage_prompt_tokens_mean": get("usage_prompt_tokens"), "output_tokens_mean": get("output_sequence_length"),
-            "tpot_ms_mean": get("inter_token_latency"),
-            # where AIPerf's TTFT goes: its own time to write the request, then the wait for the first byte
-            "http_req_sending_ms_mean": get("http_req_sending"), "http_req_waiting_ms_mean": get("http_req_waiting"),
-            # below C when its dispatch (timing manager -> ZMQ -> worker) leaves slots idle
-            "effective_concurrency": get("effective_concurrency"),
-            "credit_to_start_latency_ms_mean": get("credit_to_start_latency"),
-            "worker_event_loop_lag_warnings": len(lags), "worker_event_loop_lag_ms_max": max(lags, default=None)}
+    return {
+        "output_tokens_per_s": get("output_token_throughput"),
+        "ttft_ms_mean": get("time_to_first_token"),
+        "ttft_ms_p50": get("time_to_first_token", "p50"),
+        "duration_s": get("benchmark_duration"),
+        "requests": get("request_count"),
+        "errors": round((get("request_error_rate") or 0) / 100 * (get("completed_request_count") or 0)),
+        "output_tokens": get("total_output_tokens"),
+        "input_tokens_mean": get("input_sequence_length"),
+        "usage_prompt_tokens_mean": get("usage_prompt_tokens"),
+        "output_tokens_mean": get("output_sequence_length"),
+        "tpot_ms_mean": get("inter_token_latency"),
+        # where AIPerf's TTFT goes: its own time to write the request, then the wait for the first byte
+        "http_req_sending_ms_mean": get("http_req_sending"),
+        "http_req_waiting_ms_mean": get("http_req_waiting"),
+        # below C when its dispatch (timing manager -> ZMQ -> worker) leaves slots idle
+        "effective_concurrency": get("effective_concurrency"),
+        "credit_to_start_latency_ms_mean": get("credit_to_start_latency"),
+        "worker_event_loop_lag_warnings": len(lags),
+        "worker_event_loop_lag_ms_max": max(lags, default=None),
+    }
 
 
 def parse_guidellm(art: Path, log: Path) -> dict[str, Any]:
@@ -358,36 +510,59 @@ def parse_guidellm(art: Path, log: Path) -> dict[str, Any]:
     ttft = (m.get("time_to_first_token_ms") or {}).get("successful") or {}
     # how far apart its C requests of one round start (its per-request timings, measured requests
     # only): a closed loop started together keeps its rounds together; guidellm's dispatch spreads them
-    measured = sorted(r["info"]["timings"]["request_start"] for r in b["requests"].get("successful") or []
-                      if (r["info"]["timings"].get("first_token_iteration") or 0) >= sched["measure_start_time"])
+    measured = sorted(
+        r["info"]["timings"]["request_start"]
+        for r in b["requests"].get("successful") or []
+        if (r["info"]["timings"].get("first_token_iteration") or 0) >= sched["measure_start_time"]
+    )
     c = b["config"]["strategy"].get("streams") or 1
-    spreads = [(rnd[-1] - rnd[0]) * 1000 for rnd in (measured[i:i + c] for i in range(0, len(measured), c)) if len(rnd) > 1]
-    return {"output_tokens_per_s": get("output_tokens_per_second"), "ttft_ms_mean": ttft.get("mean"),
-            "ttft_ms_p50": ttft.get("median"), "duration_s": b["duration"], "warmup_s": b["warmup_duration"],
-            "requests": ttft.get("count"), "errors": (m.get("request_totals") or {}).get("errored"),
-            "output_tokens_mean": get("output_token_count"), "input_tokens_mean": get("prompt_token_count"),
-            "tpot_ms_mean": get("time_per_output_token_ms"), "itl_ms_mean": get("inter_token_latency_ms"),
-            # below C when its dispatch (main process -> queue -> worker process) leaves slots idle
-            "effective_concurrency": get("request_concurrency"),
-            # where its time before the request goes out goes (its scheduler's own averages)
-            "queued_ms_mean": sched_ms("queued_time_avg"),
-            "resolve_start_delay_ms_mean": sched_ms("resolve_start_delay_avg"),
-            "request_start_delay_ms_mean": sched_ms("request_start_delay_avg"),
-            "round_start_spread_ms_mean": round(sum(spreads) / len(spreads), 1) if spreads else None,
-            "warnings": [w.get("message") or w.get("code") for w in b.get("warnings") or []]}
+    spreads = [
+        (rnd[-1] - rnd[0]) * 1000 for rnd in (measured[i : i + c] for i in range(0, len(measured), c)) if len(rnd) > 1
+    ]
+    return {
+        "output_tokens_per_s": get("output_tokens_per_second"),
+        "ttft_ms_mean": ttft.get("mean"),
+        "ttft_ms_p50": ttft.get("median"),
+        "duration_s": b["duration"],
+        "warmup_s": b["warmup_duration"],
+        "requests": ttft.get("count"),
+        "errors": (m.get("request_totals") or {}).get("errored"),
+        "output_tokens_mean": get("output_token_count"),
+        "input_tokens_mean": get("prompt_token_count"),
+        "tpot_ms_mean": get("time_per_output_token_ms"),
+        "itl_ms_mean": get("inter_token_latency_ms"),
+        # below C when its dispatch (main process -> queue -> worker process) leaves slots idle
+        "effective_concurrency": get("request_concurrency"),
+        # where its time before the request goes out goes (its scheduler's own averages)
+        "queued_ms_mean": sched_ms("queued_time_avg"),
+        "resolve_start_delay_ms_mean": sched_ms("resolve_start_delay_avg"),
+        "request_start_delay_ms_mean": sched_ms("request_start_delay_avg"),
+        "round_start_spread_ms_mean": round(sum(spreads) / len(spreads), 1) if spreads else None,
+        "warnings": [w.get("message") or w.get("code") for w in b.get("warnings") or []],
+    }
 
 
 def parse_evalscope(art: Path, log: Path) -> dict[str, Any]:
     [summary_path] = list(art.glob("*/parallel_*_number_*/benchmark_summary.json"))
     summary = json.loads(summary_path.read_text())
-    pct = {row["Percentiles"]: row for row in json.loads((summary_path.parent / "benchmark_percentile.json").read_text())}
-    return {"output_tokens_per_s": summary.get("Output Throughput (tok/s)"), "ttft_ms_mean": summary.get("Avg TTFT (ms)"),
-            "ttft_ms_p50": pct.get("50%", {}).get("TTFT (ms)"), "duration_s": summary.get("Test Duration (s)"),
-            "requests": summary.get("Success Requests"), "errors": summary.get("Failed Requests"),
-            "input_tokens_mean": summary.get("Avg Input Tokens"), "output_tokens_mean": summary.get("Avg Output Tokens"),
-            "tpot_ms_mean": summary.get("Avg TPOT (ms)"), "itl_ms_mean": summary.get("Avg ITL (ms)"),
-            "ttft_ms_min": pct.get("min", {}).get("TTFT (ms)"), "ttft_ms_p90": pct.get("90%", {}).get("TTFT (ms)"),
-            "ttft_ms_max": pct.get("max", {}).get("TTFT (ms)")}
+    pct = {
+        row["Percentiles"]: row for row in json.loads((summary_path.parent / "benchmark_percentile.json").read_text())
+    }
+    return {
+        "output_tokens_per_s": summary.get("Output Throughput (tok/s)"),
+        "ttft_ms_mean": summary.get("Avg TTFT (ms)"),
+        "ttft_ms_p50": pct.get("50%", {}).get("TTFT (ms)"),
+        "duration_s": summary.get("Test Duration (s)"),
+        "requests": summary.get("Success Requests"),
+        "errors": summary.get("Failed Requests"),
+        "input_tokens_mean": summary.get("Avg Input Tokens"),
+        "output_tokens_mean": summary.get("Avg Output Tokens"),
+        "tpot_ms_mean": summary.get("Avg TPOT (ms)"),
+        "itl_ms_mean": summary.get("Avg ITL (ms)"),
+        "ttft_ms_min": pct.get("min", {}).get("TTFT (ms)"),
+        "ttft_ms_p90": pct.get("90%", {}).get("TTFT (ms)"),
+        "ttft_ms_max": pct.get("max", {}).get("TTFT (ms)"),
+    }
 
 
 PEER_PARSERS = {"aiperf": parse_aiperf, "guidellm": parse_guidellm, "evalscope": parse_evalscope}
@@ -397,8 +572,12 @@ def truth(args: argparse.Namespace, c: int) -> dict[str, float]:
     per_stream = args.tokens_per_s if args.capacity <= 0 else min(args.tokens_per_s, args.capacity / c)
     ttft_s = args.ttft_base_ms / 1000 + args.input_len / args.prefill_tokens_per_s
     closed_loop = c * args.output_len / (ttft_s + (args.output_len - 1) / per_stream)
-    return {"per_stream_tokens_per_s": round(per_stream, 3), "decode_tokens_per_s": round(per_stream * c, 2),
-            "closed_loop_output_tokens_per_s": round(closed_loop, 2), "ttft_ms_floor": round(ttft_s * 1000, 3)}
+    return {
+        "per_stream_tokens_per_s": round(per_stream, 3),
+        "decode_tokens_per_s": round(per_stream * c, 2),
+        "closed_loop_output_tokens_per_s": round(closed_loop, 2),
+        "ttft_ms_floor": round(ttft_s * 1000, 3),
+    }
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -407,16 +586,24 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--peer", choices=sorted(PEERS), default="aiperf", help="the established benchmark (default aiperf)")
-    ap.add_argument("--peer-venv", type=Path,
-                    help="the peer's own venv (default: " + ", ".join(f"{k} {v['venv']}" for k, v in PEERS.items()) + ")")
+    ap.add_argument(
+        "--peer", choices=sorted(PEERS), default="aiperf", help="the established benchmark (default aiperf)"
+    )
+    ap.add_argument(
+        "--peer-venv",
+        type=Path,
+        help="the peer's own venv (default: " + ", ".join(f"{k} {v['venv']}" for k, v in PEERS.items()) + ")",
+    )
     ap.add_argument("--install", action="store_true", help="create the peer venv and pip install the pinned peer")
     ap.add_argument("--levels", default="1,4,16,64", help="concurrency levels (default 1,4,16,64)")
-    ap.add_argument("--peer-workers", type=int,
-                    help="the peer's worker processes: AIPerf --workers-max, guidellm GUIDELLM__MAX_WORKER_PROCESSES "
-                         "(AIPerf default 2, this machine's cores, where its own default gives one; guidellm default 1, "
-                         "where its own is min(C, 10)), evalscope --num-workers (default 1: its requests run in one "
-                         "process anyway)")
+    ap.add_argument(
+        "--peer-workers",
+        type=int,
+        help="the peer's worker processes: AIPerf --workers-max, guidellm GUIDELLM__MAX_WORKER_PROCESSES "
+        "(AIPerf default 2, this machine's cores, where its own default gives one; guidellm default 1, "
+        "where its own is min(C, 10)), evalscope --num-workers (default 1: its requests run in one "
+        "process anyway)",
+    )
     ap.add_argument("--rounds", type=int, default=4, help="measured requests per level = rounds * C, at least 8")
     ap.add_argument("--input-len", type=int, default=128)
     ap.add_argument("--output-len", type=int, default=64)
@@ -435,22 +622,33 @@ def main() -> int:
     if args.install:
         install_peer(peer, venv)
     if not (venv / "bin" / spec["exe"]).exists():
-        print(f"no {peer} in {venv}: python3 -m venv {venv} && {venv}/bin/pip install '{spec['package']}{spec.get('extras', '')}=={spec['version']}'"
-              "  (or pass --install)", file=sys.stderr)
+        print(
+            f"no {peer} in {venv}: python3 -m venv {venv} && {venv}/bin/pip install '{spec['package']}{spec.get('extras', '')}=={spec['version']}'"
+            "  (or pass --install)",
+            file=sys.stderr,
+        )
         return 2
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     work = args.keep or Path(tempfile.mkdtemp(prefix="compare-peers-"))
     work.mkdir(parents=True, exist_ok=True)
 
     tokenizer = work / "word-tokenizer"
-    subprocess.run([str(venv / "bin" / "python"), str(ROOT / "benchmarks" / "peers" / "make_word_tokenizer.py"),
-                    str(tokenizer)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [str(venv / "bin" / "python"), str(ROOT / "benchmarks" / "peers" / "make_word_tokenizer.py"), str(tokenizer)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     env = peer_env(peer, args)
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start_standin(port, tokens_per_s=args.tokens_per_s, capacity=args.capacity,
-                           ttft_base_ms=args.ttft_base_ms, prefill_tokens_per_s=args.prefill_tokens_per_s)
+    server = start_standin(
+        port,
+        tokens_per_s=args.tokens_per_s,
+        capacity=args.capacity,
+        ttft_base_ms=args.ttft_base_ms,
+        prefill_tokens_per_s=args.prefill_tokens_per_s,
+    )
     rows = []
     commands = []
     try:
@@ -467,41 +665,72 @@ def main() -> int:
             pc = PEER_CMDS[peer](venv, url, c, n, args, tokenizer, art)
             log = work / f"{peer}-c{c}.log"
             run(pc, log, env=env, cwd=work)
-            commands.append({"concurrency": c, "cockpit": " ".join(ck), "peer": " ".join(pc)}
-                            | ({"peer_env": f"GUIDELLM__MAX_WORKER_PROCESSES={args.peer_workers}",
-                                "peer_scenario": guidellm_scenario(url, c, n, args, tokenizer, art)}
-                               if peer == "guidellm" else {}))
+            commands.append(
+                {"concurrency": c, "cockpit": " ".join(ck), "peer": " ".join(pc)}
+                | (
+                    {
+                        "peer_env": f"GUIDELLM__MAX_WORKER_PROCESSES={args.peer_workers}",
+                        "peer_scenario": guidellm_scenario(url, c, n, args, tokenizer, art),
+                    }
+                    if peer == "guidellm"
+                    else {}
+                )
+            )
             mine, theirs = parse_cockpit(ck_json), PEER_PARSERS[peer](art, log)
             thin = asyncio.run(thin_level(port, c, n, args.input_len, args.output_len))
             ratios = {k: ratio(theirs[k], mine[k]) for k in ("output_tokens_per_s", "ttft_ms_mean", "ttft_ms_p50")}
             within = {k: v is not None and abs(v - 1) <= 0.05 for k, v in ratios.items()}
             t = dict(truth(args, c), ttft_ms_idle_probe=idle_ttft)
-            rows.append({
-                "concurrency": c, "requests": n, "truth": t, "cockpit": mine, "peer": theirs, "thin_client": thin,
-                "ratio_peer_over_cockpit": ratios, "within_5pct": within,
-                "cockpit_vs_truth": {"output_tokens_per_s": ratio(mine["output_tokens_per_s"],
-                                                                  t["closed_loop_output_tokens_per_s"]),
-                                     "ttft_ms_mean": ratio(mine["ttft_ms_mean"], idle_ttft["mean"])},
-                "peer_vs_truth": {"output_tokens_per_s": ratio(theirs["output_tokens_per_s"],
-                                                               t["closed_loop_output_tokens_per_s"]),
-                                  "ttft_ms_mean": ratio(theirs["ttft_ms_mean"], idle_ttft["mean"])},
-            })
-            print(f"C={c}: cockpit {mine['output_tokens_per_s']:.1f} tok/s TTFT {mine['ttft_ms_mean']:.2f} ms | "
-                  f"{peer} {theirs['output_tokens_per_s']:.1f} tok/s TTFT {theirs['ttft_ms_mean']:.2f} ms | "
-                  f"thin {thin['output_tokens_per_s']:.1f} tok/s TTFT {thin['ttft_ms_mean']:.2f} ms", file=sys.stderr)
+            rows.append(
+                {
+                    "concurrency": c,
+                    "requests": n,
+                    "truth": t,
+                    "cockpit": mine,
+                    "peer": theirs,
+                    "thin_client": thin,
+                    "ratio_peer_over_cockpit": ratios,
+                    "within_5pct": within,
+                    "cockpit_vs_truth": {
+                        "output_tokens_per_s": ratio(mine["output_tokens_per_s"], t["closed_loop_output_tokens_per_s"]),
+                        "ttft_ms_mean": ratio(mine["ttft_ms_mean"], idle_ttft["mean"]),
+                    },
+                    "peer_vs_truth": {
+                        "output_tokens_per_s": ratio(
+                            theirs["output_tokens_per_s"], t["closed_loop_output_tokens_per_s"]
+                        ),
+                        "ttft_ms_mean": ratio(theirs["ttft_ms_mean"], idle_ttft["mean"]),
+                    },
+                }
+            )
+            print(
+                f"C={c}: cockpit {mine['output_tokens_per_s']:.1f} tok/s TTFT {mine['ttft_ms_mean']:.2f} ms | "
+                f"{peer} {theirs['output_tokens_per_s']:.1f} tok/s TTFT {theirs['ttft_ms_mean']:.2f} ms | "
+                f"thin {thin['output_tokens_per_s']:.1f} tok/s TTFT {thin['ttft_ms_mean']:.2f} ms",
+                file=sys.stderr,
+            )
     finally:
         server.terminate()
         server.wait()
     result = {
         "benchmark": "compare_peers",
         "peer": {"name": peer, "version": peer_version(peer, venv), "venv": str(venv), "workers": args.peer_workers},
-        "standin": {"tokens_per_s": args.tokens_per_s, "capacity": args.capacity, "ttft_base_ms": args.ttft_base_ms,
-                    "prefill_tokens_per_s": args.prefill_tokens_per_s},
-        "input_len": args.input_len, "output_len": args.output_len, "levels": rows, "commands": commands,
+        "standin": {
+            "tokens_per_s": args.tokens_per_s,
+            "capacity": args.capacity,
+            "ttft_base_ms": args.ttft_base_ms,
+            "prefill_tokens_per_s": args.prefill_tokens_per_s,
+        },
+        "input_len": args.input_len,
+        "output_len": args.output_len,
+        "levels": rows,
+        "commands": commands,
         "outputs": str(work),
         "agree_within_5pct": all(all(r["within_5pct"].values()) for r in rows),
         "agree_within_5pct_output_tokens_per_s": all(r["within_5pct"]["output_tokens_per_s"] for r in rows),
-        "agree_within_5pct_ttft": all(r["within_5pct"]["ttft_ms_mean"] and r["within_5pct"]["ttft_ms_p50"] for r in rows),
+        "agree_within_5pct_ttft": all(
+            r["within_5pct"]["ttft_ms_mean"] and r["within_5pct"]["ttft_ms_p50"] for r in rows
+        ),
     }
     emit(result)
     if args.out:

@@ -71,8 +71,13 @@ class AttemptLog:
 
     def new(self, **fields: Any) -> Attempt:
         existing = self.load()
-        attempt = Attempt(number=(existing[-1].number + 1) if existing else 1, host=self.host, unit=self.unit,
-                          started_at=time.time(), **fields)
+        attempt = Attempt(
+            number=(existing[-1].number + 1) if existing else 1,
+            host=self.host,
+            unit=self.unit,
+            started_at=time.time(),
+            **fields,
+        )
         self.save(attempt)
         return attempt
 
@@ -95,4 +100,3 @@ def flags_in_effect(attempts: list[Attempt], when: float) -> tuple[dict[str, Any
         return (last.flags_before if last.outcome == "failed" else last.flags_after), last
     after = [a for a in ordered if a.started_at > when]
     return (after[0].flags_before, after[0]) if after else None
-

@@ -40,29 +40,40 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_lab(sub: argparse._SubParsersAction) -> None:
-    lab = sub.add_parser("lab", help="the local lab host: a real systemd in a container (root)",
-                         description="A disposable systemd host with sshd and the SGLang stand-in, "
-                                     "reachable as `--host cockpit-lab` once up.")
+    lab = sub.add_parser(
+        "lab",
+        help="the local lab host: a real systemd in a container (root)",
+        description="A disposable systemd host with sshd and the SGLang stand-in, "
+        "reachable as `--host cockpit-lab` once up.",
+    )
     lab_sub = lab.add_subparsers(dest="lab_command", required=True, parser_class=_Parser)
     up = lab_sub.add_parser("up", help="build the image once, boot the lab, write its ssh_config")
     up.add_argument("--name", default=None, help="lab name and ssh alias (default cockpit-lab)")
-    up.add_argument("--sglang-version", default=None, help="SGLang release whose source the lab holds (0.5.23 or 0.5.9)")
-    up.add_argument("--release", default="bookworm", choices=["bookworm", "trixie"],
-                    help="the Debian release the lab runs (bookworm: systemd 252, Python 3.11, OpenSSH 9.2; trixie: "
-                         "systemd 257, Python 3.13, OpenSSH 10)")
+    up.add_argument(
+        "--sglang-version", default=None, help="SGLang release whose source the lab holds (0.5.23 or 0.5.9)"
+    )
+    up.add_argument(
+        "--release",
+        default="bookworm",
+        choices=["bookworm", "trixie"],
+        help="the Debian release the lab runs (bookworm: systemd 252, Python 3.11, OpenSSH 9.2; trixie: "
+        "systemd 257, Python 3.13, OpenSSH 10)",
+    )
     up.add_argument("--json", action="store_true", help="print the lab's facts as JSON")
     down = lab_sub.add_parser("down", help="stop the lab and remove its namespace and cgroups")
     down.add_argument("--name", default=None)
     status = lab_sub.add_parser("status", help="is the lab up, and where")
     status.add_argument("--name", default=None)
     status.add_argument("--json", action="store_true")
-    ssh = lab_sub.add_parser("ssh", help="ssh into the lab (`-- ARGV...` runs exactly that argv; one quoted "
-                                         "string is a shell command)")
+    ssh = lab_sub.add_parser(
+        "ssh", help="ssh into the lab (`-- ARGV...` runs exactly that argv; one quoted string is a shell command)"
+    )
     ssh.add_argument("--name", default=None)
     ssh.add_argument("--user", default="root", choices=["root", "operator"])
     ssh.add_argument("remote_command", nargs=argparse.REMAINDER, metavar="-- CMD")
-    crash = lab_sub.add_parser("crash", help="make every rank of the lab's stand-in crash at once (watch the "
-                                             "tracebacks fold)")
+    crash = lab_sub.add_parser(
+        "crash", help="make every rank of the lab's stand-in crash at once (watch the tracebacks fold)"
+    )
     crash.add_argument("--name", default=None)
     crash.add_argument("--port", type=int, default=30000, help="the stand-in's --port (default 30000)")
     demo = lab_sub.add_parser("demo", help="boot the lab and open the cockpit on its sglang-demo.service")
@@ -75,15 +86,22 @@ def _add_target(p: argparse.ArgumentParser) -> None:
 
 
 def _add_status(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="the unit's state, PID, restarts, last exit and readiness",
-                       description="Exit 0 when the unit is active and /health answers 200, 1 otherwise.")
+    p = sub.add_parser(
+        "status",
+        help="the unit's state, PID, restarts, last exit and readiness",
+        description="Exit 0 when the unit is active and /health answers 200, 1 otherwise.",
+    )
     _add_target(p)
     p.add_argument("--json", action="store_true", help="print the UnitStatus fields as JSON")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="cockpit", description="A keyboard-driven cockpit for SGLang servers run as systemd units.",
-                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="cockpit",
+        description="A keyboard-driven cockpit for SGLang servers run as systemd units.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
     parser.add_argument("--config", help="the config file to read")
     parser.add_argument("--host", help="a config host or an ssh_config alias")
@@ -107,13 +125,18 @@ def _cmd_lab(args: argparse.Namespace) -> int:
 
     lab = Lab(args.name or DEFAULT_NAME)
     if args.lab_command == "up":
-        info = lab.up(sglang_version=args.sglang_version or DEFAULT_SGLANG, release=args.release,
-                      progress=lambda m: print(m, file=sys.stderr))
+        info = lab.up(
+            sglang_version=args.sglang_version or DEFAULT_SGLANG,
+            release=args.release,
+            progress=lambda m: print(m, file=sys.stderr),
+        )
         if args.json:
             print(json.dumps(info.to_json()))
         else:
-            print(f"lab {info.name} is up at {info.address} (Debian {info.release}, SGLang {info.sglang_version} "
-                  "source, stand-in server)")
+            print(
+                f"lab {info.name} is up at {info.address} (Debian {info.release}, SGLang {info.sglang_version} "
+                "source, stand-in server)"
+            )
             print(f"  ssh -F {info.ssh_config} {info.name}")
             print(f"  cockpit --host {info.name} --unit sglang-demo.service")
         return 0
@@ -128,8 +151,10 @@ def _cmd_lab(args: argparse.Namespace) -> int:
         elif not labs:
             print("no lab is up" if args.name is None else f"lab {lab.name} is not up")
         for info in labs if not args.json else []:
-            print(f"{info.name}: up at {info.address}, pid {info.pid}, SGLang {info.sglang_version}, "
-                  f"ssh_config {info.ssh_config}")
+            print(
+                f"{info.name}: up at {info.address}, pid {info.pid}, SGLang {info.sglang_version}, "
+                f"ssh_config {info.ssh_config}"
+            )
         return 0 if labs else 1
     if args.lab_command == "ssh":
         command = args.remote_command[1:] if args.remote_command[:1] == ["--"] else args.remote_command
@@ -139,9 +164,11 @@ def _cmd_lab(args: argparse.Namespace) -> int:
         from cockpit.lab.lab import crash
 
         ranks = crash(lab, args.port)
-        print(f"the stand-in on {lab.name} crashes on {ranks} rank{'s' * (ranks != 1)} now: each prints "
-              "`Scheduler hit an exception: Traceback ...`, the journal folds each into one row, and systemd "
-              "restarts the unit (Restart=on-failure)")
+        print(
+            f"the stand-in on {lab.name} crashes on {ranks} rank{'s' * (ranks != 1)} now: each prints "
+            "`Scheduler hit an exception: Traceback ...`, the journal folds each into one row, and systemd "
+            "restarts the unit (Restart=on-failure)"
+        )
         return 0
     if args.lab_command == "demo":
         from cockpit.lab.lab import demo_config
@@ -167,20 +194,29 @@ async def _status(args: argparse.Namespace) -> int:
     try:
         host = pool.get(target.host)
         status = await fetch(host, target.unit)
-        ready = await is_ready(host, *await unit_address(host, target, status)) if status.active_state == "active" else False
+        ready = (
+            await is_ready(host, *await unit_address(host, target, status))
+            if status.active_state == "active"
+            else False
+        )
     finally:
         await pool.close()
     from dataclasses import replace
+
     status = replace(status, ready=ready)
     if args.json:
         print(json.dumps(status.to_json()))
     else:
         state = f"{status.active_state} ({status.sub_state})"
         print(f"{status.unit} on {status.host}: {state}, {'ready' if ready else 'not ready'}")
-        print(f"  pid {status.main_pid or '-'}, up {duration(status.uptime())}, restarts {status.n_restarts}, "
-              f"last exit {status.last_exit or '-'}")
-        print(f"  invocation {status.invocation_id or '-'}, unit file {status.fragment_path or '-'}"
-              + (" (changed on disk: daemon-reload needed)" if status.need_daemon_reload else ""))
+        print(
+            f"  pid {status.main_pid or '-'}, up {duration(status.uptime())}, restarts {status.n_restarts}, "
+            f"last exit {status.last_exit or '-'}"
+        )
+        print(
+            f"  invocation {status.invocation_id or '-'}, unit file {status.fragment_path or '-'}"
+            + (" (changed on disk: daemon-reload needed)" if status.need_daemon_reload else "")
+        )
     return 0 if status.active_state == "active" and ready else 1
 
 
@@ -231,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(join_dashed_values(sys.argv[1:] if argv is None else argv))
         if args.command is None:
             from cockpit.ui.launch import run_app  # the only path that loads Textual
+
             return run_app(args)
         return COMMANDS[args.command](args)
     except UsageError as e:

@@ -134,7 +134,7 @@ class _KeyLines:
                 if assign:
                     path = table + _split_dotted(assign.group(1))
                     self.lines.setdefault(path, lineno)
-                    rest = line[assign.end():]
+                    rest = line[assign.end() :]
                     self._inline_keys(path, rest, lineno)
                     line = rest
             depth, open_string = self._scan_value(line, depth)
@@ -154,7 +154,7 @@ class _KeyLines:
             if c == "#":
                 break
             if text.startswith('"""', i) or text.startswith("'''", i):
-                quote = text[i:i + 3]
+                quote = text[i : i + 3]
                 end = text.find(quote, i + 3)
                 if end < 0:
                     return depth, quote
@@ -208,8 +208,15 @@ class _Reader:
                 hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(allowed)})"
                 raise self.fail(key + (name,), f"unknown key{hint}")
 
-    def get(self, table: dict[str, Any], key: tuple[str, ...], name: str,
-            check: Callable[[Any], bool], expected: str, default: Any) -> Any:
+    def get(
+        self,
+        table: dict[str, Any],
+        key: tuple[str, ...],
+        name: str,
+        check: Callable[[Any], bool],
+        expected: str,
+        default: Any,
+    ) -> Any:
         if name not in table:
             return default
         value = table[name]
@@ -284,8 +291,9 @@ def _read_host(r: _Reader, name: str, raw: Any) -> HostConfig:
     return host
 
 
-def _read_unit(r: _Reader, name: str, raw: Any, hosts: dict[str, HostConfig],
-               profiles: dict[str, LoadProfile]) -> UnitConfig:
+def _read_unit(
+    r: _Reader, name: str, raw: Any, hosts: dict[str, HostConfig], profiles: dict[str, LoadProfile]
+) -> UnitConfig:
     key = ("units", name)
     t = r.table(raw, key)
     r.known_keys(t, key, _UNIT_KEYS)
@@ -323,11 +331,17 @@ def _read_profile(r: _Reader, name: str, raw: Any) -> LoadProfile:
     key = ("profiles", name)
     t = r.table(raw, key)
     r.known_keys(t, key, _PROFILE_KEYS)
-    conc = r.get(t, key, "concurrency",
-                 lambda v: isinstance(v, list) and len(v) > 0 and all(_is_positive_int(x) for x in v),
-                 "a non-empty array of positive integers", list(DEFAULT_CONCURRENCY))
-    endpoint = r.get(t, key, "endpoint", lambda v: v in ("completions", "chat"),
-                     "'completions' or 'chat'", "completions")
+    conc = r.get(
+        t,
+        key,
+        "concurrency",
+        lambda v: isinstance(v, list) and len(v) > 0 and all(_is_positive_int(x) for x in v),
+        "a non-empty array of positive integers",
+        list(DEFAULT_CONCURRENCY),
+    )
+    endpoint = r.get(
+        t, key, "endpoint", lambda v: v in ("completions", "chat"), "'completions' or 'chat'", "completions"
+    )
     return LoadProfile(
         name=name,
         concurrency=tuple(conc),
@@ -346,7 +360,7 @@ def _read_ui(r: _Reader, raw: Any) -> UIConfig:
     keys = r.table(t.get("keys", {}), key + ("keys",))
     for action, binding in keys.items():
         if not _is_nonempty_str(binding):
-            raise r.fail(key + ("keys", action), f"expected keys such as \"ctrl+r\" or \"r,f5\", got {_describe(binding)}")
+            raise r.fail(key + ("keys", action), f'expected keys such as "ctrl+r" or "r,f5", got {_describe(binding)}')
     return UIConfig(
         theme=r.get(t, key, "theme", _is_nonempty_str, "a theme name", "cockpit-dark"),
         keys=dict(keys),
@@ -358,8 +372,9 @@ def parse(text: str, path: Path) -> Config:
     try:
         return _parse(text, path)
     except RecursionError:
-        raise UsageError(f"{path}: nested too deeply to read (tables or arrays inside each other "
-                         "hundreds of levels down)") from None
+        raise UsageError(
+            f"{path}: nested too deeply to read (tables or arrays inside each other hundreds of levels down)"
+        ) from None
 
 
 def _jump_loop(hosts: dict[str, HostConfig], start: str) -> list[str] | None:
@@ -370,7 +385,7 @@ def _jump_loop(hosts: dict[str, HostConfig], start: str) -> list[str] | None:
         if jump is None or jump not in hosts:
             return None
         if jump in chain:
-            return chain[chain.index(jump):] + [jump]
+            return chain[chain.index(jump) :] + [jump]
         chain.append(jump)
 
 

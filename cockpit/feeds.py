@@ -53,9 +53,16 @@ class StatusPoll:
     to `on_problem(kind, sentence)` with kind "missing" (systemd knows no such unit now) or
     "error" (the host or systemctl did not answer)."""
 
-    def __init__(self, host: Host, unit: str, url_host_port: tuple[str, int], *,
-                 on_status: Callable[[UnitStatus], None], on_problem: Callable[[str, str], None],
-                 interval: float = POLL_S) -> None:
+    def __init__(
+        self,
+        host: Host,
+        unit: str,
+        url_host_port: tuple[str, int],
+        *,
+        on_status: Callable[[UnitStatus], None],
+        on_problem: Callable[[str, str], None],
+        interval: float = POLL_S,
+    ) -> None:
         self.host, self.unit, self.url_host_port = host, unit, url_host_port
         self.on_status, self.on_problem, self.interval = on_status, on_problem, interval
         self._ready: bool | None = None
@@ -108,8 +115,9 @@ class StatusPoll:
             self._ready, self._ready_for = False, status.invocation_id
             return False
         now = time.monotonic()
-        stale = (self._ready is not True or status.invocation_id != self._ready_for
-                 or now - self._asked_at > READY_RECHECK_S)
+        stale = (
+            self._ready is not True or status.invocation_id != self._ready_for or now - self._asked_at > READY_RECHECK_S
+        )
         if stale and self._health is None:
             self._asked_at = now
             self._health = asyncio.create_task(self._ask(status.invocation_id))

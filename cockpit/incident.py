@@ -149,8 +149,13 @@ def command_lines(argv: Sequence[str]) -> str:
     flags_began = False
     for word in argv:
         flags_began = flags_began or word.startswith("--")
-        if (flags_began and word.startswith("-") and len(word) > 1 and not re.fullmatch(r"-\d[\d.eE+-]*", word)
-                and groups[-1]):
+        if (
+            flags_began
+            and word.startswith("-")
+            and len(word) > 1
+            and not re.fullmatch(r"-\d[\d.eE+-]*", word)
+            and groups[-1]
+        ):
             groups.append([])
         groups[-1].append(shlex.quote(word))
     return " \\\n    ".join(" ".join(g) for g in groups if g)
@@ -178,9 +183,11 @@ def render(incident: Incident) -> str:
     out: list[str] = []
     w = out.append
     w(f"# Incident: {incident.unit} on {incident.host}\n")
-    w(f"Written {_when(incident.written_at)} by SGLang cockpit. Period: {incident.period}"
-      + (f", {_when(incident.period_start)} to {_when(incident.period_end)}" if incident.period_start else "")
-      + (f" ({incident.entries} journal entries)." if incident.entries else "."))
+    w(
+        f"Written {_when(incident.written_at)} by SGLang cockpit. Period: {incident.period}"
+        + (f", {_when(incident.period_start)} to {_when(incident.period_end)}" if incident.period_start else "")
+        + (f" ({incident.entries} journal entries)." if incident.entries else ".")
+    )
     w("")
     w(_summary(incident))
     w("")
@@ -220,8 +227,7 @@ def _summary(incident: Incident) -> str:
         what += f" {state}."
     if incident.attempts:
         last = incident.attempts[-1]
-        what += f" {_count(len(incident.attempts), 'attempt')} recorded; the last, " \
-                f"#{last.number}, {last.outcome}."
+        what += f" {_count(len(incident.attempts), 'attempt')} recorded; the last, #{last.number}, {last.outcome}."
     return what
 
 
@@ -250,8 +256,10 @@ def _render_server(incident: Incident, w) -> None:
     w(f"- SGLang: {version}")
     st = incident.status
     if st is not None:
-        w(f"- State: {st.active_state} ({st.sub_state}), result {st.result or '-'}, pid {st.main_pid or '-'}, "
-          f"restarts {st.n_restarts}, last exit {st.last_exit or '-'}")
+        w(
+            f"- State: {st.active_state} ({st.sub_state}), result {st.result or '-'}, pid {st.main_pid or '-'}, "
+            f"restarts {st.n_restarts}, last exit {st.last_exit or '-'}"
+        )
         w(f"- Invocation: {code(st.invocation_id or '-')}, started {_when(st.exec_main_start)}")
         if st.fragment_path:
             files = ", ".join(code(p) for p in (st.fragment_path, *st.drop_in_paths))
@@ -294,8 +302,13 @@ def timeline(incident: Incident, gap_s: float = 5.0) -> list[tuple[float, str]]:
         burst.append(tb)
     flush()
     for a in incident.attempts:
-        events.append((a.started_at, f"attempt #{a.number} writes the unit"
-                       + (f" ({', '.join(n for n, _, _ in a.diff())})" if a.diff() else "")))
+        events.append(
+            (
+                a.started_at,
+                f"attempt #{a.number} writes the unit"
+                + (f" ({', '.join(n for n, _, _ in a.diff())})" if a.diff() else ""),
+            )
+        )
         if a.seconds is not None:
             events.append((a.started_at + a.seconds, f"attempt #{a.number}: {a.outcome}"))
     return sorted(events, key=lambda e: e[0])
@@ -323,8 +336,12 @@ def _render_images(incident: Incident, w) -> None:
         links = ", ".join(e for e in extras if e)
         if image.path:
             w(f"![{image.label}]({image.path})\n")
-            w(f"{image.label}: [PNG]({image.path})" + (f", {links}" if links else "")
-              + (f" (PNG by {image.converter})" if image.converter else "") + "\n")
+            w(
+                f"{image.label}: [PNG]({image.path})"
+                + (f", {links}" if links else "")
+                + (f" (PNG by {image.converter})" if image.converter else "")
+                + "\n"
+            )
         else:
             w(f"{image.label}: {links} (no PNG)\n")
 
@@ -342,17 +359,32 @@ def _render_attempts(incident: Incident, w) -> None:
         errors = sum(1 for f in a.findings if f.get("severity") == "error")
         warnings = sum(1 for f in a.findings if f.get("severity") == "warning")
         infos = len(a.findings) - errors - warnings
-        pre = ", ".join(p for p in (_count(errors, "error") if errors else "",
-                                    _count(warnings, "warning") if warnings else "",
-                                    f"{infos} info" if infos else "") if p) or "-"
+        pre = (
+            ", ".join(
+                p
+                for p in (
+                    _count(errors, "error") if errors else "",
+                    _count(warnings, "warning") if warnings else "",
+                    f"{infos} info" if infos else "",
+                )
+                if p
+            )
+            or "-"
+        )
         took = "-" if a.seconds is None else f"{a.seconds:.1f} s" + (" to ready" if a.outcome == "ready" else "")
-        w(f"| {a.number} | {_when(a.started_at, False)} | {cell(changed)} | {pre} | {cell(a.outcome)} | {took} | "
-          f"{cell(a.note or '')} |")
+        w(
+            f"| {a.number} | {_when(a.started_at, False)} | {cell(changed)} | {pre} | {cell(a.outcome)} | {took} | "
+            f"{cell(a.note or '')} |"
+        )
     w("")
     for a in incident.attempts:
         w(f"### Attempt {a.number}: {a.outcome}\n")
-        w(f"Started {_when(a.started_at)}" + (f"; {a.note}" if a.note else "") + "."
-          + (f" {a.outcome.capitalize()} after {a.seconds:.1f} s." if a.seconds is not None else ""))
+        w(
+            f"Started {_when(a.started_at)}"
+            + (f"; {a.note}" if a.note else "")
+            + "."
+            + (f" {a.outcome.capitalize()} after {a.seconds:.1f} s." if a.seconds is not None else "")
+        )
         if a.detail:
             w("")
             w(fenced(a.detail, "text").rstrip("\n"))
@@ -370,8 +402,11 @@ def _render_attempts(incident: Incident, w) -> None:
             w("Pre-flight findings:\n")
             for f in a.findings:
                 flags = ", ".join(code(x) for x in f.get("flags") or [])
-                line = f"- **{f.get('severity', '?')}** {f.get('rule', '')}" + (f" ({flags})" if flags else "") \
+                line = (
+                    f"- **{f.get('severity', '?')}** {f.get('rule', '')}"
+                    + (f" ({flags})" if flags else "")
                     + f": {f.get('message', '')}"
+                )
                 if f.get("would_raise"):
                     line += f" Would raise {code(str(f['would_raise']))}."
                 if f.get("fix"):
@@ -380,8 +415,11 @@ def _render_attempts(incident: Incident, w) -> None:
             w("")
         tb = a.traceback
         if isinstance(tb, dict) and tb.get("exception"):
-            w(f"Crashed with {code(str(tb['exception']) + ': ' + str(tb.get('message', '')))}"
-              + (f" on {tb['rank']}" if tb.get("rank") else "") + " (in full under Tracebacks).\n")
+            w(
+                f"Crashed with {code(str(tb['exception']) + ': ' + str(tb.get('message', '')))}"
+                + (f" on {tb['rank']}" if tb.get("rank") else "")
+                + " (in full under Tracebacks).\n"
+            )
 
 
 def _flag_value(value: str | None) -> str:
@@ -394,26 +432,34 @@ def _flag_value(value: str | None) -> str:
 
 def _render_tracebacks(incident: Incident, w) -> None:
     tbs = incident.tracebacks
-    kinds = sorted(group(((k, tb) for k, tb in reversed(list(enumerate(tbs)))), by_rank=True),
-                   key=lambda g: g.first_us or 0)
+    kinds = sorted(
+        group(((k, tb) for k, tb in reversed(list(enumerate(tbs)))), by_rank=True), key=lambda g: g.first_us or 0
+    )
     shown = f"{len(tbs)}" if len(kinds) == len(tbs) else f"{len(tbs)}, {_count(len(kinds), 'kind')}"
     w(f"## Tracebacks ({shown})\n")
     if not tbs:
         w("None in the period.\n")
         return
-    w("Each in full, line for line as the journal has it; one printed again unchanged (a restart loop) is "
-      "given once, with when and where it came back.\n")
+    w(
+        "Each in full, line for line as the journal has it; one printed again unchanged (a restart loop) is "
+        "given once, with when and where it came back.\n"
+    )
     for k, g in enumerate(kinds, 1):
         tb = g.newest
         when = _clock(tb.times[0] / 1e6) if tb.times and tb.times[0] else "--:--:--"
-        head = " · ".join(x for x in (tb.rank, tb.exception or "unfinished", when,
-                                      f"pid {tb.pid}" if tb.pid is not None else None) if x)
+        head = " · ".join(
+            x
+            for x in (tb.rank, tb.exception or "unfinished", when, f"pid {tb.pid}" if tb.pid is not None else None)
+            if x
+        )
         w(f"### {k}. {head}" + (f" (×{g.count})" if g.count > 1 else "") + "\n")
         facts = []
         frame = tb.failing_frame
         if frame is not None:
-            facts.append(f"Failing frame: {code(frame.file)}, line {frame.line}"
-                         + (f", in {code(frame.function)}" if frame.function else ""))
+            facts.append(
+                f"Failing frame: {code(frame.file)}, line {frame.line}"
+                + (f", in {code(frame.function)}" if frame.function else "")
+            )
         if tb.chained:
             facts.append(f"{_count(len(tb.chained), 'earlier exception')} in its chain")
         if tb.truncated:
@@ -425,8 +471,11 @@ def _render_tracebacks(incident: Incident, w) -> None:
         w(fenced(traceback_text(tb), "text"))
         others = [t for t in reversed(g.members) if t is not tb]  # oldest first
         if others:
-            where = ", ".join(f"{_clock(t.times[0] / 1e6) if t.times and t.times[0] else '--:--:--'}"
-                              + (f" (pid {t.pid})" if t.pid is not None else "") for t in others)
+            where = ", ".join(
+                f"{_clock(t.times[0] / 1e6) if t.times and t.times[0] else '--:--:--'}"
+                + (f" (pid {t.pid})" if t.pid is not None else "")
+                for t in others
+            )
             w(f"And {len(others)} more like it, at {where}.\n")
 
 
@@ -436,8 +485,10 @@ def _render_source(incident: Incident, w) -> None:
         return
     w("## The failing statement\n")
     where = f"{code(src.path)} on {src.host}, line {src.line}" + (f", in {code(src.function)}" if src.function else "")
-    w(f"The last traceback's failing frame: {where}. "
-      f"`>` marks the line the traceback names, `*` the rest of the statement.\n")
+    w(
+        f"The last traceback's failing frame: {where}. "
+        f"`>` marks the line the traceback names, `*` the rest of the statement.\n"
+    )
     if src.warning:
         w(f"⚠ {src.warning}\n")
     width = len(str(src.first_line + len(src.lines) - 1))
@@ -458,25 +509,31 @@ def _render_load_run(incident: Incident, w) -> None:
     levels = [lv for lv in run.get("levels") or [] if isinstance(lv, dict)]
     config = run.get("config") if isinstance(run.get("config"), dict) else {}
     w("## Load run\n")
-    facts = [f"{config.get('url')}" if config.get("url") else None,
-             f"model {config.get('model')}" if config.get("model") else None,
-             f"input {config.get('input_len')} words" if config.get("input_len") else None,
-             f"output {config.get('output_len')} tokens" if config.get("output_len") else None,
-             f"SGLang {run.get('sglang_version')}" if run.get("sglang_version") else None,
-             f"started {_when(run['started_at'])}" if isinstance(run.get("started_at"), (int, float)) else None]
+    facts = [
+        f"{config.get('url')}" if config.get("url") else None,
+        f"model {config.get('model')}" if config.get("model") else None,
+        f"input {config.get('input_len')} words" if config.get("input_len") else None,
+        f"output {config.get('output_len')} tokens" if config.get("output_len") else None,
+        f"SGLang {run.get('sglang_version')}" if run.get("sglang_version") else None,
+        f"started {_when(run['started_at'])}" if isinstance(run.get("started_at"), (int, float)) else None,
+    ]
     facts_text = ", ".join(f for f in facts if f)
     if facts_text:
         w(facts_text + ".\n")
-    w("| concurrency | requests | errors | output tok/s | tok/s per stream | TTFT p50 ms | TTFT p99 ms | "
-      "TPOT mean ms | ITL mean ms | chunk gap mean ms | tokens/chunk | E2E p50 ms |")
+    w(
+        "| concurrency | requests | errors | output tok/s | tok/s per stream | TTFT p50 ms | TTFT p99 ms | "
+        "TPOT mean ms | ITL mean ms | chunk gap mean ms | tokens/chunk | E2E p50 ms |"
+    )
     w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for lv in levels:
-        w(f"| {lv.get('concurrency', '-')} | {lv.get('requests', '-')} | {lv.get('errors', '-')} | "
-          f"{_number(lv.get('output_tokens_per_s'))} | {_number(lv.get('output_tokens_per_s_per_stream'))} | "
-          f"{_number(_stat(lv, 'ttft_ms', 'p50'))} | {_number(_stat(lv, 'ttft_ms', 'p99'))} | "
-          f"{_number(_stat(lv, 'tpot_ms', 'mean'))} | {_number(_stat(lv, 'itl_ms', 'mean'))} | "
-          f"{_number(_stat(lv, 'chunk_gap_ms', 'mean'))} | {_number(lv.get('tokens_per_chunk'), '.2f')} | "
-          f"{_number(_stat(lv, 'e2e_ms', 'p50'))} |")
+        w(
+            f"| {lv.get('concurrency', '-')} | {lv.get('requests', '-')} | {lv.get('errors', '-')} | "
+            f"{_number(lv.get('output_tokens_per_s'))} | {_number(lv.get('output_tokens_per_s_per_stream'))} | "
+            f"{_number(_stat(lv, 'ttft_ms', 'p50'))} | {_number(_stat(lv, 'ttft_ms', 'p99'))} | "
+            f"{_number(_stat(lv, 'tpot_ms', 'mean'))} | {_number(_stat(lv, 'itl_ms', 'mean'))} | "
+            f"{_number(_stat(lv, 'chunk_gap_ms', 'mean'))} | {_number(lv.get('tokens_per_chunk'), '.2f')} | "
+            f"{_number(_stat(lv, 'e2e_ms', 'p50'))} |"
+        )
     w("")
     if any(lv.get("token_count_source", "usage") != "usage" for lv in levels):
         w("The server sent no usage for some levels: their tokens were counted from chunks (an estimate).\n")
@@ -493,12 +550,16 @@ def fold(entries: Iterable[JournalEntry]) -> list[Traceback]:
 def attempts_in(attempts: Iterable[Attempt], start: float | None, end: float | None = None) -> list[Attempt]:
     """The attempts that ran during [start, end] (all of them when start is None): one that
     started just before the period but watched the restart it caused belongs to it."""
-    return [a for a in attempts if (start is None or a.started_at + (a.seconds or 0.0) >= start)
-            and (end is None or a.started_at <= end)]
+    return [
+        a
+        for a in attempts
+        if (start is None or a.started_at + (a.seconds or 0.0) >= start) and (end is None or a.started_at <= end)
+    ]
 
 
-async def period_entries(host: Host, unit: str, since: str | None = None, *,
-                         invocations: int = 2, max_entries: int = MAX_ENTRIES) -> tuple[list[JournalEntry], bool]:
+async def period_entries(
+    host: Host, unit: str, since: str | None = None, *, invocations: int = 2, max_entries: int = MAX_ENTRIES
+) -> tuple[list[JournalEntry], bool]:
     """The unit's journal for the period, oldest first, and whether it was cut at `max_entries`.
 
     With `since` (any time journalctl understands), everything from then on. Without it, the
@@ -516,7 +577,7 @@ async def period_entries(host: Host, unit: str, since: str | None = None, *,
             inv = entries[k].invocation_id
             if inv is not None and inv not in seen:
                 if len(seen) == invocations:
-                    return entries[k + 1:], False
+                    return entries[k + 1 :], False
                 seen.append(inv)
         if len(entries) >= max_entries or not entries or entries[0].cursor is None:
             return entries, len(entries) >= max_entries
@@ -527,8 +588,9 @@ async def period_entries(host: Host, unit: str, since: str | None = None, *,
         entries = earlier + entries
 
 
-def excerpt_of(text: str, host: str, tb: Traceback, *, catalog: Catalog | None = None,
-               values: dict[str, str | None] | None = None) -> SourceExcerpt:
+def excerpt_of(
+    text: str, host: str, tb: Traceback, *, catalog: Catalog | None = None, values: dict[str, str | None] | None = None
+) -> SourceExcerpt:
     """The failing frame's statement in `text` (the file's source), a few lines around it, and
     what it checks; raises CockpitError when the traceback's line is not in the text."""
     frame = tb.failing_frame
@@ -536,8 +598,9 @@ def excerpt_of(text: str, host: str, tb: Traceback, *, catalog: Catalog | None =
         raise CockpitError("the last traceback names no source line")
     lines = source_lines(text)
     if not 1 <= frame.line <= len(lines):
-        raise CockpitError(f"{frame.file} on {host} has {len(lines)} lines, not line {frame.line}: "
-                           "the file changed since the crash")
+        raise CockpitError(
+            f"{frame.file} on {host} has {len(lines)} lines, not line {frame.line}: the file changed since the crash"
+        )
     start = end = frame.line
     try:
         explained = explain_traceback(text, tb, catalog)
@@ -547,12 +610,20 @@ def excerpt_of(text: str, host: str, tb: Traceback, *, catalog: Catalog | None =
         sentence = f"Could not read the statement: {e}"
     first = max(1, min(start, frame.line) - CONTEXT_LINES)
     last = min(len(lines), max(end, frame.line) + CONTEXT_LINES)
-    return SourceExcerpt(host, frame.file, frame.line, frame.function, start, end, first, lines[first - 1:last],
-                         sentence)
+    return SourceExcerpt(
+        host, frame.file, frame.line, frame.function, start, end, first, lines[first - 1 : last], sentence
+    )
 
 
-async def excerpt(host: Host, tb: Traceback, *, sources: SourceCache, catalog: Catalog | None,
-                  values: dict[str, str | None] | None, roots: SourceRoots) -> SourceExcerpt:
+async def excerpt(
+    host: Host,
+    tb: Traceback,
+    *,
+    sources: SourceCache,
+    catalog: Catalog | None,
+    values: dict[str, str | None] | None,
+    roots: SourceRoots,
+) -> SourceExcerpt:
     """`excerpt_of` the file as the host has it, with a warning when it changed after the crash.
     Only a file under the service's Python roots is read: the note never quotes another."""
     frame = tb.failing_frame
@@ -565,14 +636,25 @@ async def excerpt(host: Host, tb: Traceback, *, sources: SourceCache, catalog: C
     return found
 
 
-async def gather(host: Host, target: Target, *, since: str | None = None, load_run: dict[str, Any] | None = None,
-                 attempt_log: AttemptLog | None = None, sources: SourceCache | None = None,
-                 catalogs: CatalogCache | None = None) -> Incident:
+async def gather(
+    host: Host,
+    target: Target,
+    *,
+    since: str | None = None,
+    load_run: dict[str, Any] | None = None,
+    attempt_log: AttemptLog | None = None,
+    sources: SourceCache | None = None,
+    catalogs: CatalogCache | None = None,
+) -> Incident:
     """Everything the note needs, read over `host`. The status and the journal must be read
     (a CockpitError otherwise); anything else that fails is named in `problems`."""
     unit = target.unit
-    incident = Incident(host=host.name, unit=unit, load_run=load_run,
-                        period=f"since {since}" if since else "the unit's current and previous invocation")
+    incident = Incident(
+        host=host.name,
+        unit=unit,
+        load_run=load_run,
+        period=f"since {since}" if since else "the unit's current and previous invocation",
+    )
     sources = sources or SourceCache()
     catalogs = catalogs or CatalogCache()
     status = await fetch(host, unit)
@@ -583,8 +665,10 @@ async def gather(host: Host, target: Target, *, since: str | None = None, load_r
     incident.period_start = times[0] / 1e6 if times else None
     incident.period_end = times[-1] / 1e6 if times else None
     if cut:
-        incident.problems.append(f"the period holds more than {MAX_ENTRIES} journal entries: only the last "
-                                 f"{MAX_ENTRIES} were read, so earlier tracebacks are missing")
+        incident.problems.append(
+            f"the period holds more than {MAX_ENTRIES} journal entries: only the last "
+            f"{MAX_ENTRIES} were read, so earlier tracebacks are missing"
+        )
     incident.tracebacks = fold(entries)
     incident.events = unit_events(entries)
 
@@ -645,8 +729,9 @@ async def gather(host: Host, target: Target, *, since: str | None = None, load_r
             values, attempt = recorded
             values_from = f"the flags it ran with (attempt #{attempt.number}'s record)"
         try:
-            incident.source = await excerpt(host, last, sources=sources, catalog=frame_catalog, values=values,
-                                            roots=roots)
+            incident.source = await excerpt(
+                host, last, sources=sources, catalog=frame_catalog, values=values, roots=roots
+            )
             incident.source.values_from = values_from
         except CockpitError as e:
             incident.problems.append(f"the failing statement's source: {e}")
@@ -664,5 +749,5 @@ def load_run_file(path: str | Path) -> dict[str, Any]:
     except ValueError as e:
         raise CockpitError(f"the load run {path} is not JSON: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
-        raise CockpitError(f"the load run {path} has no \"levels\" list (write it with `cockpit bench --json`)")
+        raise CockpitError(f'the load run {path} has no "levels" list (write it with `cockpit bench --json`)')
     return data

@@ -46,24 +46,40 @@ def last_traceback(entries: list[JournalEntry]) -> Traceback | None:
     return last_with_frames(fold_entries(entries))
 
 
-async def apply(host: Host, cfg: HostConfig, target: Target, loaded: Unit, edited: Unit, *,
-                catalog: Catalog | None, log: AttemptLog, note: str = "", read_only: bool = False,
-                timeout: float = 900.0,
-                on_entries: Callable[[list[JournalEntry]], None] | None = None) -> Attempt:
+async def apply(
+    host: Host,
+    cfg: HostConfig,
+    target: Target,
+    loaded: Unit,
+    edited: Unit,
+    *,
+    catalog: Catalog | None,
+    log: AttemptLog,
+    note: str = "",
+    read_only: bool = False,
+    timeout: float = 900.0,
+    on_entries: Callable[[list[JournalEntry]], None] | None = None,
+) -> Attempt:
     """Write `edited` over `loaded` (refused when the host's files changed meanwhile), restart,
     watch, and record the attempt whatever happens."""
     changed = edited.changed()
     previous = {p: loaded.texts[p] for p in changed}
-    attempt = log.new(flags_before=flags_of(loaded, catalog), flags_after=flags_of(edited, catalog),
-                      texts=changed, previous_texts=previous,
-                      findings=[f.to_json() for f in preflight(edited, catalog)], note=note)
+    attempt = log.new(
+        flags_before=flags_of(loaded, catalog),
+        flags_after=flags_of(edited, catalog),
+        texts=changed,
+        previous_texts=previous,
+        findings=[f.to_json() for f in preflight(edited, catalog)],
+        note=note,
+    )
     started = time.monotonic()
     try:
         if read_only or cfg.read_only:
             raise CockpitError(f"{cfg.name} is read-only here: nothing was written")
         attempt.backups = await write_files(host, cfg, target.unit, changed, previous)
-        watch = await restart_and_watch(host, cfg, target.unit, target.url_host_port, timeout=timeout,
-                                        on_entries=on_entries)
+        watch = await restart_and_watch(
+            host, cfg, target.unit, target.url_host_port, timeout=timeout, on_entries=on_entries
+        )
     except CockpitError as e:
         attempt.outcome, attempt.detail = "failed", str(e)
         attempt.seconds = time.monotonic() - started

@@ -46,8 +46,11 @@ def resolve(config: Config, host: str | None, unit: str | None) -> Target:
         return Target(host, unit_name(unit))
     if unit:
         hint = closest(unit, config.units)
-        raise UsageError(f"unit {unit!r} is not in the config" + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                         + "; give --host too for a unit that is not configured")
+        raise UsageError(
+            f"unit {unit!r} is not in the config"
+            + (f" (did you mean {hint[0]!r}?)" if hint else "")
+            + "; give --host too for a unit that is not configured"
+        )
     if host:
         raise UsageError("--unit is needed with --host")
     raise UsageError("give --host and --unit (or --unit NAME of a [units] entry)")

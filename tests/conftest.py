@@ -15,15 +15,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("COCKPIT_SHARED") or (
-    ROOT.parent / "shared" if (ROOT.parent / "shared" / "fixtures").is_dir() else ROOT / "tests" / "shared"))
+SHARED = Path(
+    os.environ.get("COCKPIT_SHARED")
+    or (ROOT.parent / "shared" if (ROOT.parent / "shared" / "fixtures").is_dir() else ROOT / "tests" / "shared")
+)
 FIXTURES = SHARED / "fixtures"
 # The test lab's name comes from the checkout, so two `make test` runs of two checkouts never
 # share a lab; COCKPIT_TEST_LAB names it (two runs of one checkout at once need two names).
 # COCKPIT_LAB_RELEASE=trixie runs the lab tests on a Debian 13 lab (`make test` does both).
 LAB_RELEASE = os.environ.get("COCKPIT_LAB_RELEASE", "bookworm")
 TEST_LAB = os.environ.get("COCKPIT_TEST_LAB") or (
-    f"ct-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]}" + ("" if LAB_RELEASE == "bookworm" else "-t"))
+    f"ct-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]}" + ("" if LAB_RELEASE == "bookworm" else "-t")
+)
 LAB_PYTHON = {"bookworm": "python3.11", "trixie": "python3.13"}[LAB_RELEASE]
 LAB_SITE = f"/opt/sglang/venv/lib/{LAB_PYTHON}/site-packages"  # where the lab's SGLang source is
 
@@ -85,17 +88,33 @@ def standin(tmp_path: Path, sglang_root) -> Iterator[callable]:
     """Start the stand-in on loopback: `standin(*flags, env={...})`; stopped after the test."""
     started: list[StandinProcess] = []
 
-    def start(*flags: str, env: dict[str, str] | None = None, version: str = "0.5.23",
-              wait_ready: bool = True) -> StandinProcess:
+    def start(
+        *flags: str, env: dict[str, str] | None = None, version: str = "0.5.23", wait_ready: bool = True
+    ) -> StandinProcess:
         port = free_port()
         log_path = tmp_path / f"standin-{port}.log"
-        full_env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1",
-                        COCKPIT_STANDIN_SGLANG_ROOT=str(sglang_root(version)),
-                        COCKPIT_STANDIN_STARTUP_S="0.2", COCKPIT_STANDIN_ACCESS_LOG="0")
+        full_env = dict(
+            os.environ,
+            PYTHONPATH=str(ROOT),
+            PYTHONUNBUFFERED="1",
+            COCKPIT_STANDIN_SGLANG_ROOT=str(sglang_root(version)),
+            COCKPIT_STANDIN_STARTUP_S="0.2",
+            COCKPIT_STANDIN_ACCESS_LOG="0",
+        )
         full_env.update(env or {})
         model = ROOT / "cockpit" / "lab" / "guest" / "models" / "Llama-3.1-8B-Instruct"
-        argv = [sys.executable, "-m", "cockpit.lab.standin", "--model-path", str(model),
-                "--host", "127.0.0.1", "--port", str(port), *flags]
+        argv = [
+            sys.executable,
+            "-m",
+            "cockpit.lab.standin",
+            "--model-path",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *flags,
+        ]
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=full_env)
         sp = StandinProcess(proc, f"http://127.0.0.1:{port}", log_path)
@@ -127,8 +146,9 @@ class LabHandle:
     name: str
     info: object
 
-    def ssh(self, *command: str, user: str = "root", check: bool = True, timeout: float = 60,
-            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    def ssh(
+        self, *command: str, user: str = "root", check: bool = True, timeout: float = 60, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         from cockpit.lab.lab import Lab
 
         argv = Lab(self.name).ssh_argv(user, list(command))
@@ -155,8 +175,10 @@ def lab() -> Iterator[LabHandle]:
     handle = Lab(TEST_LAB)
     info = handle.up(progress=lambda m: print(m, file=sys.stderr), release=LAB_RELEASE)
     lab = LabHandle(TEST_LAB, info)
-    lab.wait_for(lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat",
-                                                    check=False).stdout, what="the stand-in's ready line")
+    lab.wait_for(
+        lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat", check=False).stdout,
+        what="the stand-in's ready line",
+    )
     try:
         yield lab
     finally:

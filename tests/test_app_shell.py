@@ -48,17 +48,30 @@ async def _feed(pilot, status=None, entries=None, connection=None) -> None:
 def test_snapshot_running(snap_compare) -> None:
     async def run_before(pilot) -> None:
         await _feed(pilot, recorded_status(), recorded_entries())
+
     assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
 
 
 def test_snapshot_failed_and_reconnecting(snap_compare) -> None:
-    failed = recorded_status(active_state="failed", sub_state="failed", main_pid=0, ready=False,
-                             exec_main_code="exited", exec_main_status=1, n_restarts=3,
-                             exec_main_exit=1796032480.0)
+    failed = recorded_status(
+        active_state="failed",
+        sub_state="failed",
+        main_pid=0,
+        ready=False,
+        exec_main_code="exited",
+        exec_main_status=1,
+        n_restarts=3,
+        exec_main_exit=1796032480.0,
+    )
 
     async def run_before(pilot) -> None:
-        await _feed(pilot, failed, recorded_entries(),
-                    ("reconnecting", "cannot reach cockpit-lab (10.213.0.2:22): Network is unreachable"))
+        await _feed(
+            pilot,
+            failed,
+            recorded_entries(),
+            ("reconnecting", "cannot reach cockpit-lab (10.213.0.2:22): Network is unreachable"),
+        )
+
     assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
 
 
@@ -66,6 +79,7 @@ def test_snapshot_confirm_modal(snap_compare) -> None:
     async def run_before(pilot) -> None:
         await _feed(pilot, recorded_status(), recorded_entries())
         await pilot.press("r")
+
     assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
 
 
@@ -87,8 +101,9 @@ async def test_read_only_hides_and_refuses_changes() -> None:
         await pilot.press("r")
         assert not isinstance(app.screen, ConfirmModal)
         assert app.check_action("unit_action", ("restart",)) is False
-    ro_host = CockpitApp(Config(hosts={"cockpit-lab": HostConfig(name="cockpit-lab", read_only=True)}), TARGET,
-                         live=False)
+    ro_host = CockpitApp(
+        Config(hosts={"cockpit-lab": HostConfig(name="cockpit-lab", read_only=True)}), TARGET, live=False
+    )
     assert ro_host.check_action("unit_action", ("stop",)) is False
 
 
@@ -155,7 +170,6 @@ async def test_live_pane_follows_a_restart_in_the_lab(lab: LabHandle) -> None:
             await asyncio.sleep(0.2)
 
 
-
 async def test_picker_lists_the_hosts_sglang_units_with_state(lab: LabHandle) -> None:
     from textual.widgets import OptionList
 
@@ -200,8 +214,10 @@ async def test_unknown_host_key_asks_in_a_modal(tmp_path, lab: LabHandle, monkey
     info = Lab(lab.name).info()
     (tmp_path / "known_hosts").write_text("")
     cfg = tmp_path / "ssh_config"
-    cfg.write_text(f"Host keytest\n  HostName {info.address}\n  User root\n"
-                   f"  IdentityFile {Lab(lab.name).client_key}\n  UserKnownHostsFile {tmp_path / 'known_hosts'}\n")
+    cfg.write_text(
+        f"Host keytest\n  HostName {info.address}\n  User root\n"
+        f"  IdentityFile {Lab(lab.name).client_key}\n  UserKnownHostsFile {tmp_path / 'known_hosts'}\n"
+    )
     monkeypatch.setenv("COCKPIT_SSH_CONFIG", str(cfg))
     app = CockpitApp(Config(), Target("keytest", "sglang-demo.service"))
     async with app.run_test(size=(130, 30)) as pilot:
@@ -266,6 +282,7 @@ def test_snapshot_stale_and_reconnecting(snap_compare) -> None:
         pane.show_connection("reconnecting", "lost the connection to cockpit-lab: Connection lost")
         pilot.app.journal_view.show_feed("not following (connection lost)")
         await pilot.pause(0.6)
+
     assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
 
 
@@ -278,16 +295,28 @@ def test_snapshot_paused_with_unread_lines(snap_compare) -> None:
         view.append_entries(recorded_entries()[:5])
         await pilot.pause()
         assert view.title_text() == "journal · sglang-demo.service · paused · ▼ 5 new lines · G to follow"
+
     assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
 
 
 def test_the_previous_exit_outlives_an_automatic_restart() -> None:
     from cockpit.feeds import StatusPoll
 
-    poll = StatusPoll(None, "sglang-demo.service", ("127.0.0.1", 30000),  # type: ignore[arg-type]
-                      on_status=lambda s: None, on_problem=lambda k, s: None)
-    died = recorded_status(active_state="activating", sub_state="auto-restart", exec_main_code="exited",
-                           exec_main_status=1, exec_main_exit=1796032480.0, invocation_id="a" * 32)
+    poll = StatusPoll(
+        None,
+        "sglang-demo.service",
+        ("127.0.0.1", 30000),  # type: ignore[arg-type]
+        on_status=lambda s: None,
+        on_problem=lambda k, s: None,
+    )
+    died = recorded_status(
+        active_state="activating",
+        sub_state="auto-restart",
+        exec_main_code="exited",
+        exec_main_status=1,
+        exec_main_exit=1796032480.0,
+        invocation_id="a" * 32,
+    )
     assert poll._with_previous_exit(died) is died  # systemd still says how it ended
     again = recorded_status(invocation_id="b" * 32, exec_main_code=None, exec_main_exit=None)
     shown = poll._with_previous_exit(again)

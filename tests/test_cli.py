@@ -34,7 +34,8 @@ def test_bad_config_reaches_the_user_with_file_and_line(tmp_path: Path, capsys) 
     cfg.write_text("[hosts.gpu1]\nport = 'abc'\n")
     assert main(["--config", str(cfg), "status", "--host", "gpu1", "--unit", "x"]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"cockpit: {cfg}:2: hosts.gpu1.port: expected a port number between 1 and 65535, got 'abc'")
+        f"cockpit: {cfg}:2: hosts.gpu1.port: expected a port number between 1 and 65535, got 'abc'"
+    )
 
 
 def test_lab_needs_a_valid_name(capsys) -> None:

@@ -69,7 +69,7 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
     cfg = config.load(str(example))
     assert cfg.units and cfg.hosts and cfg.profiles
     text = example.read_text()
-    for key in (config._HOST_KEYS + config._UNIT_KEYS + config._PROFILE_KEYS + config._UI_KEYS):
+    for key in config._HOST_KEYS + config._UNIT_KEYS + config._PROFILE_KEYS + config._UI_KEYS:
         assert f"# {key}" in text or f"{key} =" in text, f"config.example.toml does not document {key}"
 
 
@@ -99,7 +99,7 @@ def test_unit_on_unknown_host(tmp_path: Path) -> None:
 
 
 def test_unit_missing_host(tmp_path: Path) -> None:
-    msg = error_of(tmp_path, GOOD.replace('host = "gpu1"\nunit', 'unit'))
+    msg = error_of(tmp_path, GOOD.replace('host = "gpu1"\nunit', "unit"))
     assert msg.endswith("cockpit.toml:11: units.k26: missing key 'host' (the [hosts] entry this unit runs on)")
 
 
@@ -125,17 +125,21 @@ def test_unknown_profile(tmp_path: Path) -> None:
 
 def test_bad_concurrency_in_multiline_array(tmp_path: Path) -> None:
     msg = error_of(tmp_path, GOOD.replace("concurrency = [1, 2, 4, 8, 16, 32]", "concurrency = [\n  1,\n  0,\n]"))
-    assert msg.endswith("cockpit.toml:19: profiles.sweep.concurrency: expected a non-empty array of positive integers, got an array")
+    assert msg.endswith(
+        "cockpit.toml:19: profiles.sweep.concurrency: expected a non-empty array of positive integers, got an array"
+    )
 
 
 def test_key_inside_inline_table(tmp_path: Path) -> None:
-    msg = error_of(tmp_path, GOOD.replace('keys = { restart = "ctrl+r" }', 'keys = { restart = 5 }'))
+    msg = error_of(tmp_path, GOOD.replace('keys = { restart = "ctrl+r" }', "keys = { restart = 5 }"))
     assert "cockpit.toml:26: ui.keys.restart: expected keys such as" in msg
 
 
 def test_both_alias_and_hostname(tmp_path: Path) -> None:
     msg = error_of(tmp_path, GOOD.replace('ssh = "gpu1"', 'ssh = "gpu1"\nhostname = "10.0.0.1"'))
-    assert msg.endswith("cockpit.toml:3: hosts.gpu1.hostname: give either 'ssh' (an ssh_config alias) or 'hostname', not both")
+    assert msg.endswith(
+        "cockpit.toml:3: hosts.gpu1.hostname: give either 'ssh' (an ssh_config alias) or 'hostname', not both"
+    )
 
 
 def test_missing_and_unreadable_files(tmp_path: Path) -> None:

@@ -17,7 +17,12 @@ async def test_a_latin1_drop_in_is_rewritten_byte_for_byte(tmp_path: Path) -> No
     drop_in.write_bytes(original)
     loaded = decode(original)
     changed = loaded.replace("A=1", "A=2")
-    backups = await write_files(LocalHost(), HostConfig(name="localhost"), "sglang-demo.service",
-                                {str(drop_in): changed}, {str(drop_in): loaded})
+    backups = await write_files(
+        LocalHost(),
+        HostConfig(name="localhost"),
+        "sglang-demo.service",
+        {str(drop_in): changed},
+        {str(drop_in): loaded},
+    )
     assert drop_in.read_bytes() == original.replace(b"A=1", b"A=2")
     assert [Path(b).read_bytes() for b in backups] == [original]

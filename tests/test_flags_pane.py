@@ -99,12 +99,25 @@ async def test_write_shows_diff_and_verdict_and_respects_read_only(catalog) -> N
 def _attempts() -> list[Attempt]:
     base = dict(host="cockpit-lab", unit="sglang-demo.service", texts={}, previous_texts={})
     return [
-        Attempt(1, started_at=1796032000.0, flags_before={"--speculative-eagle-topk": "4"},
-                flags_after={"--speculative-eagle-topk": "4", "--num-speculative-tokens": "16"}, outcome="crashed",
-                seconds=2.1, traceback={"exception": "SystemExit"}, **base),
-        Attempt(2, started_at=1796032100.0, flags_before={"--speculative-eagle-topk": "4"},
-                flags_after={"--speculative-eagle-topk": "4", "--speculative-num-steps": "3"}, outcome="ready",
-                seconds=1.6, **base),
+        Attempt(
+            1,
+            started_at=1796032000.0,
+            flags_before={"--speculative-eagle-topk": "4"},
+            flags_after={"--speculative-eagle-topk": "4", "--num-speculative-tokens": "16"},
+            outcome="crashed",
+            seconds=2.1,
+            traceback={"exception": "SystemExit"},
+            **base,
+        ),
+        Attempt(
+            2,
+            started_at=1796032100.0,
+            flags_before={"--speculative-eagle-topk": "4"},
+            flags_after={"--speculative-eagle-topk": "4", "--speculative-num-steps": "3"},
+            outcome="ready",
+            seconds=1.6,
+            **base,
+        ),
     ]
 
 
@@ -125,6 +138,7 @@ def test_snapshots(snap_compare, catalog, view) -> None:
                 pane._refresh()
                 await pilot.press("w")
         await pilot.pause()
+
     assert time.timezone == 0  # snapshots are taken in UTC (conftest)
     assert snap_compare(app_with_unit(catalog), terminal_size=(150, 50), run_before=run_before)
 
@@ -210,8 +224,18 @@ async def test_del_leaves_the_cursor_on_the_next_flag(catalog) -> None:
 def test_the_timeline_keeps_words_apart_after_a_long_outcome() -> None:
     from cockpit.ui.panes.attempts import describe
 
-    attempt = Attempt(3, "cockpit-lab", "sglang-demo.service", 1796032000.0, {}, {"--speculative-num-steps": "3"},
-                      {}, {}, outcome="crashed", seconds=12.25,
-                      traceback={"exception": "AssertionError"})
+    attempt = Attempt(
+        3,
+        "cockpit-lab",
+        "sglang-demo.service",
+        1796032000.0,
+        {},
+        {"--speculative-num-steps": "3"},
+        {},
+        {},
+        outcome="crashed",
+        seconds=12.25,
+        traceback={"exception": "AssertionError"},
+    )
     text = str(describe(attempt))
     assert "AssertionError  --speculative-num-steps" in text and "AssertionError--" not in text

@@ -30,12 +30,21 @@ ARGS = f"{SITE}/srt/server_args.py"
 RUNPY = ("<frozen runpy>", 198, "_run_module_as_main", None)
 STRING_INIT = ("<string>", 331, "__init__", None)
 ASSERT_23 = ("AssertionError", "", (HOOK, 1162, "_handle_eagle_family", "and cfg.speculative_num_draft_tokens is None"))
-TYPE_23 = ("TypeError", "'>' not supported between instances of 'NoneType' and 'int'",
-           (HOOK, 1274, "_handle_eagle_family", "cfg.speculative_eagle_topk > 1"))
-ASSERT_9 = ("AssertionError", "", (ARGS, 2425, "_handle_speculative_decoding",
-                                   "and self.speculative_num_draft_tokens is None"))
-TYPE_9 = ("TypeError", "'>' not supported between instances of 'NoneType' and 'int'",
-          (ARGS, 2453, "_handle_speculative_decoding", "self.speculative_eagle_topk > 1"))
+TYPE_23 = (
+    "TypeError",
+    "'>' not supported between instances of 'NoneType' and 'int'",
+    (HOOK, 1274, "_handle_eagle_family", "cfg.speculative_eagle_topk > 1"),
+)
+ASSERT_9 = (
+    "AssertionError",
+    "",
+    (ARGS, 2425, "_handle_speculative_decoding", "and self.speculative_num_draft_tokens is None"),
+)
+TYPE_9 = (
+    "TypeError",
+    "'>' not supported between instances of 'NoneType' and 'int'",
+    (ARGS, 2453, "_handle_speculative_decoding", "self.speculative_eagle_topk > 1"),
+)
 
 # fixture -> (exception, message, failing frame, number of frames, a frame it must hold, complete, truncated)
 FIXTURE_TRACEBACKS = {
@@ -60,10 +69,24 @@ FIXTURE_TRACEBACKS = {
 # --- helpers ------------------------------------------------------------------------------
 
 
-def entry(message: str, pid: int | None = 4100, *, t: int = 0, unit: str | None = UNIT,
-          priority: int = 6, invocation: str = "inv1") -> JournalEntry:
-    return JournalEntry(message, cursor=f"c{t}", realtime_us=1796031916000000 + t, pid=pid, priority=priority,
-                        invocation_id=invocation, unit=unit)
+def entry(
+    message: str,
+    pid: int | None = 4100,
+    *,
+    t: int = 0,
+    unit: str | None = UNIT,
+    priority: int = 6,
+    invocation: str = "inv1",
+) -> JournalEntry:
+    return JournalEntry(
+        message,
+        cursor=f"c{t}",
+        realtime_us=1796031916000000 + t,
+        pid=pid,
+        priority=priority,
+        invocation_id=invocation,
+        unit=unit,
+    )
 
 
 class Fed(Folder):
@@ -169,9 +192,13 @@ def test_tail_cut_traceback_is_a_record_from_its_first_frame() -> None:
 def test_sglang_worker_traceback_starts_mid_line_with_its_rank() -> None:
     exc = raised(resolve, Cfg())
     block = logged("[2026-05-25 19:34:29 TP3]", exc)
-    folder = fold_entries([entry("[2026-05-25 19:34:28 TP3] Decode batch, #running-req: 32"),
-                           *[entry(text) for text in block],
-                           entry("[2026-05-25 19:34:30] Received sigquit from a child process.")])
+    folder = fold_entries(
+        [
+            entry("[2026-05-25 19:34:28 TP3] Decode batch, #running-req: 32"),
+            *[entry(text) for text in block],
+            entry("[2026-05-25 19:34:30] Received sigquit from a child process."),
+        ]
+    )
     [tb] = tracebacks(folder)
     assert tb.lines == block  # the prefixed first line and the blank line logging adds included
     assert (tb.rank, tb.pid, tb.unit, tb.complete) == ("TP3", 4100, UNIT, True)
@@ -223,7 +250,11 @@ def test_ranks_sharing_one_pid_are_told_apart_by_their_prefix() -> None:
 def test_plain_text_takes_ranks_from_the_log_prefix() -> None:
     exc = raised(resolve, Cfg())
     block = logged("[2026-05-25 19:34:29 DP1 TP3]", exc)
-    lines = ["[2026-05-25 19:34:28 DP1 TP3] Prefill batch, #new-seq: 2", *block, "INFO:     127.0.0.1:5 - \"GET /health\""]
+    lines = [
+        "[2026-05-25 19:34:28 DP1 TP3] Prefill batch, #new-seq: 2",
+        *block,
+        'INFO:     127.0.0.1:5 - "GET /health"',
+    ]
     folder = fold_text(lines)
     [tb] = tracebacks(folder)
     assert (tb.rank, tb.pid, tb.unit, tb.start, tb.lines) == ("DP1 TP3", None, None, None, block)
@@ -283,10 +314,12 @@ def test_chains_and_groups_as_the_journal_stores_them_without_blank_lines(crash)
 def test_exception_group_printed_by_the_interpreter_itself() -> None:
     """An uncaught group: Python 3.11's C printer leaves a member's second message line
     without the box's margin."""
-    code = ("import json, sys; sys.path[:0] = ['tests/data/fold']\n"
-            "from crashes import group\nfrom truth import describe_exception\n"
-            "def hook(t, e, tb):\n    print(json.dumps(describe_exception(e)))\n    sys.__excepthook__(t, e, tb)\n"
-            "sys.excepthook = hook\ngroup()\n")
+    code = (
+        "import json, sys; sys.path[:0] = ['tests/data/fold']\n"
+        "from crashes import group\nfrom truth import describe_exception\n"
+        "def hook(t, e, tb):\n    print(json.dumps(describe_exception(e)))\n    sys.__excepthook__(t, e, tb)\n"
+        "sys.excepthook = hook\ngroup()\n"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     lines = run.stderr.splitlines()
     if sys.version_info < (3, 12):
@@ -342,15 +375,23 @@ def test_multi_line_message_ends_at_the_next_log_line() -> None:
     [tb] = tracebacks(folder)
     assert tb.message == str(exc) and tb.message.count("\n") == 2
     assert folder.records[-1].text.endswith("Exit")
-    for ender in ('INFO:     127.0.0.1:43210 - "POST /generate HTTP/1.1" 200 OK',
-                  "/opt/x.py:92: UserWarning: careful", "Traceback (most recent call last):"):
+    for ender in (
+        'INFO:     127.0.0.1:43210 - "POST /generate HTTP/1.1" 200 OK',
+        "/opt/x.py:92: UserWarning: careful",
+        "Traceback (most recent call last):",
+    ):
         folder = fold_text([*block, ender])
         assert tracebacks(folder)[0].message == str(exc)
 
 
 def test_blank_line_ends_a_message_unless_a_chain_marker_follows() -> None:
-    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "ValueError: x",
-             "", "a plain line after it"]
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in <module>',
+        "ValueError: x",
+        "",
+        "a plain line after it",
+    ]
     folder = fold_text(lines)
     assert folder.records[0].lines == lines[:4] and folder.records[1].text == "a plain line after it"
 
@@ -363,17 +404,19 @@ def test_exception_without_message() -> None:
 
 
 def test_python_313_multi_line_statements_and_carets() -> None:
-    lines = ["Traceback (most recent call last):",
-             '  File "/srv/hook.py", line 1161, in _handle_eagle_family',
-             "    cfg.speculative_eagle_topk is None",
-             "    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~",
-             "    and cfg.speculative_num_draft_tokens is None",
-             "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-             '  File "/srv/run.py", line 9, in run',
-             "    foo(1,",
-             "    ...<2 lines>...",
-             "        3)",
-             "AssertionError"]
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/srv/hook.py", line 1161, in _handle_eagle_family',
+        "    cfg.speculative_eagle_topk is None",
+        "    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~",
+        "    and cfg.speculative_num_draft_tokens is None",
+        "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/srv/run.py", line 9, in run',
+        "    foo(1,",
+        "    ...<2 lines>...",
+        "        3)",
+        "AssertionError",
+    ]
     [tb] = tracebacks(fold_text(lines))
     assert tb.frames[0].code == "cfg.speculative_eagle_topk is None\nand cfg.speculative_num_draft_tokens is None"
     assert tb.frames[1].code == "foo(1,\n...<2 lines>...\n3)"
@@ -391,15 +434,22 @@ def test_recursion_summary_line_stays_in_the_block() -> None:
 
 
 def test_progress_bars_invalid_utf8_and_warnings_are_plain_lines() -> None:
-    bar = msgspec.json.encode({"MESSAGE": list(b"Loading: 10%\rLoading: 20%\r"), "_PID": "7", "PRIORITY": "6",
-                        "__REALTIME_TIMESTAMP": "1"})
+    bar = msgspec.json.encode(
+        {"MESSAGE": list(b"Loading: 10%\rLoading: 20%\r"), "_PID": "7", "PRIORITY": "6", "__REALTIME_TIMESTAMP": "1"}
+    )
     bad = msgspec.json.encode({"MESSAGE": list(b"caf\xe9 \xff"), "_PID": "7"})
-    entries = [parse_json_line(bar), parse_json_line(bad),
-               entry("/opt/sglang/venv/lib/python3.11/site-packages/requests/__init__.py:92: "
-                     "RequestsDependencyWarning: Unable to find acceptable character detection dependency", 7),
-               entry("  warnings.warn(", 7),
-               entry('  File "/app/x.py", line 3, in f', 7),  # looks like a frame, no traceback is open
-               entry("[2026-05-25 19:34:29] next", 7)]
+    entries = [
+        parse_json_line(bar),
+        parse_json_line(bad),
+        entry(
+            "/opt/sglang/venv/lib/python3.11/site-packages/requests/__init__.py:92: "
+            "RequestsDependencyWarning: Unable to find acceptable character detection dependency",
+            7,
+        ),
+        entry("  warnings.warn(", 7),
+        entry('  File "/app/x.py", line 3, in f', 7),  # looks like a frame, no traceback is open
+        entry("[2026-05-25 19:34:29] next", 7),
+    ]
     assert entries[0].binary and "\r" in entries[0].message and entries[1].message == "caf\ufffd \ufffd"
     folder = fold_entries(entries)
     assert [r.kind for r in folder.records] == ["line"] * 6
@@ -414,11 +464,13 @@ def test_a_lone_frame_like_line_at_the_end_stays_a_line() -> None:
 def test_a_100000_character_line_costs_no_backtracking(where: str) -> None:
     long = "x" * 100_000
     head = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>']
-    lines = {"plain": [long, "Traceback"],
-             "frame-like": ['  File "' + long, '  File "' + long + '", line 1', "    " + long],
-             "in frames": [*head, "    " + long + "(", "ValueError: " + long],
-             "in message": [*head, "ValueError: boom", long, "[" + long],
-             "as exception": [*head, long + ":" + long]}[where]
+    lines = {
+        "plain": [long, "Traceback"],
+        "frame-like": ['  File "' + long, '  File "' + long + '", line 1', "    " + long],
+        "in frames": [*head, "    " + long + "(", "ValueError: " + long],
+        "in message": [*head, "ValueError: boom", long, "[" + long],
+        "as exception": [*head, long + ":" + long],
+    }[where]
     started = time.process_time()
     folder = fold_text(lines)
     for tb in tracebacks(folder):
@@ -498,8 +550,9 @@ def test_close_one_pid_or_all() -> None:
 
 def test_records_update_in_place_as_lines_arrive() -> None:
     folder = Fed()
-    assert folder.feed(entry("[2026-05-25 19:34:29 TP0] Scheduler hit an exception: Traceback (most recent call last):")) \
-        == [Change("appended", 0)]
+    assert folder.feed(
+        entry("[2026-05-25 19:34:29 TP0] Scheduler hit an exception: Traceback (most recent call last):")
+    ) == [Change("appended", 0)]
     assert folder.feed(entry('  File "/x.py", line 3, in run')) == [Change("updated", 0)]
     assert folder.records[0].frames[-1].function == "run" and folder.records[0].exception is None
     assert folder.feed(entry("ValueError: boom")) == [Change("updated", 0)]
@@ -524,8 +577,9 @@ def test_a_frame_like_line_becomes_a_traceback_when_the_next_line_continues_it()
 def test_feed_batch_reports_new_and_updated_records() -> None:
     folder = Fed()
     folder.feed_batch([entry("Traceback (most recent call last):"), entry("a", 2)])
-    result = folder.feed_batch([entry('  File "x.py", line 1, in <module>'), entry("b", 2),
-                                entry("KeyError: 'k'"), entry("c", 2)])
+    result = folder.feed_batch(
+        [entry('  File "x.py", line 1, in <module>'), entry("b", 2), entry("KeyError: 'k'"), entry("c", 2)]
+    )
     assert result == BatchChanges(first_new=2, updated=[0])
     assert [r.kind for r in folder.records] == ["traceback", "line", "line", "line"]
     assert folder.records[0].exception == "KeyError"
@@ -555,17 +609,47 @@ def test_multi_line_message_of_one_entry_is_split_into_lines() -> None:
 
 def test_json_records_follow_the_design_contract() -> None:
     exc = raised(chained)
-    folder = fold_entries([entry("hello", 5, t=1, priority=3),
-                           *[entry(text, 6, t=2) for text in logged("[2026-05-25 19:34:29 TP3]", exc)]])
+    folder = fold_entries(
+        [
+            entry("hello", 5, t=1, priority=3),
+            *[entry(text, 6, t=2) for text in logged("[2026-05-25 19:34:29 TP3]", exc)],
+        ]
+    )
     assert (folder.records[0].cursor, folder.records[0].invocation_id) == ("c1", "inv1")
     assert (folder.records[1].cursor, folder.records[1].invocation_id) == ("c2", "inv1")
     line, tb = (r.to_json() for r in folder.records)
-    assert line == {"kind": "line", "text": "hello", "pid": 5, "rank": None, "unit": UNIT,
-                    "time": "1796031916000001", "priority": 3}
-    assert set(tb) == {"kind", "pid", "rank", "unit", "start", "lines", "frames", "location", "exception",
-                       "message", "chained", "complete", "sub_exceptions", "truncated"}
-    assert (tb["kind"], tb["pid"], tb["rank"], tb["unit"], tb["start"]) == ("traceback", 6, "TP3", UNIT,
-                                                                           "1796031916000002")
+    assert line == {
+        "kind": "line",
+        "text": "hello",
+        "pid": 5,
+        "rank": None,
+        "unit": UNIT,
+        "time": "1796031916000001",
+        "priority": 3,
+    }
+    assert set(tb) == {
+        "kind",
+        "pid",
+        "rank",
+        "unit",
+        "start",
+        "lines",
+        "frames",
+        "location",
+        "exception",
+        "message",
+        "chained",
+        "complete",
+        "sub_exceptions",
+        "truncated",
+    }
+    assert (tb["kind"], tb["pid"], tb["rank"], tb["unit"], tb["start"]) == (
+        "traceback",
+        6,
+        "TP3",
+        UNIT,
+        "1796031916000002",
+    )
     assert set(tb["frames"][0]) == {"file", "line", "function", "code"}
     assert set(tb["chained"][0]) == set(tb) | {"relation"}
     assert msgspec.json.decode(msgspec.json.encode(tb)) == tb
@@ -583,8 +667,17 @@ def test_cli_json_on_a_journal_export(tmp_path: Path, capsysbinary) -> None:
     exc = raised(resolve, Cfg())
     lines = logged("[2026-05-25 19:34:29 TP3]", exc)
     export = tmp_path / "journal.json"
-    rows = [{"MESSAGE": text, "_PID": "77", "__REALTIME_TIMESTAMP": str(100 + i), "PRIORITY": "6",
-             "_SYSTEMD_UNIT": UNIT, "__CURSOR": f"c{i}"} for i, text in enumerate(["start", *lines])]
+    rows = [
+        {
+            "MESSAGE": text,
+            "_PID": "77",
+            "__REALTIME_TIMESTAMP": str(100 + i),
+            "PRIORITY": "6",
+            "_SYSTEMD_UNIT": UNIT,
+            "__CURSOR": f"c{i}",
+        }
+        for i, text in enumerate(["start", *lines])
+    ]
     export.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in rows) + b'{"not": "an entry"}\n')
     code, out, _ = run_cli(capsysbinary, str(export), "--json")
     records = [msgspec.json.decode(line) for line in out.splitlines()]
@@ -605,13 +698,13 @@ def test_cli_text_prints_each_traceback_whole_under_a_header(tmp_path: Path, cap
     text = out.decode().split("\n")
     assert code == 0
     assert text[0] == f"── TP0 pid 10 · ValueError · {len(a)} lines · 2 chained ──"
-    assert text[1:1 + len(a)] == a
+    assert text[1 : 1 + len(a)] == a
     assert text[1 + len(a)] == f"── TP1 pid 11 · ExceptionGroup · {len(b)} lines ──"
-    assert text[2 + len(a):2 + len(a) + len(b)] == b
+    assert text[2 + len(a) : 2 + len(a) + len(b)] == b
 
 
 def test_cli_reads_standard_input_and_keeps_open_tracebacks(monkeypatch, capsysbinary) -> None:
-    text = "Traceback (most recent call last):\r\n  File \"a.py\", line 1, in <module>\n\xff\xfe\n"
+    text = 'Traceback (most recent call last):\r\n  File "a.py", line 1, in <module>\n\xff\xfe\n'
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode("latin-1"))))
     code, out, _ = run_cli(capsysbinary, "-", "--json")
     records = [msgspec.json.decode(line) for line in out.splitlines()]
@@ -630,8 +723,10 @@ def test_cli_unreadable_file_exits_2_with_one_sentence(tmp_path: Path, capsysbin
 
 
 def test_entry_parsing_keeps_its_semantics() -> None:
-    systemd = parse_json_line(b'{"MESSAGE":"x.service: Main process exited","UNIT":"x.service",'
-                              b'"_SYSTEMD_UNIT":"init.scope","_PID":"1","INVOCATION_ID":"abc"}')
+    systemd = parse_json_line(
+        b'{"MESSAGE":"x.service: Main process exited","UNIT":"x.service",'
+        b'"_SYSTEMD_UNIT":"init.scope","_PID":"1","INVOCATION_ID":"abc"}'
+    )
     assert (systemd.unit, systemd.pid, systemd.priority, systemd.invocation_id) == ("x.service", 1, 6, "abc")
     null = parse_json_line('{"MESSAGE":null,"PRIORITY":"3","_PID":"12","__REALTIME_TIMESTAMP":"5"}')
     assert (null.message, null.priority, null.pid, null.realtime_us, null.binary) == ("", 3, 12, 5, False)
@@ -646,9 +741,18 @@ def test_entry_parsing_keeps_its_semantics() -> None:
 
 
 def test_parse_json_lines_skips_broken_lines_and_shares_repeated_strings() -> None:
-    line = msgspec.json.encode({"MESSAGE": "m", "__CURSOR": "c", "__REALTIME_TIMESTAMP": "9", "_PID": "4100",
-                         "PRIORITY": "4", "_SYSTEMD_INVOCATION_ID": "inv", "_SYSTEMD_UNIT": UNIT,
-                         "SYSLOG_IDENTIFIER": "python"})
+    line = msgspec.json.encode(
+        {
+            "MESSAGE": "m",
+            "__CURSOR": "c",
+            "__REALTIME_TIMESTAMP": "9",
+            "_PID": "4100",
+            "PRIORITY": "4",
+            "_SYSTEMD_INVOCATION_ID": "inv",
+            "_SYSTEMD_UNIT": UNIT,
+            "SYSLOG_IDENTIFIER": "python",
+        }
+    )
     entries = parse_json_lines([line, b"", b'{"MESSAGE": "cut', line, b"[]"])
     assert len(entries) == 2
     assert entries[0] == JournalEntry("m", "c", 9, 4100, 4, "inv", UNIT, "python", False)

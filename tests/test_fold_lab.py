@@ -86,12 +86,12 @@ def own_journal_stream(identifier):
 '''
 
 SCENARIOS = {
-    "one": r'''
+    "one": r"""
 uncaught_with_truth()
 print(f"{stamp()} starting one process", flush=True)
 resolve(Cfg())
-''',
-    "eight": r'''
+""",
+    "eight": r"""
 import multiprocessing as mp
 
 barrier = mp.Barrier(8)
@@ -119,8 +119,8 @@ for w in workers:
     w.join()
 print(f"{stamp()} every rank exited", flush=True)
 sys.exit(1)
-''',
-    "shared": r'''
+""",
+    "shared": r"""
 import multiprocessing as mp
 
 # journald stamps each write with its writer's PID, so the ranks write into a pipe that the
@@ -151,21 +151,21 @@ while chunk := os.read(relay_in, 65536):
 for w in workers:
     w.join()
 sys.exit(1)
-''',
-    "chained": r'''
+""",
+    "chained": r"""
 uncaught_with_truth()
 print(f"{stamp()} chained", flush=True)
 chained()
-''',
-    "group": r'''
+""",
+    "group": r"""
 exc = group_handled()
 truth(None, printed(exc), exc)
 traceback.print_exception(exc)
 print(f"{stamp()} and now an uncaught one", flush=True)
 uncaught_with_truth()
 group()
-''',
-    "syntax": r'''
+""",
+    "syntax": r"""
 import subprocess
 exc = raised(syntax)
 truth(None, printed(exc), exc)
@@ -185,8 +185,8 @@ child = subprocess.Popen([sys.executable, path])  # journald stamps its lines wi
 child.wait()
 truth(None, lines(shown), broken, pid=child.pid, described=described)
 sys.exit(1)
-''',
-    "noise": r'''
+""",
+    "noise": r"""
 import warnings
 print("Loading safetensors: 10%\rLoading safetensors: 60%\rLoading safetensors: 100%", flush=True)
 os.write(1, b"caf\xe9 bytes \xff\xfe\n")
@@ -201,8 +201,8 @@ truth("TP0", lines(text), exc)
 sys.stdout.write(text)
 sys.stdout.flush()
 print('INFO:     127.0.0.1:40000 - "GET /health HTTP/1.1" 200 OK', flush=True)
-''',
-    "restart": r'''
+""",
+    "restart": r"""
 count = "/tmp/fold-restart-count"
 n = int(open(count).read()) if os.path.exists(count) else 0
 with open(count, "w") as f:
@@ -213,7 +213,7 @@ if n >= 3:
 uncaught_with_truth()
 print(f"{stamp()} attempt {n + 1}", flush=True)
 resolve(Cfg())
-''',
+""",
 }
 # systemd-run properties beyond the defaults
 PROPERTIES = {"restart": ["Restart=on-failure", "RestartSec=200ms"]}
@@ -252,19 +252,38 @@ def run_scenario(lab: LabHandle, name: str, tmp_path: Path) -> tuple[bytes, list
     lab.ssh("mkdir", "-p", truth_dir)
     lab.ssh("tee", f"/tmp/{unit}.py", input=PRELUDE + SCENARIOS[name])
     last = msgspec.json.decode(lab.ssh("journalctl", "-n", "1", "-o", "json", "--no-pager").stdout)["__CURSOR"]
-    props = [f"--property={p}" for p in ["StandardOutput=journal", "StandardError=journal",
-                                        *PROPERTIES.get(name, [])]]
-    lab.ssh("systemd-run", f"--unit={unit}", "--wait", "--collect", "--quiet", "--setenv=PYTHONUNBUFFERED=1",
-            *props, "/usr/bin/python3", f"/tmp/{unit}.py", truth_dir, check=False, timeout=120)
-    lab.wait_for(lambda: lab.ssh("systemctl", "show", "-P", "ActiveState", unit).stdout.strip()
-                 in ("inactive", "failed"), what=f"{unit} to finish")  # a restart loop included
-    pieces = [json.loads(text) for text in lab.ssh(
-        "sh", "-c", f"for f in {shlex.quote(truth_dir)}/*.json; do cat \"$f\"; echo; done").stdout.split("\n") if text]
+    props = [f"--property={p}" for p in ["StandardOutput=journal", "StandardError=journal", *PROPERTIES.get(name, [])]]
+    lab.ssh(
+        "systemd-run",
+        f"--unit={unit}",
+        "--wait",
+        "--collect",
+        "--quiet",
+        "--setenv=PYTHONUNBUFFERED=1",
+        *props,
+        "/usr/bin/python3",
+        f"/tmp/{unit}.py",
+        truth_dir,
+        check=False,
+        timeout=120,
+    )
+    lab.wait_for(
+        lambda: lab.ssh("systemctl", "show", "-P", "ActiveState", unit).stdout.strip() in ("inactive", "failed"),
+        what=f"{unit} to finish",
+    )  # a restart loop included
+    pieces = [
+        json.loads(text)
+        for text in lab.ssh(
+            "sh", "-c", f'for f in {shlex.quote(truth_dir)}/*.json; do cat "$f"; echo; done'
+        ).stdout.split("\n")
+        if text
+    ]
     wanted = Counter(line for piece in pieces for line in piece["lines"])
 
     def export() -> bytes:
-        return lab.ssh("journalctl", "-u", unit, f"--after-cursor={last}", "-o", "json", "--all",
-                       "--no-pager").stdout.encode()  # this run only
+        return lab.ssh(
+            "journalctl", "-u", unit, f"--after-cursor={last}", "-o", "json", "--all", "--no-pager"
+        ).stdout.encode()  # this run only
 
     # journald may still be reading the last lines of the streams when the unit is gone
     lab.wait_for(lambda: not wanted - Counter(messages(export())), what=f"the journal of {unit}")
@@ -278,8 +297,9 @@ def check(records: list[dict], export: bytes, pieces: list[dict]) -> list[dict]:
     found = [r for r in records if r["kind"] == "traceback"]
     assert len(found) == len(pieces), [(r["pid"], r["rank"], r["lines"][:1]) for r in found]
     for piece in pieces:
-        matches = [r for r in found if r["pid"] == piece["pid"] and r["rank"] == piece["rank"]
-                   and r["lines"] == piece["lines"]]
+        matches = [
+            r for r in found if r["pid"] == piece["pid"] and r["rank"] == piece["rank"] and r["lines"] == piece["lines"]
+        ]
         assert len(matches) == 1, (piece["pid"], piece["rank"], piece["lines"][:2])
         assert matches[0]["complete"] is True
         assert_same(matches[0], piece["truth"])
@@ -308,8 +328,9 @@ def test_single_process_scenarios(fold_lab: LabHandle, tmp_path: Path, capsysbin
         assert found[1]["lines"][0].startswith('  File "/tmp/fold-broken.py", line 2')  # no header
 
 
-def test_eight_processes_crashing_at_once_interleave_and_fold_apart(fold_lab: LabHandle, tmp_path: Path,
-                                                                    capsysbinary) -> None:
+def test_eight_processes_crashing_at_once_interleave_and_fold_apart(
+    fold_lab: LabHandle, tmp_path: Path, capsysbinary
+) -> None:
     export, pieces = run_scenario(fold_lab, "eight", tmp_path)
     assert len({p["pid"] for p in pieces}) == 8
     pids = [msgspec.json.decode(line).get("_PID") for line in export.splitlines()]
@@ -322,8 +343,7 @@ def test_eight_processes_crashing_at_once_interleave_and_fold_apart(fold_lab: La
     assert_every_line_once(messages(export), fold_records(export).records)
 
 
-def test_eight_ranks_sharing_one_pid_fold_apart_by_prefix(fold_lab: LabHandle, tmp_path: Path,
-                                                          capsysbinary) -> None:
+def test_eight_ranks_sharing_one_pid_fold_apart_by_prefix(fold_lab: LabHandle, tmp_path: Path, capsysbinary) -> None:
     export, pieces = run_scenario(fold_lab, "shared", tmp_path)
     assert len({p["pid"] for p in pieces}) == 1 and len(pieces) == 8
     records = run_fold_cli(capsysbinary, tmp_path / "fold-shared.json")
@@ -332,8 +352,7 @@ def test_eight_ranks_sharing_one_pid_fold_apart_by_prefix(fold_lab: LabHandle, t
     assert_every_line_once(messages(export), fold_records(export).records)
 
 
-def test_noise_stays_plain_lines_around_the_one_traceback(fold_lab: LabHandle, tmp_path: Path,
-                                                          capsysbinary) -> None:
+def test_noise_stays_plain_lines_around_the_one_traceback(fold_lab: LabHandle, tmp_path: Path, capsysbinary) -> None:
     export, pieces = run_scenario(fold_lab, "noise", tmp_path)
     records = run_fold_cli(capsysbinary, tmp_path / "fold-noise.json")
     [tb] = check(records, export, pieces)

@@ -20,8 +20,18 @@ from markdown_it import MarkdownIt
 
 from cockpit.attempts import AttemptLog
 from cockpit.config import Config
-from cockpit.incident import (Incident, attempts_in, code, command_lines, excerpt_of, fence_for, fold, render,
-                              timeline, unit_events)
+from cockpit.incident import (
+    Incident,
+    attempts_in,
+    code,
+    command_lines,
+    excerpt_of,
+    fence_for,
+    fold,
+    render,
+    timeline,
+    unit_events,
+)
 from cockpit.sglang.flags import load_catalog
 from cockpit.sglang.preflight import Finding
 from cockpit.systemd.entry import JournalEntry, parse_json_line
@@ -35,8 +45,9 @@ from tests.conftest import ROOT, LabHandle
 
 DATA = ROOT / "tests" / "data"
 UNITS = DATA / "units"
-CRASH = ("import urllib.request as u; "
-         "u.urlopen(u.Request('http://127.0.0.1:30000/standin/crash', data=b'', method='POST'))")
+CRASH = (
+    "import urllib.request as u; u.urlopen(u.Request('http://127.0.0.1:30000/standin/crash', data=b'', method='POST'))"
+)
 
 
 # --- an independent reading of the journal: what each traceback is, from the raw JSON ---------
@@ -75,7 +86,7 @@ def fences(markdown: str, info: str = "text") -> list[str]:
 def section(markdown: str, title: str) -> str:
     start = markdown.index(f"\n## {title}")
     end = markdown.find("\n## ", start + 1)
-    return markdown[start:end if end > 0 else None]
+    return markdown[start : end if end > 0 else None]
 
 
 def crash8() -> tuple[list[dict], list[JournalEntry]]:
@@ -90,8 +101,7 @@ def test_each_of_the_eight_tracebacks_is_in_the_note_in_full_as_the_journal_has_
     objects, entries = crash8()
     expected = journal_tracebacks(objects)
     assert len(expected) == 8 and all(len(lines) == 10 for lines in expected)
-    note = render(Incident("cockpit-lab", "sglang-demo.service", tracebacks=fold(entries),
-                           events=unit_events(entries)))
+    note = render(Incident("cockpit-lab", "sglang-demo.service", tracebacks=fold(entries), events=unit_events(entries)))
     blocks = fences(section(note, "Tracebacks"))
     assert blocks == ["\n".join(lines) + "\n" for lines in expected]
     longest = max((line for lines in expected for line in lines), key=len)
@@ -106,14 +116,20 @@ def test_each_of_the_eight_tracebacks_is_in_the_note_in_full_as_the_journal_has_
 
 
 def test_a_traceback_holding_backticks_gets_a_fence_nothing_inside_can_close() -> None:
-    lines = ["Traceback (most recent call last):",
-             '  File "/srv/app/render.py", line 12, in <module>',
-             '    raise ValueError("bad fence ``` here")',
-             "ValueError: bad fence ``` here",
-             "``````",  # a message line of six backticks: a three-backtick fence would end here
-             "and the message goes on"]
-    entries = [JournalEntry(text, cursor=f"c{k}", realtime_us=1796033564000000 + k, pid=7, unit="x.service",
-                            invocation_id="i1") for k, text in enumerate(lines)]
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/srv/app/render.py", line 12, in <module>',
+        '    raise ValueError("bad fence ``` here")',
+        "ValueError: bad fence ``` here",
+        "``````",  # a message line of six backticks: a three-backtick fence would end here
+        "and the message goes on",
+    ]
+    entries = [
+        JournalEntry(
+            text, cursor=f"c{k}", realtime_us=1796033564000000 + k, pid=7, unit="x.service", invocation_id="i1"
+        )
+        for k, text in enumerate(lines)
+    ]
     [tb] = fold(entries)
     assert tb.lines == lines
     note = render(Incident("h", "x.service", tracebacks=[tb]))
@@ -124,8 +140,10 @@ def test_a_traceback_holding_backticks_gets_a_fence_nothing_inside_can_close() -
 
 
 def test_the_command_line_is_one_flag_per_line_and_the_shell_reads_it_back() -> None:
-    texts = {f"/etc/systemd/system/{p.relative_to(UNITS)}": p.read_text()
-             for p in [UNITS / "sglang-eagle.service", *sorted((UNITS / "sglang-eagle.service.d").glob("*.conf"))]}
+    texts = {
+        f"/etc/systemd/system/{p.relative_to(UNITS)}": p.read_text()
+        for p in [UNITS / "sglang-eagle.service", *sorted((UNITS / "sglang-eagle.service.d").glob("*.conf"))]
+    }
     texts["/etc/sglang/eagle.env"] = (UNITS / "eagle.env").read_text()
     argv = load_unit(texts, "/etc/systemd/system/sglang-eagle.service").exec()
     shown = command_lines(argv)
@@ -134,7 +152,8 @@ def test_the_command_line_is_one_flag_per_line_and_the_shell_reads_it_back() -> 
     assert all(line.lstrip().startswith("--") for line in lines[1:])
     assert len(lines) == 1 + sum(1 for a in argv if a.startswith("--"))
     assert command_lines(["/py", "-m", "srv", "--port", "1", "--x", "-1", "--name", "a b"]) == (
-        "/py -m srv \\\n    --port 1 \\\n    --x -1 \\\n    --name 'a b'")
+        "/py -m srv \\\n    --port 1 \\\n    --x -1 \\\n    --name 'a b'"
+    )
 
 
 def _attempts(tmp_path: Path, period_start: float):
@@ -143,19 +162,35 @@ def _attempts(tmp_path: Path, period_start: float):
     crash = fold(entries)[0]
     before = {"--tp-size": "8", "--model-path": "/models/Llama-3.1-8B-Instruct"}
     eagle = {**before, "--speculative-algorithm": "EAGLE3", "--speculative-eagle-topk": "4"}
-    finding = Finding("error", "eagle-needs-num-steps", ["--speculative-eagle-topk", "--speculative-num-steps"],
-                      "--speculative-eagle-topk is set but --speculative-num-steps is not: SGLang 0.5.23 asserts "
-                      "that both are set or neither", would_raise="AssertionError", fix="set --speculative-num-steps 3")
+    finding = Finding(
+        "error",
+        "eagle-needs-num-steps",
+        ["--speculative-eagle-topk", "--speculative-num-steps"],
+        "--speculative-eagle-topk is set but --speculative-num-steps is not: SGLang 0.5.23 asserts "
+        "that both are set or neither",
+        would_raise="AssertionError",
+        fix="set --speculative-num-steps 3",
+    )
     old = log.new(flags_before=before, flags_after=before, texts={}, previous_texts={})
     old.started_at, old.outcome, old.seconds = period_start - 3600, "ready", 20.0
     log.save(old)
-    first = log.new(flags_before=before, flags_after=eagle, texts={"/etc/systemd/system/sglang-demo.service": "x"},
-                    previous_texts={"/etc/systemd/system/sglang-demo.service": "y"}, findings=[finding.to_json()])
+    first = log.new(
+        flags_before=before,
+        flags_after=eagle,
+        texts={"/etc/systemd/system/sglang-demo.service": "x"},
+        previous_texts={"/etc/systemd/system/sglang-demo.service": "y"},
+        findings=[finding.to_json()],
+    )
     first.started_at, first.outcome, first.seconds = period_start - 2, "crashed", 7.25  # ran into the period
     first.detail, first.traceback = "the unit exited 1", crash.to_json()
     log.save(first)
-    back = log.new(flags_before=eagle, flags_after=before, texts={"/etc/systemd/system/sglang-demo.service": "y"},
-                   previous_texts={}, note="rollback to attempt #2")
+    back = log.new(
+        flags_before=eagle,
+        flags_after=before,
+        texts={"/etc/systemd/system/sglang-demo.service": "y"},
+        previous_texts={},
+        note="rollback to attempt #2",
+    )
     back.started_at, back.outcome, back.seconds = period_start + 30, "ready", 12.3
     log.save(back)
     return log.load()
@@ -168,28 +203,41 @@ def test_the_attempts_of_the_period_with_diff_findings_outcome_and_time_to_ready
     note = render(Incident("cockpit-lab", "sglang-demo.service", attempts=attempts, period_start=start))
     table = section(note, "Attempts")
     rows = [line for line in table.splitlines() if re.match(r"\| \d+ \|", line)]
-    assert rows[0].startswith("| 2 | 2026-11-30 10:12:42 | --speculative-algorithm, --speculative-eagle-topk | "
-                              "1 error | crashed | 7.2 s |")
-    assert rows[1] == ("| 3 | 2026-11-30 10:13:14 | --speculative-algorithm, --speculative-eagle-topk | - | ready | "
-                       "12.3 s to ready | rollback to attempt #2 |")
+    assert rows[0].startswith(
+        "| 2 | 2026-11-30 10:12:42 | --speculative-algorithm, --speculative-eagle-topk | 1 error | crashed | 7.2 s |"
+    )
+    assert rows[1] == (
+        "| 3 | 2026-11-30 10:13:14 | --speculative-algorithm, --speculative-eagle-topk | - | ready | "
+        "12.3 s to ready | rollback to attempt #2 |"
+    )
     assert "| `--speculative-eagle-topk` | (unset) | `4` |" in table
     assert "| `--speculative-algorithm` | `EAGLE3` | (unset) |" in table
-    assert ("- **error** eagle-needs-num-steps (`--speculative-eagle-topk`, `--speculative-num-steps`): "
-            "--speculative-eagle-topk is set but --speculative-num-steps is not") in table
+    assert (
+        "- **error** eagle-needs-num-steps (`--speculative-eagle-topk`, `--speculative-num-steps`): "
+        "--speculative-eagle-topk is set but --speculative-num-steps is not"
+    ) in table
     assert "Would raise `AssertionError`. Fix: set --speculative-num-steps 3" in table
     assert "Crashed with `StandinCudaError: CUDA error: an illegal memory access" in table
     events = [text for _, text in timeline(Incident("h", "u", attempts=attempts))]
-    assert events == ["attempt #2 writes the unit (--speculative-algorithm, --speculative-eagle-topk)",
-                      "attempt #2: crashed", "attempt #3 writes the unit (--speculative-algorithm, "
-                      "--speculative-eagle-topk)", "attempt #3: ready"]
+    assert events == [
+        "attempt #2 writes the unit (--speculative-algorithm, --speculative-eagle-topk)",
+        "attempt #2: crashed",
+        "attempt #3 writes the unit (--speculative-algorithm, --speculative-eagle-topk)",
+        "attempt #3: ready",
+    ]
 
 
 def test_the_source_excerpt_marks_the_failing_statement_and_explains_it(sglang_root) -> None:
     root = sglang_root("0.5.23")
     [tb] = fold(parse_json_line(line) for line in (DATA / "journal-eagle.jsonl").read_text().splitlines())
     text = (root / "sglang/srt/arg_groups/speculative_hook.py").read_text()
-    found = excerpt_of(text, "cockpit-lab", tb, catalog=load_catalog(root),
-                       values={"--speculative-eagle-topk": "4", "--speculative-num-draft-tokens": "3"})
+    found = excerpt_of(
+        text,
+        "cockpit-lab",
+        tb,
+        catalog=load_catalog(root),
+        values={"--speculative-eagle-topk": "4", "--speculative-num-draft-tokens": "3"},
+    )
     assert (found.line, found.start_line, found.end_line) == (1162, 1160, 1163)
     note = render(Incident("cockpit-lab", "sglang-demo.service", tracebacks=[tb], source=found))
     part = section(note, "The failing statement")
@@ -198,10 +246,14 @@ def test_the_source_excerpt_marks_the_failing_statement_and_explains_it(sglang_r
     assert marks[1162] == ">" and [marks[n] for n in (1160, 1161, 1163)] == ["*"] * 3
     assert marks[1159] == " " and marks[1164] == " "
     assert "and cfg.speculative_num_draft_tokens is None" in block.splitlines()[1162 - found.first_line]
-    assert ("This check failed: `not speculative_adaptive and speculative_num_steps is None` requires "
-            "`speculative_eagle_topk is None and speculative_num_draft_tokens is None`.") in part
-    assert ("(current values from the unit: --speculative-eagle-topk 4, --speculative-num-draft-tokens 3, "
-            "--speculative-adaptive unset, --speculative-num-steps unset).") in part
+    assert (
+        "This check failed: `not speculative_adaptive and speculative_num_steps is None` requires "
+        "`speculative_eagle_topk is None and speculative_num_draft_tokens is None`."
+    ) in part
+    assert (
+        "(current values from the unit: --speculative-eagle-topk 4, --speculative-num-draft-tokens 3, "
+        "--speculative-adaptive unset, --speculative-num-steps unset)."
+    ) in part
 
 
 def test_the_load_run_table_from_a_bench_record() -> None:
@@ -227,16 +279,16 @@ def png_pixels(data: bytes, rows: int) -> tuple[int, list[bytes]]:
     assert data[24:26] == b"\x08\x06", "8-bit RGBA expected"
     idat, i = b"", 8
     while i < len(data):
-        n = int.from_bytes(data[i:i + 4], "big")
-        if data[i + 4:i + 8] == b"IDAT":
-            idat += data[i + 8:i + 8 + n]
+        n = int.from_bytes(data[i : i + 4], "big")
+        if data[i + 4 : i + 8] == b"IDAT":
+            idat += data[i + 8 : i + 8 + n]
         i += 12 + n
     stride = width * 4
     raw = zlib.decompressobj().decompress(idat, (stride + 1) * rows)
     out: list[bytes] = []
     prev = bytearray(stride)
     for r in range(rows):
-        kind, line = raw[r * (stride + 1)], bytearray(raw[r * (stride + 1) + 1:(r + 1) * (stride + 1)])
+        kind, line = raw[r * (stride + 1)], bytearray(raw[r * (stride + 1) + 1 : (r + 1) * (stride + 1)])
         for x in range(stride):
             a = line[x - 4] if x >= 4 else 0
             b, c = prev[x], prev[x - 4] if x >= 4 else 0
@@ -259,8 +311,9 @@ def leading_space_cell(svg: str) -> tuple[int, int, int, int, int]:
     """(x0, x1, y0, y1, cell width) in pixels of the first text element of the screen that starts
     with a space followed by a letter: the cell of that space."""
     tx, ty = map(float, re.search(r'<g transform="translate\(([\d.]+),\s*([\d.]+)\)" clip-path', svg).groups())
-    m = re.search(r'<text class="[^"]+" x="([\d.]+)" y="([\d.]+)" textLength="([\d.]+)"[^>]*>&#160;(\w[^<]*)</text>',
-                  svg)
+    m = re.search(
+        r'<text class="[^"]+" x="([\d.]+)" y="([\d.]+)" textLength="([\d.]+)"[^>]*>&#160;(\w[^<]*)</text>', svg
+    )
     x, y, length, rest = float(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4)
     cell = length / (1 + len(rest.replace("&#160;", " ")))
     return int(tx + x + 2), int(tx + x + cell - 2), int(ty + y - 14), int(ty + y + 2), int(cell)
@@ -268,7 +321,7 @@ def leading_space_cell(svg: str) -> tuple[int, int, int, int, int]:
 
 def ink(rows: list[bytes], x0: int, x1: int, y0: int, y1: int) -> bool:
     """Whether the box holds more than one colour (a glyph's pixels)."""
-    return len({rows[y][4 * x:4 * x + 4] for y in range(y0, y1) for x in range(x0, x1)}) > 1
+    return len({rows[y][4 * x : 4 * x + 4] for y in range(y0, y1) for x in range(x0, x1)}) > 1
 
 
 def check_png(folder: Path, name: str) -> None:
@@ -293,8 +346,9 @@ def test_the_png_keeps_leading_spaces_which_rsvg_drops_without_the_fix(tmp_path:
     svg = (folder / "screen.svg").read_text()
     broken = svg.replace(' xml:space="preserve"', "")
     assert preserve_spaces(broken) == svg
-    png = subprocess.run(["rsvg-convert", "--format", "png"], input=monospace(broken).encode(),
-                         capture_output=True, check=True).stdout
+    png = subprocess.run(
+        ["rsvg-convert", "--format", "png"], input=monospace(broken).encode(), capture_output=True, check=True
+    ).stdout
     x0, x1, y0, y1, _ = leading_space_cell(svg)
     _, rows = png_pixels(png, y1 + 1)
     assert ink(rows, x0, x1, y0, y1)  # rsvg drew the next letter where the space belongs
@@ -304,8 +358,9 @@ def test_the_png_font_is_a_monospace_one_that_is_installed() -> None:
     svg = '<svg class="rich-terminal"><style>.terminal-1-matrix {\n font-family: Fira Code, monospace;\n}</style></svg>'
     assert 'font-family: "DejaVu Sans Mono", monospace;' in monospace(svg)
     assert preserve_spaces(svg).startswith('<svg xml:space="preserve" class="rich-terminal">')
-    match = subprocess.run(["fc-match", "-f", "%{family}|%{spacing}", "DejaVu Sans Mono"], capture_output=True,
-                           text=True, check=True).stdout
+    match = subprocess.run(
+        ["fc-match", "-f", "%{family}|%{spacing}", "DejaVu Sans Mono"], capture_output=True, text=True, check=True
+    ).stdout
     assert match == "DejaVu Sans Mono|100"  # fontconfig's spacing 100: monospace
 
 
@@ -367,25 +422,39 @@ def _snapshot_argv() -> list[str]:
 
     if "snapshot" in cli.COMMANDS:
         return [sys.executable, "-m", "cockpit", "snapshot"]
-    harness = ("import argparse, sys\n"
-               "from cockpit.ui import snapshot_cli\n"
-               "p = argparse.ArgumentParser(); p.add_argument('--config'); s = p.add_subparsers(dest='command')\n"
-               "snapshot_cli.add_parser(s)\n"
-               "sys.exit(snapshot_cli.run(p.parse_args(['snapshot', *sys.argv[1:]])))\n")
+    harness = (
+        "import argparse, sys\n"
+        "from cockpit.ui import snapshot_cli\n"
+        "p = argparse.ArgumentParser(); p.add_argument('--config'); s = p.add_subparsers(dest='command')\n"
+        "snapshot_cli.add_parser(s)\n"
+        "sys.exit(snapshot_cli.run(p.parse_args(['snapshot', *sys.argv[1:]])))\n"
+    )
     return [sys.executable, "-c", harness]
 
 
 def test_cockpit_snapshot_after_the_eight_workers_crashed(lab: LabHandle, crashed: float, tmp_path: Path) -> None:
     out = tmp_path / "incident"
     started = time.monotonic()
-    proc = subprocess.run([*_snapshot_argv(), "--host", lab.name, "--unit", "sglang-demo", "--out", str(out), "--json"],
-                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+    proc = subprocess.run(
+        [*_snapshot_argv(), "--host", lab.name, "--unit", "sglang-demo", "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     elapsed = time.monotonic() - started
     report = json.loads(proc.stdout)
     assert report["tracebacks"] == 8 and report["problems"] == [], report
-    assert sorted(p.name for p in out.iterdir()) == ["incident.md", "journal.png", "journal.svg", "journal.txt",
-                                                      "source.png", "source.svg", "source.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "incident.md",
+        "journal.png",
+        "journal.svg",
+        "journal.txt",
+        "source.png",
+        "source.svg",
+        "source.txt",
+    ]
     for name in ("journal", "source"):
         check_png(out, name)
     journal_text = (out / "journal.txt").read_text()
@@ -482,8 +551,9 @@ def test_a_crash_is_explained_with_the_flags_it_ran_with() -> None:
 def test_the_note_written_by_S_carries_the_last_load_run(tmp_path: Path) -> None:
     from cockpit.load.store import save_run
 
-    save_run("cockpit-lab", "sglang-demo.service", json.loads((ROOT / "tests" / "data" / "runs" / "eagle.json")
-                                                               .read_text()))
+    save_run(
+        "cockpit-lab", "sglang-demo.service", json.loads((ROOT / "tests" / "data" / "runs" / "eagle.json").read_text())
+    )
     folder = asyncio.run(_recorded_incident(tmp_path))
     note = (folder / "incident.md").read_text()
     assert "## Load run" in note and "| concurrency" in section(note, "Load run").lower()

@@ -58,8 +58,7 @@ def test_unfold_inserts_exactly_the_tracebacks_lines() -> None:
 
 def test_restart_separator_names_the_previous_exit() -> None:
     rows = crash_rows()
-    assert list(rows.separators.values()) == [
-        next(t for t in rows.separators.values())]  # one restart in the recording
+    assert list(rows.separators.values()) == [next(t for t in rows.separators.values())]  # one restart in the recording
     text = next(iter(rows.separators.values()))
     assert re.fullmatch(r"restart · invocation [0-9a-f]{12} · previous exit: killed 9/KILL", text)
     sep_rows = [r for r in rows.rows if r[1] == SEPARATOR]
@@ -75,7 +74,8 @@ def test_filter_by_rank_priority_pid_and_regex() -> None:
     assert all(isinstance(rows.record_at(i), Traceback) for i in range(len(rows.rows)) if rows.rows[i][1] == MAIN)
     rows.set_filter(Filter.parse("Received sigquit"))
     assert [rows.text(i) for i in range(len(rows.rows)) if rows.rows[i][1] == MAIN] == [
-        t for t in (r.text for r in rows.records if not isinstance(r, Traceback)) if "Received sigquit" in t]
+        t for t in (r.text for r in rows.records if not isinstance(r, Traceback)) if "Received sigquit" in t
+    ]
     with pytest.raises(ValueError, match="not a regular expression"):
         Filter.parse("([")
     pid = next(r.pid for r in rows.records if isinstance(r, Traceback))
@@ -115,8 +115,10 @@ async def test_enter_unfolds_then_opens_the_failing_frame() -> None:
         await pilot.press("enter")
         tb = view.model.record(index)
         assert id(tb) in view.model.expanded
-        assert view.model.text(view.cursor).startswith('  File "/opt/sglang/venv/lib/python3.11/site-packages/'
-                                                        'sglang/srt/arg_groups/speculative_hook.py", line 1162')
+        assert view.model.text(view.cursor).startswith(
+            '  File "/opt/sglang/venv/lib/python3.11/site-packages/'
+            'sglang/srt/arg_groups/speculative_hook.py", line 1162'
+        )
         await pilot.press("enter")
         await pilot.pause()
         assert opened and opened[0][0].frames[opened[0][1]].line == 1162
@@ -168,18 +170,23 @@ async def test_side_list_jumps_to_a_traceback() -> None:
         assert view.has_focus
 
 
-@pytest.mark.parametrize("keys", [
-    (),  # folded
-    ("left_square_bracket", "enter"),  # one unfolded, cursor on its failing frame
-    ("g", "slash", *"TP3", "enter"),  # search
-    ("F", *"rank:TP5", "enter"),  # filter
-], ids=["folded", "unfolded", "search", "filter"])
+@pytest.mark.parametrize(
+    "keys",
+    [
+        (),  # folded
+        ("left_square_bracket", "enter"),  # one unfolded, cursor on its failing frame
+        ("g", "slash", *"TP3", "enter"),  # search
+        ("F", *"rank:TP5", "enter"),  # filter
+    ],
+    ids=["folded", "unfolded", "search", "filter"],
+)
 def test_snapshots(snap_compare, keys) -> None:
     async def run_before(pilot) -> None:
         await load(pilot)
         if keys:
             await pilot.press(*keys)
         await pilot.pause()
+
     assert snap_compare(recorded(), terminal_size=(140, 40), run_before=run_before)
 
 
@@ -190,6 +197,7 @@ def test_snapshot_restart_separator(snap_compare) -> None:
         row = next(i for i, r in enumerate(view.model.rows) if r[1] == SEPARATOR)
         view.scroll_to(y=max(0, row - 10), animate=False, immediate=True)
         await pilot.pause()
+
     assert snap_compare(recorded(), terminal_size=(140, 40), run_before=run_before)
 
 
@@ -197,13 +205,12 @@ def test_side_list_follows_batches_promotions_window_drops_and_pages() -> None:
     """The side list is kept as record numbers; it must equal a scan of the window."""
 
     def scanned(rows: JournalRows) -> list[tuple[int, Traceback]]:
-        return [(rows.discarded + i, r) for i, r in reversed(list(enumerate(rows.records)))
-                if isinstance(r, Traceback)]
+        return [(rows.discarded + i, r) for i, r in reversed(list(enumerate(rows.records))) if isinstance(r, Traceback)]
 
     crash = entries("journal-crash8.jsonl")
     rows = JournalRows(window=150)
     for start in range(40, len(crash), 7):  # small batches: tracebacks open in one, grow in the next
-        rows.add(crash[start:start + 7])
+        rows.add(crash[start : start + 7])
         assert rows.tracebacks() == scanned(rows)
     for _ in range(3):  # past the window: the oldest records and their tracebacks are dropped
         rows.add(crash[40:])
@@ -251,14 +258,15 @@ async def test_scrolling_to_the_top_pages_the_whole_history_in_the_lab(lab) -> N
 async def test_a_burst_of_batches_redraws_the_side_list_once(monkeypatch) -> None:
     calls = []
     show = TracebackList.show
-    monkeypatch.setattr(TracebackList, "show",
-                        lambda self, groups, limit=200: (calls.append(1), show(self, groups, limit)))
+    monkeypatch.setattr(
+        TracebackList, "show", lambda self, groups, limit=200: (calls.append(1), show(self, groups, limit))
+    )
     app = recorded()
     async with app.run_test(size=(140, 40)) as pilot:
         view = app.query_one(JournalView)
         entries = [parse_json_line(line) for line in (DATA / "journal-crash8.jsonl").read_text().splitlines()]
         for k in range(0, len(entries), 5):  # dozens of batches, many with a traceback, no pause between
-            view.append_entries(entries[k:k + 5])
+            view.append_entries(entries[k : k + 5])
         await pilot.pause()
         assert 1 <= len(calls) <= 2  # one message still queued was replaced by the next
         assert app.query_one(TracebackList).option_count == 8

@@ -13,9 +13,16 @@ from cockpit.lab.lab import Lab, _cgroup_dirs
 from cockpit.lab.network import LabNet
 from tests.conftest import FIXTURES, LAB_PYTHON, TEST_LAB, LabHandle
 
-EAGLE_BAD = ["--speculative-algorithm", "EAGLE3",
-             "--speculative-draft-model-path", "/models/EAGLE3-LLaMA3.1-Instruct-8B",
-             "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"]
+EAGLE_BAD = [
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "/models/EAGLE3-LLaMA3.1-Instruct-8B",
+    "--speculative-eagle-topk",
+    "4",
+    "--speculative-num-draft-tokens",
+    "3",
+]
 
 
 def journal(lab: LabHandle, *extra: str) -> list[dict]:
@@ -36,8 +43,12 @@ def test_system_is_running_over_ssh_with_strict_host_keys(lab: LabHandle) -> Non
     assert info is not None
     config = Path(info.ssh_config).read_text()
     assert "StrictHostKeyChecking yes" in config and f"UserKnownHostsFile {info.known_hosts}" in config
-    state = subprocess.run(["ssh", "-F", info.ssh_config, lab.name, "systemctl", "is-system-running"],
-                           capture_output=True, text=True, timeout=30).stdout.strip()
+    state = subprocess.run(
+        ["ssh", "-F", info.ssh_config, lab.name, "systemctl", "is-system-running"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout.strip()
     assert state in ("running", "degraded")
 
 
@@ -66,25 +77,31 @@ def test_lab_traffic_stays_in_the_lab_range(lab: LabHandle) -> None:
 
 def test_eagle_flags_fail_with_the_real_traceback_and_real_source(lab: LabHandle) -> None:
     dropin = "/etc/systemd/system/sglang-demo.service.d/eagle.conf"
-    exec_start = ("ExecStart=/opt/sglang/venv/bin/python -m cockpit.lab.standin "
-                  "--model-path /models/Llama-3.1-8B-Instruct --tp-size 8 " + " ".join(EAGLE_BAD))
+    exec_start = (
+        "ExecStart=/opt/sglang/venv/bin/python -m cockpit.lab.standin "
+        "--model-path /models/Llama-3.1-8B-Instruct --tp-size 8 " + " ".join(EAGLE_BAD)
+    )
     lab.ssh("mkdir", "-p", "/etc/systemd/system/sglang-demo.service.d")
     lab.ssh("tee", dropin, input=f"[Service]\nRestart=no\nExecStart=\n{exec_start}\n")
     cursor = journal(lab, "-n", "1")[-1]["__CURSOR"]
     try:
         lab.ssh("systemctl", "daemon-reload")
         lab.ssh("systemctl", "restart", "sglang-demo")
-        lab.wait_for(lambda: lab.ssh("systemctl", "is-failed", "sglang-demo", check=False).stdout.strip() == "failed",
-                     what="the unit to fail")
+        lab.wait_for(
+            lambda: lab.ssh("systemctl", "is-failed", "sglang-demo", check=False).stdout.strip() == "failed",
+            what="the unit to fail",
+        )
         # journald may read the stream's last lines after systemd has seen the exit.
-        lab.wait_for(lambda: "AssertionError" in messages(journal(lab, "--after-cursor", cursor)),
-                     what="the traceback in the journal")
+        lab.wait_for(
+            lambda: "AssertionError" in messages(journal(lab, "--after-cursor", cursor)),
+            what="the traceback in the journal",
+        )
         lines = messages(journal(lab, "--after-cursor", cursor))
         expected = (FIXTURES / "sglang/launch_server/launch_server-0.5.23-eagle3-topk4-drafttok3.txt").read_text()
         expected = expected.replace("/python3.11/", f"/{LAB_PYTHON}/")  # the lab's own Python's site-packages
         start = expected.index("Traceback (most recent call last):")
         want = expected[start:].rstrip("\n").splitlines()
-        got = lines[lines.index("Traceback (most recent call last):"):][:len(want)]
+        got = lines[lines.index("Traceback (most recent call last):") :][: len(want)]
         assert got == want  # the whole traceback, line for line, nothing cut
         # Every frame names a file that exists in the lab with the quoted code on that line.
         frames = re.findall(r'^  File "(/opt/[^"]+)", line (\d+), in \S+\n    (.+)$', expected[start:], re.M)
@@ -117,8 +134,9 @@ def test_down_is_idempotent_and_leaves_nothing(tmp_path: Path) -> None:
 def _cockpit(*argv: str) -> subprocess.CompletedProcess[str]:
     import sys
 
-    return subprocess.run([str(Path(sys.executable).with_name("cockpit")), *argv], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("cockpit")), *argv], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_lab_ssh_runs_exactly_the_argv_and_one_string_as_a_shell_command(lab: LabHandle) -> None:
@@ -140,5 +158,8 @@ def test_lab_crash_makes_every_rank_print_its_traceback(lab: LabHandle) -> None:
         return len(set(re.findall(r" (TP\d)\] Scheduler hit an exception: Traceback", text)))
 
     lab.wait_for(lambda: crashed() == 8, what="eight ranks' tracebacks")
-    lab.wait_for(lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "--since", since, "-o",
-                                                    "cat").stdout, timeout=60, what="the restart after the crash")
+    lab.wait_for(
+        lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "--since", since, "-o", "cat").stdout,
+        timeout=60,
+        what="the restart after the crash",
+    )

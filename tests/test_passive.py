@@ -16,8 +16,10 @@ from cockpit.remote.local import LocalHost
 from cockpit.systemd.entry import JournalEntry
 from tests.conftest import FIXTURES, free_port
 
-DECODE = ("[2026-11-30 06:23:49{rank}] Decode batch, #running-req: {running}, #token: 900, token usage: 0.01, "
-          "{spec}cuda graph: True, gen throughput (token/s): {rate:.2f}, #queue-req: 0")
+DECODE = (
+    "[2026-11-30 06:23:49{rank}] Decode batch, #running-req: {running}, #token: 900, token usage: 0.01, "
+    "{spec}cuda graph: True, gen throughput (token/s): {rate:.2f}, #queue-req: 0"
+)
 
 
 def decode(rate: float, running: int = 8, rank: str = "", accept: float | None = None) -> str:
@@ -31,7 +33,10 @@ def test_decode_lines_of_sglang_become_points() -> None:
     added = [series.add_line(line, 100.0 + i) for i, line in enumerate(lines)]
     assert [p is not None for p in added] == [True, False] * 3  # prefill lines add nothing
     assert [(p.time, p.gen_throughput, p.running_req, p.accept_len, p.source) for p in series] == [
-        (100.0, 2559.97, 32, None, "log"), (102.0, 3468.94, 32, 2.71, "log"), (104.0, 4351.94, 32, 3.40, "log")]
+        (100.0, 2559.97, 32, None, "log"),
+        (102.0, 3468.94, 32, 2.71, "log"),
+        (104.0, 4351.94, 32, 3.40, "log"),
+    ]
     assert series.values() == [2559.97, 3468.94, 4351.94]
     assert series.latest.gen_throughput == 4351.94
 
@@ -138,10 +143,21 @@ async def test_series_matches_a_load_run_on_the_stand_in(standin) -> None:
 
 
 async def test_accept_length_from_both_sources(standin) -> None:
-    sp = standin("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
-                 "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
-                 env={"COCKPIT_STANDIN_TOKENS_PER_S": "150", "COCKPIT_STANDIN_ACCEPT_LEN": "3",
-                      "COCKPIT_STANDIN_DECODE_LOG_INTERVAL": "5"})
+    sp = standin(
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+        env={
+            "COCKPIT_STANDIN_TOKENS_PER_S": "150",
+            "COCKPIT_STANDIN_ACCEPT_LEN": "3",
+            "COCKPIT_STANDIN_DECODE_LOG_INTERVAL": "5",
+        },
+    )
     config = LoadConfig(url=sp.url, concurrency=(2,), requests=4, warmup=0, input_len=16, output_len=90)
     await Runner(config).run()
     series = ThroughputSeries()
@@ -155,8 +171,9 @@ async def test_accept_length_from_both_sources(standin) -> None:
 async def test_a_server_that_does_not_answer_is_reported_not_fatal() -> None:
     errors: list[str] = []
     port = free_port()  # nothing listens there
-    task = asyncio.create_task(ServerInfoPoller(LocalHost("gpu-3"), port, interval_s=0.01)
-                               .run(lambda p: None, errors.append))
+    task = asyncio.create_task(
+        ServerInfoPoller(LocalHost("gpu-3"), port, interval_s=0.01).run(lambda p: None, errors.append)
+    )
     for _ in range(200):
         if len(errors) >= 2:
             break

@@ -35,15 +35,20 @@ async def test_picker_shows_every_unit_of_four_hosts_live(four_labs: list[str]) 
         assert isinstance(picker, PickerScreen)
 
         def states() -> dict[str, str]:
-            return {h: s.active_state for (h, u), s in picker.states.items()
-                    if u == "sglang-demo.service" and isinstance(s, UnitStatus)}
+            return {
+                h: s.active_state
+                for (h, u), s in picker.states.items()
+                if u == "sglang-demo.service" and isinstance(s, UnitStatus)
+            }
 
         deadline = time.monotonic() + 60
         while set(states()) != set(four_labs) or set(states().values()) != {"active"}:
             if time.monotonic() > deadline:
                 bad = [h for h, s in states().items() if s != "active"]
-                logs = {h: (await app.pool.get(h).run(["journalctl", "-u", "sglang-demo", "-n", "15", "-o", "cat"])).text
-                        for h in bad}
+                logs = {
+                    h: (await app.pool.get(h).run(["journalctl", "-u", "sglang-demo", "-n", "15", "-o", "cat"])).text
+                    for h in bad
+                }
                 raise AssertionError(f"{states()}\n{logs}")
             await asyncio.sleep(0.3)
         stopped = four_labs[2]

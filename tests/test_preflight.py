@@ -20,19 +20,39 @@ from cockpit.sglang.rules import release_tuple
 from tests.conftest import FIXTURES, LabHandle
 
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))
-BASE = ["--model-path", "/m", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d",
-        "--device", "cuda"]
+BASE = [
+    "--model-path",
+    "/m",
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "/d",
+    "--device",
+    "cuda",
+]
 SETS = {  # the fixture names' flag sets (shared/fixtures/README.md)
     "c1-topk4-drafttok3-nosteps": ["--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"],
     "c2-drafttok3-only": ["--speculative-num-draft-tokens", "3"],
     "c3-steps3-only": ["--speculative-num-steps", "3"],
     "c4-steps3-drafttok4-notopk": ["--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4"],
     "c5-topk4-only": ["--speculative-eagle-topk", "4"],
-    "ok1-all-three": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "4",
-                      "--speculative-num-draft-tokens", "8"],
+    "ok1-all-three": [
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "4",
+        "--speculative-num-draft-tokens",
+        "8",
+    ],
     "ok2-none-auto": [],
-    "ok3-topk1-linear": ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-                         "--speculative-num-draft-tokens", "4"],
+    "ok3-topk1-linear": [
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+    ],
 }
 RELEASES = ["0.4.6.post5", "0.5.2", "0.5.3", "0.5.9", "0.5.12", "0.5.13", "0.5.19", "0.5.23"]
 
@@ -59,28 +79,56 @@ def test_static_layer_predicts_the_fixture(sglang_root, version: str, name: str)
 @pytest.mark.parametrize("version", RELEASES)
 def test_every_release_from_0_4_6_post5(sglang_root, version: str) -> None:
     type_error = "TypeError" if release_tuple(version) >= (0, 5, 2) else "OK"
-    expected = {"c1-topk4-drafttok3-nosteps": "AssertionError", "c2-drafttok3-only": "AssertionError",
-                "c3-steps3-only": type_error, "c4-steps3-drafttok4-notopk": type_error,
-                "c5-topk4-only": "AssertionError", "ok1-all-three": "OK", "ok2-none-auto": "OK",
-                "ok3-topk1-linear": "OK"}
+    expected = {
+        "c1-topk4-drafttok3-nosteps": "AssertionError",
+        "c2-drafttok3-only": "AssertionError",
+        "c3-steps3-only": type_error,
+        "c4-steps3-drafttok4-notopk": type_error,
+        "c5-topk4-only": "AssertionError",
+        "ok1-all-three": "OK",
+        "ok2-none-auto": "OK",
+        "ok3-topk1-linear": "OK",
+    }
     assert {name: predicted(version, flags, sglang_root) for name, flags in SETS.items()} == expected
 
 
 def test_finding_says_what_the_server_would_do(sglang_root) -> None:
-    [finding] = [f for f in check_static(BASE + SETS["c1-topk4-drafttok3-nosteps"], load_catalog(sglang_root("0.5.9")))
-                 if f.severity == "error"]
-    assert finding.message.startswith("SGLang 0.5.9 will stop at start-up: AssertionError in _handle_speculative_decoding")
+    [finding] = [
+        f
+        for f in check_static(BASE + SETS["c1-topk4-drafttok3-nosteps"], load_catalog(sglang_root("0.5.9")))
+        if f.severity == "error"
+    ]
+    assert finding.message.startswith(
+        "SGLang 0.5.9 will stop at start-up: AssertionError in _handle_speculative_decoding"
+    )
     assert finding.flags == ["--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens"]
     assert "together" in finding.fix
-    [later] = [f for f in check_static(BASE + SETS["c3-steps3-only"], load_catalog(sglang_root("0.5.23")))
-               if f.severity == "error"]
+    [later] = [
+        f
+        for f in check_static(BASE + SETS["c3-steps3-only"], load_catalog(sglang_root("0.5.23")))
+        if f.severity == "error"
+    ]
     assert later.message.startswith("SGLang 0.5.23 will stop at start-up: TypeError in _handle_eagle_family")
 
 
 def test_argparse_mistakes(sglang_root) -> None:
     catalog = load_catalog(sglang_root("0.5.23"))
-    findings = check_static(["--model-path", "/m", "--num-speculative-tokens", "16", "--tp-size", "eight",
-                             "--load-format", "weird", "--speculative-algo", "EAGLE3", "--port"], catalog)
+    findings = check_static(
+        [
+            "--model-path",
+            "/m",
+            "--num-speculative-tokens",
+            "16",
+            "--tp-size",
+            "eight",
+            "--load-format",
+            "weird",
+            "--speculative-algo",
+            "EAGLE3",
+            "--port",
+        ],
+        catalog,
+    )
     by_rule = {f.rule: f for f in findings}
     assert "Did you mean --speculative-num-draft-tokens?" in by_rule["unknown-flag"].message
     assert by_rule["bad-type"].flags == ["--tp-size"] and by_rule["bad-choice"].flags == ["--load-format"]
@@ -92,14 +140,22 @@ def test_argparse_mistakes(sglang_root) -> None:
 
 def test_cli_json_contract_and_exit_status(sglang_root) -> None:
     root = str(sglang_root("0.5.9"))
-    bad = subprocess.run([COCKPIT, "preflight", "--sglang-source", root, "--static-only", "--json", "--",
-                          *BASE, *SETS["c5-topk4-only"]], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [COCKPIT, "preflight", "--sglang-source", root, "--static-only", "--json", "--", *BASE, *SETS["c5-topk4-only"]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 1
     [finding] = json.loads(bad.stdout)
     assert set(finding) >= {"severity", "rule", "flags", "message", "would_raise"}
     assert finding["would_raise"] == "AssertionError"
-    good = subprocess.run([COCKPIT, "preflight", "--sglang-source", root, "--static-only", "--",
-                           *BASE, *SETS["ok1-all-three"]], capture_output=True, text=True, timeout=60)
+    good = subprocess.run(
+        [COCKPIT, "preflight", "--sglang-source", root, "--static-only", "--", *BASE, *SETS["ok1-all-three"]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert good.returncode == 0 and "the server should start" in good.stdout
 
 
@@ -109,13 +165,17 @@ async def test_paths_and_dry_run_in_the_lab(lab: LabHandle, sglang_root) -> None
         catalog = load_catalog(sglang_root("0.5.23"))
         ok = await check_paths(host, ["--model-path", "/models/Llama-3.1-8B-Instruct"], catalog)
         assert ok == []
-        [missing] = await check_paths(host, ["--model-path", "/models/nope",
-                                             "--speculative-draft-model-path", "/models/Llama-3.1-8B-Instruct"], catalog)
+        [missing] = await check_paths(
+            host,
+            ["--model-path", "/models/nope", "--speculative-draft-model-path", "/models/Llama-3.1-8B-Instruct"],
+            catalog,
+        )
         assert missing.flags == ["--model-path"] and f"/models/nope does not exist on {lab.name}" in missing.message
     finally:
         await host.close()
-    out = subprocess.run([COCKPIT, "preflight", "--host", lab.name, "--unit", "sglang-demo"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [COCKPIT, "preflight", "--host", lab.name, "--unit", "sglang-demo"], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "cannot import SGLang" in out.stdout and "only the static checks ran" in out.stdout
 
@@ -145,10 +205,12 @@ async def test_dry_run_reads_what_real_sglang_printed(sglang_root, tmp_path: Pat
         return text.replace("{SGLANG_ROOT}", root).replace("{WORK}", str(tmp_path))
 
     argv = [place(a) for a in recorded["argv"]]
-    result = RunResult(("python",), recorded["returncode"], place(recorded["stdout"]).encode(),
-                       place(recorded["stderr"]).encode())
-    outcome, findings = await read_dry_run(LocalHost(), "/opt/sglang/bin/python", result, argv,
-                                           load_catalog(sglang_root(version)))
+    result = RunResult(
+        ("python",), recorded["returncode"], place(recorded["stdout"]).encode(), place(recorded["stderr"]).encode()
+    )
+    outcome, findings = await read_dry_run(
+        LocalHost(), "/opt/sglang/bin/python", result, argv, load_catalog(sglang_root(version))
+    )
     if case == "plain":
         assert (outcome, findings) == ("passed", [])
         return
@@ -158,4 +220,4 @@ async def test_dry_run_reads_what_real_sglang_printed(sglang_root, tmp_path: Pat
     assert flags <= set(finding.flags) and text in finding.message
     given = {a for a in argv if a.startswith("--")}
     named_given = [f for f in finding.flags if f in given]
-    assert finding.flags[:len(named_given)] == named_given  # the flags on the command line first
+    assert finding.flags[: len(named_given)] == named_given  # the flags on the command line first

@@ -90,7 +90,7 @@ async def test_follow_delivers_every_line_of_a_restart(lab: LabHandle, root: SSH
     await asyncio.gather(task, return_exceptions=True)
     truth = await journal.after(root, "sglang-demo.service", got[0].cursor)
     delivered = [e.cursor for e in got[1:]]
-    assert delivered == [e.cursor for e in truth][:len(delivered)]  # same cursors, in order
+    assert delivered == [e.cursor for e in truth][: len(delivered)]  # same cursors, in order
     assert len(set(delivered)) == len(delivered)  # none twice
     started = max(i for i, e in enumerate(got) if e.message.startswith("Started sglang-demo.service"))
     assert any(e.message.startswith("Stopping sglang-demo.service") for e in got[first_new:started])
@@ -119,7 +119,7 @@ async def test_follow_resumes_after_the_link_goes_down(lab: LabHandle, root: SSH
     await asyncio.sleep(12)  # keepalive declares the connection dead, reconnects fail meanwhile
     set_link(net, up=True)
     deadline = time.monotonic() + 40
-    while "following" not in states[states.index("reconnecting"):] if "reconnecting" in states else True:
+    while "following" not in states[states.index("reconnecting") :] if "reconnecting" in states else True:
         assert time.monotonic() < deadline, f"never resumed: {states}"
         await asyncio.sleep(0.2)
     await asyncio.sleep(1.5)
@@ -128,7 +128,7 @@ async def test_follow_resumes_after_the_link_goes_down(lab: LabHandle, root: SSH
     truth = await journal.after(root, ticker, got[0].cursor)
     delivered = [e.cursor for e in got[1:]]
     assert len(delivered) > 200  # about 12 s of ticks went by while the link was down
-    assert delivered == [e.cursor for e in truth][:len(delivered)]
+    assert delivered == [e.cursor for e in truth][: len(delivered)]
     ticks = [int(e.message.split()[1]) for e in got if e.message.startswith("tick ")]
     assert ticks == list(range(ticks[0], ticks[0] + len(ticks)))  # no gap, no duplicate
 
@@ -144,10 +144,16 @@ async def test_reconnects_after_sshd_restart(lab: LabHandle) -> None:
     await status.fetch(host, "sglang-demo.service")
     assert states == ["connecting", "connected"]
     # Stop sshd and every session it serves, ours included, then start it again.
-    lab.ssh("systemd-run", "--on-active=1", "--timer-property=AccuracySec=10ms",
-            f"--unit=sshd-bounce-{os.getpid()}-{time.monotonic_ns()}", "sh", "-c",
-            # OpenSSH 9.8 and later serve each session from an `sshd-session` process
-            "systemctl stop ssh; pkill -KILL -x sshd; pkill -KILL -x sshd-session; sleep 1; systemctl start ssh")
+    lab.ssh(
+        "systemd-run",
+        "--on-active=1",
+        "--timer-property=AccuracySec=10ms",
+        f"--unit=sshd-bounce-{os.getpid()}-{time.monotonic_ns()}",
+        "sh",
+        "-c",
+        # OpenSSH 9.8 and later serve each session from an `sshd-session` process
+        "systemctl stop ssh; pkill -KILL -x sshd; pkill -KILL -x sshd-session; sleep 1; systemctl start ssh",
+    )
     deadline = time.monotonic() + 30
     while states.count("connected") < 2:  # polling, as the status pane does, until a new connection
         assert time.monotonic() < deadline, f"no reconnection: {states}"
@@ -167,8 +173,10 @@ def _custom_config(tmp_path: Path, lab: LabHandle, known_hosts: str) -> Path:
     info = Lab(lab.name).info()
     (tmp_path / "known_hosts").write_text(known_hosts)
     cfg = tmp_path / "ssh_config"
-    cfg.write_text(f"Host keytest\n  HostName {info.address}\n  User root\n"
-                   f"  IdentityFile {Lab(lab.name).client_key}\n  UserKnownHostsFile {tmp_path / 'known_hosts'}\n")
+    cfg.write_text(
+        f"Host keytest\n  HostName {info.address}\n  User root\n"
+        f"  IdentityFile {Lab(lab.name).client_key}\n  UserKnownHostsFile {tmp_path / 'known_hosts'}\n"
+    )
     return cfg
 
 
@@ -177,7 +185,9 @@ async def test_changed_host_key_is_refused(tmp_path: Path, lab: LabHandle, monke
     other = tmp_path / "other"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     fake = (tmp_path / "other.pub").read_text().split()
-    monkeypatch.setenv("COCKPIT_SSH_CONFIG", str(_custom_config(tmp_path, lab, f"{info.address} {fake[0]} {fake[1]}\n")))
+    monkeypatch.setenv(
+        "COCKPIT_SSH_CONFIG", str(_custom_config(tmp_path, lab, f"{info.address} {fake[0]} {fake[1]}\n"))
+    )
     asked = []
 
     async def prompt(host: str, fp: str) -> bool:
@@ -191,8 +201,9 @@ async def test_changed_host_key_is_refused(tmp_path: Path, lab: LabHandle, monke
     assert (tmp_path / "known_hosts").read_text().count("\n") == 1
 
 
-async def test_unknown_host_key_is_trusted_only_when_accepted(tmp_path: Path, lab: LabHandle,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_unknown_host_key_is_trusted_only_when_accepted(
+    tmp_path: Path, lab: LabHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COCKPIT_SSH_CONFIG", str(_custom_config(tmp_path, lab, "")))
     pub = Lab(lab.name).guest_keys / "ssh_host_ed25519_key.pub"
     expected = subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True).stdout.split()[1]
@@ -224,8 +235,9 @@ async def test_operator_without_sudo_rights_gets_the_sudo_message(lab: LabHandle
         lab.ssh("mv", "/etc/sudoers.d/operator", "/root/operator.sudoers")
         with pytest.raises(ControlError) as e:
             await UnitControl(op, op.config).act("restart", "sglang-demo.service")
-        assert str(e.value) == (f"sudo on {lab.name}-operator needs a password: "
-                                "allow `systemctl` for operator with NOPASSWD")
+        assert str(e.value) == (
+            f"sudo on {lab.name}-operator needs a password: allow `systemctl` for operator with NOPASSWD"
+        )
         plain = HostConfig(name=f"{lab.name}-operator", sudo=False, user="operator")
         with pytest.raises(ControlError, match="may not manage units without sudo: set `sudo = true`"):
             await UnitControl(op, plain).act("restart", "sglang-demo.service")
@@ -238,13 +250,16 @@ async def test_operator_without_sudo_rights_gets_the_sudo_message(lab: LabHandle
 
 async def test_channels_stay_under_max_sessions(root: SSHHost, lab: LabHandle) -> None:
     """Twelve concurrent followers and commands on one connection: none is refused."""
+
     async def follow() -> None:
         async with root.stream(["journalctl", "-u", "sglang-demo", "-n", "1", "-f"]) as lines:
             async for _ in lines:
                 await asyncio.sleep(1.0)
                 return
-    results = await asyncio.gather(*(follow() for _ in range(6)), *(root.run(["sleep", "0.5"]) for _ in range(6)),
-                                   return_exceptions=True)
+
+    results = await asyncio.gather(
+        *(follow() for _ in range(6)), *(root.run(["sleep", "0.5"]) for _ in range(6)), return_exceptions=True
+    )
     assert [r for r in results if isinstance(r, BaseException)] == []
 
 
@@ -265,11 +280,27 @@ async def test_through_a_jump_host(lab: LabHandle, tmp_path: Path) -> None:
 
 
 def test_cli_status_json(lab: LabHandle) -> None:
-    out = subprocess.run([str(Path(__import__("sys").executable).with_name("cockpit")), "status", "--host", lab.name,
-                          "--unit", "sglang-demo", "--json"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            str(Path(__import__("sys").executable).with_name("cockpit")),
+            "status",
+            "--host",
+            lab.name,
+            "--unit",
+            "sglang-demo",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     data = json.loads(out.stdout)
     assert data["active_state"] == "active" and data["ready"] is True and out.returncode == 0
     assert data["main_pid"] == int(show_props(lab, "sglang-demo.service")["MainPID"])
-    missing = subprocess.run([str(Path(__import__("sys").executable).with_name("cockpit")), "status", "--host",
-                              lab.name, "--unit", "nope"], capture_output=True, text=True, timeout=60)
+    missing = subprocess.run(
+        [str(Path(__import__("sys").executable).with_name("cockpit")), "status", "--host", lab.name, "--unit", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing.returncode == 2 and missing.stderr.strip() == f"cockpit: unit nope.service not found on {lab.name}"

@@ -64,7 +64,8 @@ async def _load(host: SSHHost):
 
 
 async def test_seed_incident_is_caught_before_the_write_and_fixed_in_one_restart(
-        lab: LabHandle, seed_unit, tmp_path: Path) -> None:
+    lab: LabHandle, seed_unit, tmp_path: Path
+) -> None:
     host = SSHHost(HostConfig(name=lab.name))
     target = Target(lab.name, "sglang-demo.service")
     log = AttemptLog(lab.name, "sglang-demo.service", root=tmp_path)
@@ -79,18 +80,33 @@ async def test_seed_incident_is_caught_before_the_write_and_fixed_in_one_restart
         attempt = await apply(host, host.config, target, unit, fixed, catalog=catalog, log=log, timeout=60)
         assert attempt.outcome == "ready", attempt.detail
         assert 0 < attempt.seconds < 30
-        assert sorted(attempt.diff()) == [("--speculative-num-draft-tokens", "3", "8"),
-                                          ("--speculative-num-steps", "(unset)", "3")]
+        assert sorted(attempt.diff()) == [
+            ("--speculative-num-draft-tokens", "3", "8"),
+            ("--speculative-num-steps", "(unset)", "3"),
+        ]
         written = lab.ssh("cat", UNIT).stdout
         assert "    --port 30000 \\\n    --speculative-num-steps 3\n" in written  # one flag per line, appended
-        assert written.replace("--speculative-num-draft-tokens 8", "--speculative-num-draft-tokens 3").replace(
-            "    --port 30000 \\\n    --speculative-num-steps 3\n", "    --port 30000\n") == SEED
+        assert (
+            written.replace("--speculative-num-draft-tokens 8", "--speculative-num-draft-tokens 3").replace(
+                "    --port 30000 \\\n    --speculative-num-steps 3\n", "    --port 30000\n"
+            )
+            == SEED
+        )
         assert lab.ssh("sh", "-c", f"ls {UNIT}.cockpit-bak.*").stdout.strip()  # a backup beside it
         assert (await fetch(host, "sglang-demo.service")).active_state == "active"
         # Roll back to the file as it was before the attempt: recorded as an attempt too (and it crashes).
         current, _ = await _load(host)
-        rolled = await apply(host, host.config, target, current, with_files(current, attempt.previous_texts),
-                             catalog=catalog, log=log, note=f"rollback to before attempt {attempt.number}", timeout=60)
+        rolled = await apply(
+            host,
+            host.config,
+            target,
+            current,
+            with_files(current, attempt.previous_texts),
+            catalog=catalog,
+            log=log,
+            note=f"rollback to before attempt {attempt.number}",
+            timeout=60,
+        )
         assert rolled.outcome == "crashed" and rolled.traceback["exception"] == "AssertionError"
         assert lab.ssh("cat", UNIT).stdout == SEED
         assert [a.number for a in log.load()] == [1, 2] and log.load()[1].note.startswith("rollback")
@@ -103,12 +119,21 @@ async def test_concurrent_edit_is_detected(lab: LabHandle, seed_unit, tmp_path: 
     try:
         unit, catalog = await _load(host)
         lab.ssh("sh", "-c", f"echo '# edited by hand' >> {UNIT}")
-        attempt = await apply(host, host.config, Target(lab.name, "sglang-demo.service"), unit,
-                              unit.set_flag("--speculative-num-steps", "3"), catalog=catalog,
-                              log=AttemptLog(lab.name, "sglang-demo.service", root=tmp_path), timeout=60)
+        attempt = await apply(
+            host,
+            host.config,
+            Target(lab.name, "sglang-demo.service"),
+            unit,
+            unit.set_flag("--speculative-num-steps", "3"),
+            catalog=catalog,
+            log=AttemptLog(lab.name, "sglang-demo.service", root=tmp_path),
+            timeout=60,
+        )
         assert attempt.outcome == "failed"
-        assert attempt.detail == (f"{UNIT} changed on {lab.name} since it was loaded: reload it and make your change "
-                                  "again (nothing was written)")
+        assert attempt.detail == (
+            f"{UNIT} changed on {lab.name} since it was loaded: reload it and make your change "
+            "again (nothing was written)"
+        )
         assert lab.ssh("cat", UNIT).stdout.endswith("# edited by hand\n")
     finally:
         await host.close()
@@ -119,9 +144,16 @@ async def test_operator_writes_through_sudo(lab: LabHandle, seed_unit, tmp_path:
     try:
         unit, catalog = await _load(host)
         fixed = unit.set_flag("--speculative-num-steps", "3").set_flag("--speculative-num-draft-tokens", "8")
-        attempt = await apply(host, host.config, Target(f"{lab.name}-operator", "sglang-demo.service"), unit, fixed,
-                              catalog=catalog, log=AttemptLog(lab.name, "sglang-demo.service", root=tmp_path),
-                              timeout=60)
+        attempt = await apply(
+            host,
+            host.config,
+            Target(f"{lab.name}-operator", "sglang-demo.service"),
+            unit,
+            fixed,
+            catalog=catalog,
+            log=AttemptLog(lab.name, "sglang-demo.service", root=tmp_path),
+            timeout=60,
+        )
         assert attempt.outcome == "ready", attempt.detail
         assert "--speculative-num-steps 3" in lab.ssh("cat", UNIT).stdout
         assert lab.ssh("stat", "-c", "%U %a", UNIT).stdout.strip() == "root 644"

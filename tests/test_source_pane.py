@@ -22,9 +22,11 @@ import pytest
 
 HOOK = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py"
 LAB_HOOK = f"{LAB_SITE}/sglang/srt/arg_groups/speculative_hook.py"  # the same file in the lab of this run
-EAGLE = ("ExecStart=/opt/sglang/venv/bin/python -m cockpit.lab.standin --model-path /models/Llama-3.1-8B-Instruct "
-         "--tp-size 8 --speculative-algorithm EAGLE3 --speculative-draft-model-path /models/EAGLE3-LLaMA3.1-Instruct-8B "
-         "--speculative-eagle-topk 4 --speculative-num-draft-tokens 3")
+EAGLE = (
+    "ExecStart=/opt/sglang/venv/bin/python -m cockpit.lab.standin --model-path /models/Llama-3.1-8B-Instruct "
+    "--tp-size 8 --speculative-algorithm EAGLE3 --speculative-draft-model-path /models/EAGLE3-LLaMA3.1-Instruct-8B "
+    "--speculative-eagle-topk 4 --speculative-num-draft-tokens 3"
+)
 
 
 def test_snapshot_source_pane(snap_compare, sglang_root) -> None:
@@ -37,12 +39,15 @@ def test_snapshot_source_pane(snap_compare, sglang_root) -> None:
     async def run_before(pilot) -> None:
         pane = pilot.app.query_one(SourcePane)
         pilot.app.query_one(JournalView).append_entries(
-            [parse_json_line(line) for line in (ROOT / "tests/data/journal-eagle.jsonl").read_text().splitlines()])
+            [parse_json_line(line) for line in (ROOT / "tests/data/journal-eagle.jsonl").read_text().splitlines()]
+        )
         pilot.app.show_detail("source")
         pane.set_title(f"{HOOK}:1162 · frame 10 of 10 · _handle_eagle_family")
         pane.view.show(Shown("cockpit-lab", HOOK, 0.0, 1162, result.start_line, result.end_line), text, lines)
-        pane.set_message("AssertionError\n" + result.sentence({"--speculative-eagle-topk": "4",
-                                                                 "--speculative-num-draft-tokens": "3"}))
+        pane.set_message(
+            "AssertionError\n"
+            + result.sentence({"--speculative-eagle-topk": "4", "--speculative-num-draft-tokens": "3"})
+        )
         pane.view.focus()
         await pilot.pause()
 
@@ -58,7 +63,9 @@ async def test_source_errors_are_one_sentence(lab: LabHandle) -> None:
         with pytest.raises(SourceError, match=f"^/opt/nope.py does not exist on {lab.name}$"):
             await cache.get(root, "/opt/nope.py", roots=None)
         lab.ssh("sh", "-c", "mkdir -p /root/private && echo 'x = 1' > /root/private/mod.py && chmod 700 /root/private")
-        with pytest.raises(SourceError, match=f"^permission denied reading /root/private/mod.py on {lab.name}-operator$"):
+        with pytest.raises(
+            SourceError, match=f"^permission denied reading /root/private/mod.py on {lab.name}-operator$"
+        ):
             await cache.get(operator, "/root/private/mod.py", roots=None)
         with pytest.raises(SourceError, match="is not a file"):
             await cache.get(root, "<frozen runpy>", roots=PACKAGE_DIRS)
@@ -72,7 +79,11 @@ async def test_source_errors_are_one_sentence(lab: LabHandle) -> None:
         newer = await cache.get(root, module, roots=PACKAGE_DIRS)
         assert newer is not source and newer.text == "x = 2\n"
         warning = staleness(newer, started)
-        assert warning is not None and "changed at" in warning and "the lines shown may not be the lines that ran" in warning
+        assert (
+            warning is not None
+            and "changed at" in warning
+            and "the lines shown may not be the lines that ran" in warning
+        )
     finally:
         await root.close()
         await operator.close()
@@ -106,8 +117,10 @@ async def test_enter_on_the_failing_frame_shows_the_real_source_in_the_lab(lab: 
             assert source.lines[1161].strip() == "and cfg.speculative_num_draft_tokens is None"
             assert source.cursor == 1161
             explanation = str(pane.query_one("#explanation").render())
-            assert "This check failed: `not speculative_adaptive and speculative_num_steps is None` requires " \
-                   "`speculative_eagle_topk is None and speculative_num_draft_tokens is None`" in explanation
+            assert (
+                "This check failed: `not speculative_adaptive and speculative_num_steps is None` requires "
+                "`speculative_eagle_topk is None and speculative_num_draft_tokens is None`" in explanation
+            )
             assert "--speculative-num-draft-tokens" in explanation
             await pilot.press("u")  # up the stack: the caller's file
             deadline = time.monotonic() + 10

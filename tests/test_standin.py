@@ -27,8 +27,13 @@ def get(url: str) -> tuple[int, bytes]:
 
 def run_standin(sglang_root, version: str, *flags: str) -> subprocess.CompletedProcess[str]:
     env = {"PYTHONPATH": str(ROOT), "COCKPIT_STANDIN_SGLANG_ROOT": str(sglang_root(version)), "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "cockpit.lab.standin", "--model-path", "/m", *flags],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "cockpit.lab.standin", "--model-path", "/m", *flags],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def without_stamps(text: str) -> str:
@@ -36,46 +41,73 @@ def without_stamps(text: str) -> str:
     return re.sub(r"\b(parent_pid|pid)=\d+", r"\1=N", text)
 
 
-@pytest.mark.parametrize("version,flags,fixture", [
-    ("0.5.23", ["--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"],
-     "launch_server/launch_server-0.5.23-eagle3-topk4-drafttok3.txt"),
-    ("0.5.23", ["--speculative-num-steps", "3"], "launch_server/launch_server-0.5.23-eagle3-steps3-only.txt"),
-    ("0.5.9", ["--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"],
-     "launch_server/launch_server-0.5.9-eagle3-topk4-drafttok3.txt"),
-])
+@pytest.mark.parametrize(
+    "version,flags,fixture",
+    [
+        (
+            "0.5.23",
+            ["--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"],
+            "launch_server/launch_server-0.5.23-eagle3-topk4-drafttok3.txt",
+        ),
+        ("0.5.23", ["--speculative-num-steps", "3"], "launch_server/launch_server-0.5.23-eagle3-steps3-only.txt"),
+        (
+            "0.5.9",
+            ["--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "3"],
+            "launch_server/launch_server-0.5.9-eagle3-topk4-drafttok3.txt",
+        ),
+    ],
+)
 def test_eagle_rule_replays_the_release_output(sglang_root, version: str, flags: list[str], fixture: str) -> None:
     proc = run_standin(sglang_root, version, "--speculative-algorithm", "EAGLE3", *flags)
     assert proc.returncode == 1
     assert without_stamps(proc.stderr) == without_stamps((FIXTURES / "sglang" / fixture).read_text())
 
 
-@pytest.mark.parametrize("flags", [
-    ["--speculative-num-draft-tokens", "3"],  # c2
-    ["--speculative-eagle-topk", "4"],  # c5
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--speculative-num-draft-tokens", "3"],  # c2
+        ["--speculative-eagle-topk", "4"],  # c5
+    ],
+)
 def test_other_assert_cases_die_like_the_release(sglang_root, flags: list[str]) -> None:
     proc = run_standin(sglang_root, "0.5.9", "--speculative-algorithm", "EAGLE3", *flags)
     assert proc.returncode == 1
-    assert proc.stderr.rstrip().endswith("and self.speculative_num_draft_tokens is None\n"
-                                         "        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\nAssertionError")
+    assert proc.stderr.rstrip().endswith(
+        "and self.speculative_num_draft_tokens is None\n"
+        "        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\nAssertionError"
+    )
 
 
 def test_steps_without_topk_in_0_5_9_is_a_type_error(sglang_root) -> None:
-    proc = run_standin(sglang_root, "0.5.9", "--speculative-algorithm", "EAGLE3",
-                       "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4")
+    proc = run_standin(
+        sglang_root,
+        "0.5.9",
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-num-draft-tokens",
+        "4",
+    )
     expected = (FIXTURES / "sglang/preflight/traceback-0.5.9-c4-steps3-drafttok4-notopk.txt").read_text()
-    tail = expected[expected.index('  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/server_args.py", line 5592'):]
+    tail = expected[
+        expected.index('  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/server_args.py", line 5592') :
+    ]
     assert proc.returncode == 1 and proc.stderr.endswith(tail)
 
 
 def test_unknown_and_malformed_flags_fail_as_argparse_does(sglang_root) -> None:
     proc = run_standin(sglang_root, "0.5.23", "--num-speculative-tokens", "16")
     assert proc.returncode == 2
-    assert proc.stderr.splitlines()[-1] == "launch_server.py: error: unrecognized arguments: --num-speculative-tokens 16"
+    assert (
+        proc.stderr.splitlines()[-1] == "launch_server.py: error: unrecognized arguments: --num-speculative-tokens 16"
+    )
     proc = run_standin(sglang_root, "0.5.9", "--tp-size", "eight")
     assert proc.returncode == 2
-    assert proc.stderr.splitlines()[-1] == ("launch_server.py: error: argument --tensor-parallel-size/--tp-size: "
-                                            "invalid int value: 'eight'")
+    assert proc.stderr.splitlines()[-1] == (
+        "launch_server.py: error: argument --tensor-parallel-size/--tp-size: invalid int value: 'eight'"
+    )
 
 
 def test_endpoints(standin) -> None:
@@ -106,7 +138,9 @@ def test_health_is_503_while_starting(standin) -> None:
 def test_non_streaming_and_chat(standin) -> None:
     sp = standin()
     body = json.dumps({"messages": [{"role": "user", "content": "one two three"}], "max_tokens": 5}).encode()
-    req = urllib.request.Request(sp.url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        sp.url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         out = json.loads(resp.read())
     assert out["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
@@ -114,8 +148,9 @@ def test_non_streaming_and_chat(standin) -> None:
 
 
 async def measure(url: str, concurrency: int, requests: int, output_len: int = 100) -> dict:
-    cfg = LoadConfig(url=url, concurrency=(concurrency,), requests=requests, warmup=1, input_len=32,
-                     output_len=output_len)
+    cfg = LoadConfig(
+        url=url, concurrency=(concurrency,), requests=requests, warmup=1, input_len=32, output_len=output_len
+    )
     [level] = await Runner(cfg).run()
     assert level.errors == 0
     return level.to_json()
@@ -134,17 +169,30 @@ async def test_measured_rate_matches_settings_at_concurrency_1_and_8(standin) ->
 
 
 async def test_speculative_chunks_and_early_stop(standin) -> None:
-    sp = standin("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
-                 "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8",
-                 env={"COCKPIT_STANDIN_TOKENS_PER_S": "120", "COCKPIT_STANDIN_ACCEPT_LEN": "3",
-                      "COCKPIT_STANDIN_EARLY_STOP": "61", "COCKPIT_STANDIN_DECODE_LOG_INTERVAL": "5"})
+    sp = standin(
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "4",
+        "--speculative-num-draft-tokens",
+        "8",
+        env={
+            "COCKPIT_STANDIN_TOKENS_PER_S": "120",
+            "COCKPIT_STANDIN_ACCEPT_LEN": "3",
+            "COCKPIT_STANDIN_EARLY_STOP": "61",
+            "COCKPIT_STANDIN_DECODE_LOG_INTERVAL": "5",
+        },
+    )
     level = await measure(sp.url, 2, 4, output_len=200)
     assert level["output_tokens"] == 4 * 61  # the true count, not the requested 200
     assert level["tokens_per_chunk"] == pytest.approx(61 / 21, rel=0.01)  # 1 + 20 chunks of 3
     assert level["itl_ms"]["mean"] == pytest.approx(1000 / 120, rel=0.05)
     assert level["chunk_gap_ms"]["mean"] == pytest.approx(3000 / 120, rel=0.05)
-    assert re.search(r"Decode batch, .*accept len: 3\.00, accept rate: 0\.67, .*gen throughput \(token/s\): [\d.]+",
-                     sp.log())
+    assert re.search(
+        r"Decode batch, .*accept len: 3\.00, accept rate: 0\.67, .*gen throughput \(token/s\): [\d.]+", sp.log()
+    )
 
 
 def test_crash_makes_every_rank_print_its_traceback(standin) -> None:
@@ -154,8 +202,9 @@ def test_crash_makes_every_rank_print_its_traceback(standin) -> None:
     assert sp.proc.wait(15) == -9  # killed, as SGLang's kill_process_tree kills the parent
     log = sp.log()
     for rank in range(4):
-        assert re.search(rf"^\[[\d\- :]+ TP{rank}\] Scheduler hit an exception: Traceback \(most recent call last\):$",
-                         log, re.M)
+        assert re.search(
+            rf"^\[[\d\- :]+ TP{rank}\] Scheduler hit an exception: Traceback \(most recent call last\):$", log, re.M
+        )
     assert log.count("StandinCudaError: CUDA error: an illegal memory access") == 4
     assert log.rstrip().endswith("Received sigquit from a child process. It usually means the child failed.")
 
@@ -175,9 +224,29 @@ def test_cockpit_bench_at_1_4_16_and_64_reads_what_the_standin_delivered(standin
     for c in (1, 4, 16, 64):
         before = len(_delivered(sp.url))
         out = tmp_path / f"run-{c}.json"
-        proc = subprocess.run([str(Path(sys.executable).with_name("cockpit")), "bench", "--url", sp.url,
-                               "--concurrency", str(c), "--requests", "8", "--warmup", "0", "--input-len", "16",
-                               "--output-len", "50", "--json", str(out)], capture_output=True, text=True, timeout=180)
+        proc = subprocess.run(
+            [
+                str(Path(sys.executable).with_name("cockpit")),
+                "bench",
+                "--url",
+                sp.url,
+                "--concurrency",
+                str(c),
+                "--requests",
+                "8",
+                "--warmup",
+                "0",
+                "--input-len",
+                "16",
+                "--output-len",
+                "50",
+                "--json",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert proc.returncode == 0, proc.stderr
         [lv] = json.loads(out.read_text())["levels"]
         served = _delivered(sp.url)[before:]  # exactly this level's requests: no warm-up ran

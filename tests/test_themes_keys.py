@@ -62,8 +62,7 @@ def test_theme_is_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 async def test_keymap_override_from_config() -> None:
-    app = CockpitApp(Config(ui=UIConfig(keys={"restart": "ctrl+r", "journal.next_traceback": "N"})), TARGET,
-                     live=False)
+    app = CockpitApp(Config(ui=UIConfig(keys={"restart": "ctrl+r", "journal.next_traceback": "N"})), TARGET, live=False)
     async with app.run_test(size=(130, 30)) as pilot:
         await pilot.press("r")
         assert not isinstance(app.screen, ConfirmModal)  # r no longer restarts
@@ -79,19 +78,22 @@ async def test_help_lists_keys_with_their_ids() -> None:
         from rich.console import Console
 
         from cockpit.ui.screens.help import bindings_table
+
         console = Console(width=200, record=True)
         console.print(bindings_table(app.screen.sections, app.screen.keymap))
         text = console.export_text()
         assert "ctrl+r" in text and "journal.next_traceback" in text and "source.stack_up" in text
 
 
-async def test_read_only_refuses_every_changing_action(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      sglang_root) -> None:
+async def test_read_only_refuses_every_changing_action(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sglang_root
+) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     catalog = load_catalog(sglang_root("0.5.23"))
-    for app in (CockpitApp(Config(), TARGET, read_only=True, live=False),
-                CockpitApp(Config(hosts={"cockpit-lab": HostConfig(name="cockpit-lab", read_only=True)}), TARGET,
-                           live=False)):
+    for app in (
+        CockpitApp(Config(), TARGET, read_only=True, live=False),
+        CockpitApp(Config(hosts={"cockpit-lab": HostConfig(name="cockpit-lab", read_only=True)}), TARGET, live=False),
+    ):
         app.unit_model = load_unit({UNIT: SEED}, UNIT, name="sglang-demo.service", catalog=catalog)
         app.catalog = catalog
         async with app.run_test(size=(140, 50)) as pilot:
@@ -108,8 +110,9 @@ async def test_read_only_refuses_every_changing_action(tmp_path: Path, monkeypat
             app.post_message(FlagsPane.Write(flags.loaded, flags.edited, []))
             await pilot.pause()
             assert not [s for s in app.screen_stack if type(s).__name__ == "WriteModal"]
-            app.query_one(AttemptsPane).show([Attempt(1, "cockpit-lab", "sglang-demo.service", 0.0, {}, {},
-                                                      {UNIT: SEED}, {UNIT: SEED})])
+            app.query_one(AttemptsPane).show(
+                [Attempt(1, "cockpit-lab", "sglang-demo.service", 0.0, {}, {}, {UNIT: SEED}, {UNIT: SEED})]
+            )
             assert app.query_one(AttemptsPane).check_action("rollback", ()) is False
             app.on_attempts_pane_rollback(AttemptsPane.Rollback(app.query_one(AttemptsPane).attempts[0]))
             await pilot.pause()
@@ -119,6 +122,7 @@ async def test_read_only_refuses_every_changing_action(tmp_path: Path, monkeypat
 def _status():
     [status] = parse_show((DATA / "show-sglang-demo.txt").read_text(), "cockpit-lab")
     from dataclasses import replace
+
     return replace(status, ready=True, checked_at=status.active_enter + 291)
 
 
@@ -132,8 +136,11 @@ def _show_source(app: CockpitApp, sglang_root) -> None:
     pane = app.query_one(SourcePane)
     app.show_detail("source")
     pane.set_title(f"{hook}:1162 · frame 10 of 10 · _handle_eagle_family")
-    pane.view.show(Shown("cockpit-lab", hook, 0.0, 1162, result.start_line, result.end_line), text,
-                   highlight(text, "monokai" if app.current_theme.dark else "friendly"))
+    pane.view.show(
+        Shown("cockpit-lab", hook, 0.0, 1162, result.start_line, result.end_line),
+        text,
+        highlight(text, "monokai" if app.current_theme.dark else "friendly"),
+    )
     pane.set_message("AssertionError\n" + result.sentence())
     pane.view.focus()
 
@@ -155,11 +162,21 @@ def test_every_screen_in_each_theme(snap_compare, sglang_root, monkeypatch, them
     async def run_before(pilot) -> None:
         app.query_one(StatusPane).show_status(_status())
         app.query_one(JournalView).append_entries(
-            [parse_json_line(line) for line in (DATA / "journal-crash8.jsonl").read_text().splitlines()])
+            [parse_json_line(line) for line in (DATA / "journal-crash8.jsonl").read_text().splitlines()]
+        )
         await pilot.pause()
-        keys = {"main": (), "unfolded": ("left_square_bracket", "enter"), "flags": ("e",), "attempts": ("h",),
-                "throughput": ("m",), "help": ("question_mark",), "confirm": ("r",), "picker": ("o",),
-                "source": (), "write": ("e",)}[screen]
+        keys = {
+            "main": (),
+            "unfolded": ("left_square_bracket", "enter"),
+            "flags": ("e",),
+            "attempts": ("h",),
+            "throughput": ("m",),
+            "help": ("question_mark",),
+            "confirm": ("r",),
+            "picker": ("o",),
+            "source": (),
+            "write": ("e",),
+        }[screen]
         if keys:
             await pilot.press(*keys)
         if screen == "source":
@@ -169,4 +186,5 @@ def test_every_screen_in_each_theme(snap_compare, sglang_root, monkeypatch, them
             flags.edited = flags.edited.set_flag("--speculative-num-steps", "3")
             await pilot.press("w")
         await pilot.pause()
+
     assert snap_compare(app, terminal_size=(140, 44), run_before=run_before)

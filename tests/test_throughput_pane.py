@@ -46,8 +46,12 @@ async def feed_run(pilot, record: dict) -> ThroughputPane:
     pane.begin(tuple(lv.concurrency for lv in levels), 8, "recorded run")
     for lv in levels:
         for k in range(4):
-            pane.request_done(lv.concurrency, RequestResult(ok=True, ttft_s=0.025 + k * 0.001, e2e_s=1.6,
-                                                            output_tokens=64, chunk_gaps_s=[0.025] * 63))
+            pane.request_done(
+                lv.concurrency,
+                RequestResult(
+                    ok=True, ttft_s=0.025 + k * 0.001, e2e_s=1.6, output_tokens=64, chunk_gaps_s=[0.025] * 63
+                ),
+            )
         pane.level_done(lv)
     pane.end("done: recorded")
     await pilot.pause()
@@ -70,21 +74,28 @@ def test_snapshot_run_and_comparison(snap_compare) -> None:
         pane = await feed_run(pilot, run("plain"))
         pane.show_comparison(run("plain"), run("eagle"))
         await pilot.pause()
+
     assert snap_compare(recorded_app(), terminal_size=(160, 50), run_before=run_before)
 
 
 def _stats(lab: LabHandle) -> dict:
-    out = lab.ssh("python3", "-c", "import urllib.request as u; "
-                  "print(u.urlopen('http://127.0.0.1:30000/standin/stats').read().decode())").stdout
+    out = lab.ssh(
+        "python3",
+        "-c",
+        "import urllib.request as u; print(u.urlopen('http://127.0.0.1:30000/standin/stats').read().decode())",
+    ).stdout
     return json.loads(out)
 
 
 async def test_a_run_from_the_pane_is_cancelled_cleanly_and_runs_compare(lab: LabHandle, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    config = Config(hosts={lab.name: HostConfig(name=lab.name)},
-                    units={"demo": UnitConfig(name="demo", host=lab.name, unit="sglang-demo.service", profile="tiny")},
-                    profiles={"tiny": LoadProfile(name="tiny", concurrency=(1, 4), requests=4, warmup=0,
-                                                  input_len=16, output_len=16)})
+    config = Config(
+        hosts={lab.name: HostConfig(name=lab.name)},
+        units={"demo": UnitConfig(name="demo", host=lab.name, unit="sglang-demo.service", profile="tiny")},
+        profiles={
+            "tiny": LoadProfile(name="tiny", concurrency=(1, 4), requests=4, warmup=0, input_len=16, output_len=16)
+        },
+    )
     app = CockpitApp(config, Target(lab.name, "sglang-demo.service", profile="tiny"))
     async with app.run_test(size=(160, 50)) as pilot:
         pane = app.query_one(ThroughputPane)
@@ -96,9 +107,13 @@ async def test_a_run_from_the_pane_is_cancelled_cleanly_and_runs_compare(lab: La
                 await asyncio.sleep(0.2)
         assert len(load_runs(lab.name, "sglang-demo.service")) == 2
         aborted_before = _stats(lab)["aborted"]
-        app.config = Config(hosts=config.hosts, units=config.units,
-                            profiles={"tiny": LoadProfile(name="tiny", concurrency=(8,), requests=64, warmup=0,
-                                                          input_len=16, output_len=400)})
+        app.config = Config(
+            hosts=config.hosts,
+            units=config.units,
+            profiles={
+                "tiny": LoadProfile(name="tiny", concurrency=(8,), requests=64, warmup=0, input_len=16, output_len=400)
+            },
+        )
         await pilot.press("b")
         await asyncio.sleep(3)
         assert _stats(lab)["running"] > 0

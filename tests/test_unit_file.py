@@ -22,8 +22,7 @@ from cockpit.sglang.flags import Catalog, Flag
 from cockpit.systemd import unit_cli
 from cockpit.systemd.unit import UnitError, dropin_dirs, load_unit, read_local, select_dropins
 from cockpit.systemd.unit_env import parse_env_file
-from cockpit.systemd.unit_exec import ExecSyntaxError, check_representable, expand_env, parse_commands, \
-    quote_word
+from cockpit.systemd.unit_exec import ExecSyntaxError, check_representable, expand_env, parse_commands, quote_word
 from cockpit.systemd.unit_syntax import UnitSyntaxError, parse_unit_file
 from tests.conftest import ROOT
 
@@ -37,9 +36,11 @@ ENV_FILE = "/etc/sglang/eagle.env"
 
 def eagle_texts(override: bool = False) -> dict[str, str]:
     """The hand-written unit as it lies on a host, with or without `systemctl edit`'s override."""
-    texts = {FRAGMENT: (DATA / "sglang-eagle.service").read_text(),
-             ENV_CONF: (DATA / "sglang-eagle.service.d" / "10-env.conf").read_text(),
-             ENV_FILE: (DATA / "eagle.env").read_text()}
+    texts = {
+        FRAGMENT: (DATA / "sglang-eagle.service").read_text(),
+        ENV_CONF: (DATA / "sglang-eagle.service.d" / "10-env.conf").read_text(),
+        ENV_FILE: (DATA / "eagle.env").read_text(),
+    }
     if override:
         texts[OVERRIDE] = (DATA / "sglang-eagle.service.d" / "override.conf").read_text()
     return texts
@@ -55,20 +56,25 @@ def one_command(execstart: str, env: dict[str, str] | None = None, name: str = "
 # --- lossless parsing ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", [
-    "[Service]\r\nExecStart=/bin/a \\\r\n  --x 1\r\n",
-    "\ufeff# bom\n[Service]\nType=simple",  # a byte-order mark and no final newline
-    "[Service]\n  ExecStart = /bin/a \\\n# inside\n; inside too\n    --b \\\n\n\n[Install]\nWantedBy=x\n",
-    "[Service]\nExecStart=/bin/a \\",  # a continuation that runs into the end of the file
-    "\n\n   \n# only comments\n",
-    "[Service]\rA=1\n\rB=2\r\n",  # old Mac endings and systemd's \n\r pair
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[Service]\r\nExecStart=/bin/a \\\r\n  --x 1\r\n",
+        "\ufeff# bom\n[Service]\nType=simple",  # a byte-order mark and no final newline
+        "[Service]\n  ExecStart = /bin/a \\\n# inside\n; inside too\n    --b \\\n\n\n[Install]\nWantedBy=x\n",
+        "[Service]\nExecStart=/bin/a \\",  # a continuation that runs into the end of the file
+        "\n\n   \n# only comments\n",
+        "[Service]\rA=1\n\rB=2\r\n",  # old Mac endings and systemd's \n\r pair
+    ],
+)
 def test_render_of_an_unchanged_file_is_the_file(text: str) -> None:
     assert parse_unit_file("u.service", text).render() == text
 
 
 def test_logical_lines_follow_systemds_conf_parser() -> None:
-    f = parse_unit_file("u.service", "[Service]\n  ExecStart = /bin/a \\\n# inside\n; also\n    --b 'c \\\n d' \\\n\nX=1\n")
+    f = parse_unit_file(
+        "u.service", "[Service]\n  ExecStart = /bin/a \\\n# inside\n; also\n    --b 'c \\\n d' \\\n\nX=1\n"
+    )
     [(_, entry)] = f.directives("Service", "ExecStart")
     assert entry.value == "/bin/a      --b 'c   d'"
     assert entry.lineno == 2 and len(entry.lines) == 6  # the comments and the blank line that ends it
@@ -77,13 +83,18 @@ def test_logical_lines_follow_systemds_conf_parser() -> None:
     assert parse_unit_file("u", "[S]\nA=x \\\\\nB=y\n").directives("S", "A")[0][1].value == "x \\\\"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[Service\nA=1\n", "u.service:1: invalid section header '[Service'"),
-    ("A=1\n", "u.service:1: 'A=1' comes before any [Section] header"),
-    ("[Service]\n\nExecStart /bin/true\n", "u.service:3: expected KEY=VALUE, a [Section] header or a comment, "
-                                          "got 'ExecStart /bin/true'"),
-    ("[Service]\n=1\n", "u.service:2: missing key name before '=' in '=1'"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[Service\nA=1\n", "u.service:1: invalid section header '[Service'"),
+        ("A=1\n", "u.service:1: 'A=1' comes before any [Section] header"),
+        (
+            "[Service]\n\nExecStart /bin/true\n",
+            "u.service:3: expected KEY=VALUE, a [Section] header or a comment, got 'ExecStart /bin/true'",
+        ),
+        ("[Service]\n=1\n", "u.service:2: missing key name before '=' in '=1'"),
+    ],
+)
 def test_malformed_lines_name_file_and_line(text: str, message: str) -> None:
     with pytest.raises(UnitSyntaxError) as e:
         parse_unit_file("u.service", text)
@@ -95,12 +106,39 @@ def test_malformed_lines_name_file_and_line(text: str, message: str) -> None:
 
 def test_command_line_words_as_systemd_252_reads_them() -> None:
     env = {"SP": "a b  'c d'", "A": "1", "NL": "a\nb"}
-    argv = one_command(r"""/usr/bin/python3 /tmp/dump.py a"b c"d 'x\ty' \x41\101\u00e9 """
-                       r"""$SP ${SP} pre${SP}post $$SP $$ $ $SP/x x$A 50% %n %%b \; last ${A:-z} ${A} $NL \q "a\qb" "" x""y""",
-                       env)
-    assert argv == ["/usr/bin/python3", "/tmp/dump.py", "ab cd", "x\ty", "AAé", "a", "b", "c d", "a b  'c d'",
-                    "prea b  'c d'post", "$SP", "$", "x$A", "50%", "x-exp.service", "%b", ";", "last", "${A:-z}",
-                    "1", "a", "b", "\\q", "a\\qb", "", "xy"]
+    argv = one_command(
+        r"""/usr/bin/python3 /tmp/dump.py a"b c"d 'x\ty' \x41\101\u00e9 """
+        r"""$SP ${SP} pre${SP}post $$SP $$ $ $SP/x x$A 50% %n %%b \; last ${A:-z} ${A} $NL \q "a\qb" "" x""y""",
+        env,
+    )
+    assert argv == [
+        "/usr/bin/python3",
+        "/tmp/dump.py",
+        "ab cd",
+        "x\ty",
+        "AAé",
+        "a",
+        "b",
+        "c d",
+        "a b  'c d'",
+        "prea b  'c d'post",
+        "$SP",
+        "$",
+        "x$A",
+        "50%",
+        "x-exp.service",
+        "%b",
+        ";",
+        "last",
+        "${A:-z}",
+        "1",
+        "a",
+        "b",
+        "\\q",
+        "a\\qb",
+        "",
+        "xy",
+    ]
 
 
 def test_prefixes_argv0_and_no_expansion() -> None:
@@ -121,12 +159,15 @@ def test_specifiers_and_variables_only_the_host_knows_are_kept_and_reported() ->
     assert missing == {"MAINPID", "USER"}
 
 
-@pytest.mark.parametrize(("line", "error"), [
-    ('/bin/a "unbalanced', "unbalanced quoting"),
-    ("/bin/a %z", "unknown specifier %z"),
-    ("-", "no program after the prefix '-'"),
-    ("bin/a x", "neither an absolute path nor a plain name"),
-])
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ('/bin/a "unbalanced', "unbalanced quoting"),
+        ("/bin/a %z", "unknown specifier %z"),
+        ("-", "no program after the prefix '-'"),
+        ("bin/a x", "neither an absolute path nor a plain name"),
+    ],
+)
 def test_command_lines_systemd_refuses(line: str, error: str) -> None:
     with pytest.raises(ExecSyntaxError, match=error):
         parse_commands(line, {})
@@ -146,13 +187,41 @@ def test_show_lists_what_systemd_runs() -> None:
     assert d["unit"] == d["defined_in"] == FRAGMENT
     # the argv the lab's systemd started the process with, for the same files
     assert d["exec"] == [
-        "/opt/sglang/venv/bin/python", "-m", "sglang.launch_server", "--model-path", "/models/Llama-3.1-8B-Instruct",
-        "--served-model-name", "sglang-eagle-eagle", "--tp-size", "8", "--mem-fraction-static=0.80",
-        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/EAGLE3-LLaMA3.1-Instruct-8B",
-        "--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16",
-        "--json-model-override-args", '{"rope_scaling": {"factor": 8.0}}', "--chat-template",
-        "/etc/sglang/templates/100%.jinja", "--api-key", "$ecret\tkey", "--trust-remote-code", "--enable-metrics",
-        "--context-length", "8192", "--host", "0.0.0.0", "--port", "30000"]
+        "/opt/sglang/venv/bin/python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/models/Llama-3.1-8B-Instruct",
+        "--served-model-name",
+        "sglang-eagle-eagle",
+        "--tp-size",
+        "8",
+        "--mem-fraction-static=0.80",
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "/models/EAGLE3-LLaMA3.1-Instruct-8B",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "4",
+        "--speculative-num-draft-tokens",
+        "16",
+        "--json-model-override-args",
+        '{"rope_scaling": {"factor": 8.0}}',
+        "--chat-template",
+        "/etc/sglang/templates/100%.jinja",
+        "--api-key",
+        "$ecret\tkey",
+        "--trust-remote-code",
+        "--enable-metrics",
+        "--context-length",
+        "8192",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "30000",
+    ]
     flags = {f["name"]: f["value"] for f in d["flags"]}
     assert flags["--mem-fraction-static"] == "0.80" and flags["--trust-remote-code"] is None
     assert flags["--enable-metrics"] is None and flags["--context-length"] == "8192"  # from $EXTRA_ARGS
@@ -166,26 +235,52 @@ def test_show_lists_what_systemd_runs() -> None:
 def test_an_override_that_resets_execstart_defines_the_command() -> None:
     unit = load_unit(eagle_texts(override=True), FRAGMENT)
     assert unit.defined_in == OVERRIDE
-    assert unit.exec()[3:] == ["--model-path", "/models/Llama-3.1-8B-Instruct", "--tp", "4", "--trust-remote-code",
-                               "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-                               "/models/EAGLE3-LLaMA3.1-Instruct-8B", "--port", "30001"]
+    assert unit.exec()[3:] == [
+        "--model-path",
+        "/models/Llama-3.1-8B-Instruct",
+        "--tp",
+        "4",
+        "--trust-remote-code",
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "/models/EAGLE3-LLaMA3.1-Instruct-8B",
+        "--port",
+        "30001",
+    ]
     edited = unit.set_flag("tp", "8")
     assert set(edited.changed()) == {OVERRIDE}
-    assert edited.render(OVERRIDE).endswith("--tp 8 \\\n    --trust-remote-code \\\n    --speculative-algorithm EAGLE3 "
-                                            "\\\n    --speculative-draft-model-path ${DRAFT_DIR} \\\n    --port 30001\n")
+    assert edited.render(OVERRIDE).endswith(
+        "--tp 8 \\\n    --trust-remote-code \\\n    --speculative-algorithm EAGLE3 "
+        "\\\n    --speculative-draft-model-path ${DRAFT_DIR} \\\n    --port 30001\n"
+    )
 
 
 def test_dropins_are_found_and_ordered_the_way_systemd_does() -> None:
     dirs = dropin_dirs("sglang-eagle@a.service")
-    assert dirs.index(f"{ETC}/sglang-eagle@a.service.d") < dirs.index(f"{ETC}/sglang-eagle@.service.d") \
-        < dirs.index(f"{ETC}/sglang-@a.service.d") < dirs.index("/usr/lib/systemd/system/sglang-eagle@a.service.d") \
+    assert (
+        dirs.index(f"{ETC}/sglang-eagle@a.service.d")
+        < dirs.index(f"{ETC}/sglang-eagle@.service.d")
+        < dirs.index(f"{ETC}/sglang-@a.service.d")
+        < dirs.index("/usr/lib/systemd/system/sglang-eagle@a.service.d")
         < dirs.index(f"{ETC}/service.d")
-    found = select_dropins("sglang-eagle.service", [
-        "/usr/lib/systemd/system/sglang-eagle.service.d/10-env.conf",  # masked by /etc's file of the same name
-        f"{ETC}/sglang-eagle.service.d/10-env.conf", "/run/systemd/system/sglang-.service.d/05-first.conf",
-        f"{ETC}/sglang-eagle.service.d/notes.txt", f"{ETC}/service.d/99-all.conf", f"{ETC}/other.service.d/00.conf"])
-    assert found == ["/run/systemd/system/sglang-.service.d/05-first.conf", f"{ETC}/sglang-eagle.service.d/10-env.conf",
-                     f"{ETC}/service.d/99-all.conf"]
+    )
+    found = select_dropins(
+        "sglang-eagle.service",
+        [
+            "/usr/lib/systemd/system/sglang-eagle.service.d/10-env.conf",  # masked by /etc's file of the same name
+            f"{ETC}/sglang-eagle.service.d/10-env.conf",
+            "/run/systemd/system/sglang-.service.d/05-first.conf",
+            f"{ETC}/sglang-eagle.service.d/notes.txt",
+            f"{ETC}/service.d/99-all.conf",
+            f"{ETC}/other.service.d/00.conf",
+        ],
+    )
+    assert found == [
+        "/run/systemd/system/sglang-.service.d/05-first.conf",
+        f"{ETC}/sglang-eagle.service.d/10-env.conf",
+        f"{ETC}/service.d/99-all.conf",
+    ]
 
 
 def test_a_variable_nobody_knows_is_never_taken_for_a_value() -> None:
@@ -197,8 +292,10 @@ def test_a_variable_nobody_knows_is_never_taken_for_a_value() -> None:
 
 
 def test_a_later_dropin_can_reset_the_environment() -> None:
-    texts = {f"{ETC}/a.service": "[Service]\nEnvironment=A=1 B=2\nExecStart=/bin/a ${A}${B}\n",
-             f"{ETC}/a.service.d/x.conf": "[Service]\nEnvironment=\nEnvironment=B=3\n"}
+    texts = {
+        f"{ETC}/a.service": "[Service]\nEnvironment=A=1 B=2\nExecStart=/bin/a ${A}${B}\n",
+        f"{ETC}/a.service.d/x.conf": "[Service]\nEnvironment=\nEnvironment=B=3\n",
+    }
     unit = load_unit(texts, f"{ETC}/a.service")
     assert unit.environment() == {"B": "3"}
     assert unit.exec() == ["/bin/a", "${A}3"] and unit.unresolved() == ["$A"]
@@ -221,8 +318,8 @@ def test_set_flag_rewrites_only_the_command_one_flag_per_line() -> None:
     assert (new_before, new_after) == (before, after)  # every byte outside the directive
     assert new_block == old_block.replace("--tp-size 8", "--tp-size 4").replace(
         "--speculative-num-steps 3 --speculative-eagle-topk 4 \\\n",
-        "--speculative-num-steps 3 \\\n    --speculative-eagle-topk 4 \\\n").replace(
-        "--host 0.0.0.0 --port 30000", "--host 0.0.0.0 \\\n    --port 30000")
+        "--speculative-num-steps 3 \\\n    --speculative-eagle-topk 4 \\\n",
+    ).replace("--host 0.0.0.0 --port 30000", "--host 0.0.0.0 \\\n    --port 30000")
     assert "    # --disable-cuda-graph \\\n    --tp-size 4" in new_block  # comments stay where they were
 
 
@@ -240,8 +337,9 @@ def test_set_an_unchanged_value_changes_nothing_and_unset_removes_every_occurren
 def test_edits_keep_line_endings_prefixes_and_argv0() -> None:
     unit = load_unit({"/u/a.service": "[Service]\r\nExecStart=-@/usr/bin/python3 py -m x --a 1\r\nX=1"}, "/u/a.service")
     edited = unit.set_flag("b", "2").set_env("K", "v")
-    assert edited.render() == ("[Service]\r\nEnvironment=K=v\r\nExecStart=-@/usr/bin/python3 py -m x \\\r\n"
-                               "    --a 1 \\\r\n    --b 2\r\nX=1")
+    assert edited.render() == (
+        "[Service]\r\nEnvironment=K=v\r\nExecStart=-@/usr/bin/python3 py -m x \\\r\n    --a 1 \\\r\n    --b 2\r\nX=1"
+    )
     assert edited.exec() == ["py", "-m", "x", "--a", "1", "--b", "2"]
 
 
@@ -258,8 +356,10 @@ def test_environment_file_texts_can_come_later() -> None:
 def test_values_are_quoted_so_systemd_reads_them_back() -> None:
     unit = load_unit({"/u/a.service": "[Service]\nExecStart=/bin/a\n"}, "/u/a.service")
     edited = unit.set_flag("--name", 'it\'s "50%" of $HOME\\n\n').set_flag("--neg", "-1").set_flag("--empty", "")
-    assert edited.render() == ('[Service]\nExecStart=/bin/a \\\n    --name "it\'s \\"50%%\\" of $$HOME\\\\n\\n" \\\n'
-                               '    --neg=-1 \\\n    --empty ""\n')
+    assert edited.render() == (
+        '[Service]\nExecStart=/bin/a \\\n    --name "it\'s \\"50%%\\" of $$HOME\\\\n\\n" \\\n'
+        '    --neg=-1 \\\n    --empty ""\n'
+    )
     assert edited.exec() == ["/bin/a", "--name", 'it\'s "50%" of $HOME\\n\n', "--neg=-1", "--empty", ""]
 
 
@@ -270,28 +370,44 @@ def test_flags_that_come_from_a_variable_are_not_edited_in_place() -> None:
 
 
 def test_a_catalog_decides_switches_values_and_aliases() -> None:
-    catalog = Catalog(None, [Flag("--tp-size", "tp_size", option_strings=("--tensor-parallel-size", "--tp-size")),
-                             Flag("--trust-remote-code", "trust_remote_code", takes_value=False),
-                             Flag("--lora-paths", "lora_paths", nargs="*")])
-    texts = {"/u/a.service": "[Service]\nExecStart=/bin/a --tensor-parallel-size 2 --trust-remote-code extra "
-                             "--lora-paths a b --x\n"}
+    catalog = Catalog(
+        None,
+        [
+            Flag("--tp-size", "tp_size", option_strings=("--tensor-parallel-size", "--tp-size")),
+            Flag("--trust-remote-code", "trust_remote_code", takes_value=False),
+            Flag("--lora-paths", "lora_paths", nargs="*"),
+        ],
+    )
+    texts = {
+        "/u/a.service": "[Service]\nExecStart=/bin/a --tensor-parallel-size 2 --trust-remote-code extra "
+        "--lora-paths a b --x\n"
+    }
     with_catalog = load_unit(texts, "/u/a.service", catalog=catalog)
     assert [(i.name, i.value) for i in with_catalog.items()] == [
-        ("--tensor-parallel-size", "2"), ("--trust-remote-code", None), (None, "extra"), ("--lora-paths", ("a", "b")),
-        ("--x", None)]
+        ("--tensor-parallel-size", "2"),
+        ("--trust-remote-code", None),
+        (None, "extra"),
+        ("--lora-paths", ("a", "b")),
+        ("--x", None),
+    ]
     assert with_catalog.set_flag("--tp-size", "8").exec()[1:3] == ["--tensor-parallel-size", "8"]
     heuristic = load_unit(texts, "/u/a.service")
     assert [(i.name, i.value) for i in heuristic.items()][1:4] == [
-        ("--trust-remote-code", "extra"), ("--lora-paths", "a"), (None, "b")]
+        ("--trust-remote-code", "extra"),
+        ("--lora-paths", "a"),
+        (None, "b"),
+    ]
 
 
 def test_environment_edits() -> None:
     unit = load_unit(eagle_texts(), FRAGMENT)
     edited = unit.set_env("SGLANG_WELCOME", "bye 100% $now").set_env("SGLANG_NEW", "a\nb").unset_env("PYTHONUNBUFFERED")
     assert set(edited.changed()) == {FRAGMENT, ENV_CONF}
-    assert edited.render(ENV_CONF) == ('[Service]\nEnvironment=SGLANG_DISABLE_REQUEST_LOGGING=1\n'
-                                       'Environment="SGLANG_WELCOME=bye 100%% $now" "SGLANG_QUOTE=it\'s"\n'
-                                       'Environment="SGLANG_NEW=a\\nb"\n')
+    assert edited.render(ENV_CONF) == (
+        "[Service]\nEnvironment=SGLANG_DISABLE_REQUEST_LOGGING=1\n"
+        'Environment="SGLANG_WELCOME=bye 100%% $now" "SGLANG_QUOTE=it\'s"\n'
+        'Environment="SGLANG_NEW=a\\nb"\n'
+    )
     assert "PYTHONUNBUFFERED" not in edited.render(FRAGMENT)
     assert edited.render(FRAGMENT) == unit.render(FRAGMENT).replace("Environment=PYTHONUNBUFFERED=1\n", "")
     env = edited.environment()
@@ -348,8 +464,11 @@ def unit_files(draw, eol: str | None = None, bom: bool = True) -> str:
         elif kind == "section":
             lines.append(f"[{draw(st.from_regex(r'[A-Za-z]{1,8}', fullmatch=True))}]")
         else:
-            key = draw(st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,10}", fullmatch=True).filter(
-                lambda k: not k.startswith(("Exec", "Environment"))))
+            key = draw(
+                st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,10}", fullmatch=True).filter(
+                    lambda k: not k.startswith(("Exec", "Environment"))
+                )
+            )
             parts = draw(st.lists(PIECE, min_size=1, max_size=4))
             text = f"{draw(st.sampled_from(['', ' ']))}{key}{draw(st.sampled_from(['=', ' = ']))}{parts[0]}"
             for part in parts[1:]:
@@ -438,7 +557,8 @@ def unit_dir(tmp_path: Path) -> Path:
     text = (DATA / "sglang-eagle.service").read_text().replace(ENV_FILE, str(env_file))
     (tmp_path / "sglang-eagle.service").write_text(text)
     (tmp_path / "sglang-eagle.service.d" / "10-env.conf").write_text(
-        (DATA / "sglang-eagle.service.d" / "10-env.conf").read_text())
+        (DATA / "sglang-eagle.service.d" / "10-env.conf").read_text()
+    )
     return tmp_path
 
 
@@ -465,13 +585,27 @@ def test_cli_show_without_json_is_for_people(unit_dir: Path, capsys) -> None:
 def test_cli_set_prints_the_edited_file(unit_dir: Path, capsys) -> None:
     path = unit_dir / "sglang-eagle.service"
     original = path.read_text()
-    assert cli("set", str(path), "--flag", "tp-size=4", "--flag=--served-model-name=a b", "--flag", "enable-lora",
-               "--unset", "port") == 0
+    assert (
+        cli(
+            "set",
+            str(path),
+            "--flag",
+            "tp-size=4",
+            "--flag=--served-model-name=a b",
+            "--flag",
+            "enable-lora",
+            "--unset",
+            "port",
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert path.read_text() == original  # stdout only
     assert "    --tp-size 4 \\\n" in out and '    --served-model-name "a b" \\\n' in out
-    assert out.endswith("    --host 0.0.0.0 \\\n    --enable-lora\nRestart=on-failure\nRestartSec=5\n"
-                        "LimitNOFILE=65535\n\n[Install]\nWantedBy=multi-user.target\n")
+    assert out.endswith(
+        "    --host 0.0.0.0 \\\n    --enable-lora\nRestart=on-failure\nRestartSec=5\n"
+        "LimitNOFILE=65535\n\n[Install]\nWantedBy=multi-user.target\n"
+    )
     assert "--port" not in out
 
 
@@ -486,15 +620,20 @@ def test_cli_set_in_place_writes_atomically(unit_dir: Path, capsys) -> None:
     assert sorted(os.listdir(unit_dir)) == ["eagle.env", "sglang-eagle.service", "sglang-eagle.service.d"]
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["show", "/nonexistent/x.service"], "cockpit: /nonexistent/x.service: no such unit file"),
-    (["set", "{bad}", "--flag", "tp-size=1"], "cockpit: {bad}:3: expected KEY=VALUE, a [Section] header or a "
-                                              "comment, got 'ExecStart /bin/true'"),
-    (["set", "{good}", "--unset", "tp-size"], "cockpit: good.service has no flag --tp-size"),
-    (["set", "{good}"], "cockpit: unit set: give at least one --flag NAME=VALUE or --unset NAME"),
-    (["set", "{good}", "--flag", "=3"], "cockpit: --flag '=3': expected NAME=VALUE or NAME"),
-    (["set", "{good}", "--flag", "x=\0"], "cockpit: --x: '\\x00' holds '\\x00', which a systemd unit cannot carry"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["show", "/nonexistent/x.service"], "cockpit: /nonexistent/x.service: no such unit file"),
+        (
+            ["set", "{bad}", "--flag", "tp-size=1"],
+            "cockpit: {bad}:3: expected KEY=VALUE, a [Section] header or a comment, got 'ExecStart /bin/true'",
+        ),
+        (["set", "{good}", "--unset", "tp-size"], "cockpit: good.service has no flag --tp-size"),
+        (["set", "{good}"], "cockpit: unit set: give at least one --flag NAME=VALUE or --unset NAME"),
+        (["set", "{good}", "--flag", "=3"], "cockpit: --flag '=3': expected NAME=VALUE or NAME"),
+        (["set", "{good}", "--flag", "x=\0"], "cockpit: --x: '\\x00' holds '\\x00', which a systemd unit cannot carry"),
+    ],
+)
 def test_cli_bad_input_is_one_sentence_and_exit_2(tmp_path: Path, capsys, argv: list[str], message: str) -> None:
     bad = tmp_path / "bad.service"
     bad.write_text("[Service]\n\nExecStart /bin/true\n")

@@ -26,17 +26,17 @@ from tests.test_unit_file import DATA, ENV_CONF, ETC, FRAGMENT, OVERRIDE, VALUES
 
 pytestmark = pytest.mark.lab
 
-STANDIN = '''\
+STANDIN = """\
 import json, os
 with open("/proc/self/cmdline", "rb") as f:
     argv = [a.decode("utf-8", "surrogateescape") for a in f.read().split(b"\\0")[:-1]]
 with open(os.environ["DUMP_TO"], "w") as out:
     json.dump({"argv": argv, "env": dict(os.environ)}, out)
-'''
+"""
 LAB_DROPIN = "[Service]\nEnvironment=PYTHONPATH=/opt/unit-test DUMP_TO=/run/unit-test/%n.json\n"
 
 # Runs in the lab: write the files, reload, verify, read what systemd stored, start, collect.
-ROUND_TRIP = r'''
+ROUND_TRIP = r"""
 import json, os, shutil, subprocess, sys, time
 req = json.load(sys.stdin)
 for path in req["remove"]:
@@ -67,14 +67,19 @@ for unit in units:
     path = f"/run/unit-test/{unit}.json"
     out["units"][unit]["ran"] = json.load(open(path)) if os.path.exists(path) else None
 print(json.dumps(out))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def lab_units(lab: LabHandle) -> LabHandle:
     """The lab with the argv-dumping stand-in for `sglang.launch_server` installed."""
-    lab.ssh("sh", "-c", "mkdir -p /opt/unit-test/sglang && : > /opt/unit-test/sglang/__init__.py && "
-                        "cat > /opt/unit-test/sglang/launch_server.py", input=STANDIN)
+    lab.ssh(
+        "sh",
+        "-c",
+        "mkdir -p /opt/unit-test/sglang && : > /opt/unit-test/sglang/__init__.py && "
+        "cat > /opt/unit-test/sglang/launch_server.py",
+        input=STANDIN,
+    )
     return lab
 
 
@@ -115,9 +120,20 @@ def test_cockpit_unit_set_output_passes_verify_and_runs(lab_units: LabHandle, tm
     (tmp_path / "sglang-eagle.service.d").mkdir()
     (tmp_path / "sglang-eagle.service").write_text((DATA / "sglang-eagle.service").read_text())
     (tmp_path / "sglang-eagle.service.d" / "10-env.conf").write_text(eagle_texts()[ENV_CONF])
-    value = "a \"quoted\" 100% $HOME\nline\\two"
-    assert cli("set", str(tmp_path / "sglang-eagle.service"), "--flag", f"served-model-name={value}",
-               "--unset", "api-key", "--flag", "enable-torch-compile") == 0
+    value = 'a "quoted" 100% $HOME\nline\\two'
+    assert (
+        cli(
+            "set",
+            str(tmp_path / "sglang-eagle.service"),
+            "--flag",
+            f"served-model-name={value}",
+            "--unset",
+            "api-key",
+            "--flag",
+            "enable-torch-compile",
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     texts = eagle_texts() | {FRAGMENT: printed, f"{ETC}/sglang-eagle.service.d/zz-lab.conf": LAB_DROPIN}
     unit = load_unit(texts, FRAGMENT)
@@ -127,13 +143,49 @@ def test_cockpit_unit_set_output_passes_verify_and_runs(lab_units: LabHandle, tm
     assert "--api-key" not in argv and argv[-1] == "--enable-torch-compile"
 
 
-BASE = ("[Unit]\nDescription=cockpit unit-file round trip\n\n[Service]\nType=simple\n"
-        "Environment=PYTHONPATH=/opt/unit-test \"DUMP_TO=/run/unit-test/%n.json\"\n"
-        "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server \\\n"
-        "    --model-path /models/x \\\n    --port 30000\n")
-NASTY = ["", " ", "a b", "'", '"', "\\", "\\\\n", "%", "%%", "%i", "%n", "$", "$$", "$HOME", "${HOME}", "$HOME x",
-         ";", "\\;", "--tp-size", "-1", "a\nb", "\t", "\r", "\x01", "\x7f", "\x85", "\u2028", "é", "日本",
-         "{\"a\": [1, 2]}", "#", " # x", "=", "x=y", "\ufeff"]
+BASE = (
+    "[Unit]\nDescription=cockpit unit-file round trip\n\n[Service]\nType=simple\n"
+    'Environment=PYTHONPATH=/opt/unit-test "DUMP_TO=/run/unit-test/%n.json"\n'
+    "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server \\\n"
+    "    --model-path /models/x \\\n    --port 30000\n"
+)
+NASTY = [
+    "",
+    " ",
+    "a b",
+    "'",
+    '"',
+    "\\",
+    "\\\\n",
+    "%",
+    "%%",
+    "%i",
+    "%n",
+    "$",
+    "$$",
+    "$HOME",
+    "${HOME}",
+    "$HOME x",
+    ";",
+    "\\;",
+    "--tp-size",
+    "-1",
+    "a\nb",
+    "\t",
+    "\r",
+    "\x01",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "é",
+    "日本",
+    '{"a": [1, 2]}',
+    "#",
+    " # x",
+    "=",
+    "x=y",
+    "\ufeff",
+]
 
 
 @settings(max_examples=6, deadline=None)
@@ -159,17 +211,20 @@ def flag_value(argv: list[str], name: str) -> str | None:
         if word == name:
             return argv[i + 1]
         if word.startswith(name + "="):
-            return word[len(name) + 1:]
+            return word[len(name) + 1 :]
     return None
 
 
 def test_command_words_and_environment_files_read_like_systemd(lab_units: LabHandle) -> None:
     """The quirky cases of the offline tests, run for real instead of trusted."""
     env_text = "A=1\nB='x y'z\nC=\"q \\$ \\n\" w\nexport D=4\nE = 5  \nF=a\\\nb\n# G=no\\\nH=swallowed\nI=\n"
-    text = (BASE.replace("    --port 30000\n", "    --port 30000 \\\n")
-            + r"""    a"b c"d 'x\ty' \x41\101\u00e9 $SP ${SP} pre${SP}post $$SP $$ $ $SP/x x$A 50% %n %%b \; """
-            + r"""${A:-z} ${A} $B $C $E $F $NL \q "a\qb" "" x""y %N %p %i %j""" + "\n"
-            + "Environment=\"SP=a b  'c d'\" NL=a\\nb\nEnvironmentFile=/etc/unit-test/quirks.env\n")
+    text = (
+        BASE.replace("    --port 30000\n", "    --port 30000 \\\n")
+        + r"""    a"b c"d 'x\ty' \x41\101\u00e9 $SP ${SP} pre${SP}post $$SP $$ $ $SP/x x$A 50% %n %%b \; """
+        + r"""${A:-z} ${A} $B $C $E $F $NL \q "a\qb" "" x""y %N %p %i %j"""
+        + "\n"
+        + "Environment=\"SP=a b  'c d'\" NL=a\\nb\nEnvironmentFile=/etc/unit-test/quirks.env\n"
+    )
     path = f"{ETC}/x-words-a-b.service"
     unit = load_unit({path: text, "/etc/unit-test/quirks.env": env_text}, path)
     assert unit.environment()["C"] == "q $ \\nw" and "D" not in unit.environment()

@@ -31,8 +31,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from cockpit.load.gpu import (QUERY_FIELDS, GpuNotice, GpuSample, GpuSampler,  # noqa: E402
-                              fields_from_header, parse_line)
+from cockpit.load.gpu import (
+    QUERY_FIELDS,
+    GpuNotice,
+    GpuSample,
+    GpuSampler,  # noqa: E402
+    fields_from_header,
+    parse_line,
+)
 from cockpit.remote.local import LocalHost  # noqa: E402
 
 
@@ -66,19 +72,31 @@ async def record(args: argparse.Namespace, out: Path) -> dict:
         log.write(json.dumps(notices[-1]) + "\n")
 
     raw_file = open(out / "nvidia-smi-raw.csv", "wb")
-    raw = subprocess.Popen(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv", "-lms", "500"],
-                           stdout=raw_file, stderr=subprocess.STDOUT)
+    raw = subprocess.Popen(
+        ["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv", "-lms", "500"],
+        stdout=raw_file,
+        stderr=subprocess.STDOUT,
+    )
     sampler = asyncio.create_task(GpuSampler(host).run(on_samples, on_notice))
     await asyncio.sleep(args.idle)
     load = await asyncio.create_subprocess_exec(
-        sys.executable, str(HERE / "matmul_load.py"), "--seconds", str(args.load), "--ballast-gib",
-        str(args.ballast_gib), "--out", str(out / "load.json"), stdout=asyncio.subprocess.PIPE)
+        sys.executable,
+        str(HERE / "matmul_load.py"),
+        "--seconds",
+        str(args.load),
+        "--ballast-gib",
+        str(args.ballast_gib),
+        "--out",
+        str(out / "load.json"),
+        stdout=asyncio.subprocess.PIPE,
+    )
     assert load.stdout is not None
     first = await load.stdout.readline()  # {"event": "load_start"}: warm, ballast held
     print("load:", first.decode().strip(), flush=True)
     await asyncio.sleep(args.load / 2)
-    q = subprocess.run(["nvidia-smi", "-q", "-d", "UTILIZATION,MEMORY,POWER,CLOCK,TEMPERATURE"],
-                       capture_output=True, text=True)
+    q = subprocess.run(
+        ["nvidia-smi", "-q", "-d", "UTILIZATION,MEMORY,POWER,CLOCK,TEMPERATURE"], capture_output=True, text=True
+    )
     (out / "q-load.txt").write_text(q.stdout + q.stderr)
     await load.communicate()
     await asyncio.sleep(args.tail)
@@ -115,23 +133,37 @@ def compare(samples: list[GpuSample], raw_lines: list[str], load: dict) -> dict:
     lag = [s.time - stamp_time(s.stamp) for s in samples if s.stamp]
 
     def both(attr: str) -> dict:
-        return {"sampler": stats([getattr(s, attr) for s in mine]),
-                "nvidia_smi": stats([getattr(r, attr) for r in ref])}
+        return {
+            "sampler": stats([getattr(s, attr) for s in mine]),
+            "nvidia_smi": stats([getattr(r, attr) for r in ref]),
+        }
 
     return {
-        "device": load["device"], "torch": load["torch"], "tflops": round(load["tflops"], 1),
-        "torch_view_used_mib": round(load["cuda_used_mib"]), "ballast_mib": load["ballast_bytes"] >> 20,
+        "device": load["device"],
+        "torch": load["torch"],
+        "tflops": round(load["tflops"], 1),
+        "torch_view_used_mib": round(load["cuda_used_mib"]),
+        "ballast_mib": load["ballast_bytes"] >> 20,
         "steady_state_s": round(hi - lo, 1),
-        "util_pct": both("util_pct"), "mem_used_mib": both("mem_used_mib"), "power_w": both("power_w"),
-        "temp_c": both("temp_c"), "sm_clock_mhz": both("sm_clock_mhz"), "mem_util_pct": both("mem_util_pct"),
-        "idle": {"sampler_util_pct": stats([s.util_pct for s in idle_mine]),
-                 "sampler_power_w": stats([s.power_w for s in idle_mine]),
-                 "sampler_mem_used_mib": stats([s.mem_used_mib for s in idle_mine]),
-                 "nvidia_smi_power_w": stats([r.power_w for r in idle_ref])},
-        "pairs": {"n": len(pairs), "stamp_gap_s": stats([round(g, 3) for _, _, g in pairs]),
-                  "abs_util_diff": stats([abs(s.util_pct - r.util_pct) for s, r, _ in pairs]),
-                  "abs_power_diff_w": stats([round(abs(s.power_w - r.power_w), 2) for s, r, _ in pairs]),
-                  "abs_mem_diff_mib": stats([abs(s.mem_used_mib - r.mem_used_mib) for s, r, _ in pairs])},
+        "util_pct": both("util_pct"),
+        "mem_used_mib": both("mem_used_mib"),
+        "power_w": both("power_w"),
+        "temp_c": both("temp_c"),
+        "sm_clock_mhz": both("sm_clock_mhz"),
+        "mem_util_pct": both("mem_util_pct"),
+        "idle": {
+            "sampler_util_pct": stats([s.util_pct for s in idle_mine]),
+            "sampler_power_w": stats([s.power_w for s in idle_mine]),
+            "sampler_mem_used_mib": stats([s.mem_used_mib for s in idle_mine]),
+            "nvidia_smi_power_w": stats([r.power_w for r in idle_ref]),
+        },
+        "pairs": {
+            "n": len(pairs),
+            "stamp_gap_s": stats([round(g, 3) for _, _, g in pairs]),
+            "abs_util_diff": stats([abs(s.util_pct - r.util_pct) for s, r, _ in pairs]),
+            "abs_power_diff_w": stats([round(abs(s.power_w - r.power_w), 2) for s, r, _ in pairs]),
+            "abs_mem_diff_mib": stats([abs(s.mem_used_mib - r.mem_used_mib) for s, r, _ in pairs]),
+        },
         "arrival_gap_s": {"p50": round(pct(gaps, 50), 3), "p99": round(pct(gaps, 99), 3), "max": round(max(gaps), 3)},
         "arrival_after_stamp_s": {"p50": round(pct(lag, 50), 3), "max": round(max(lag), 3)},
     }

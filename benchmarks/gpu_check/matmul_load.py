@@ -24,8 +24,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    record: dict = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0),
-                    "started": time.time()}
+    record: dict = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "started": time.time()}
     ballast = torch.zeros(int(args.ballast_gib * (1 << 30)), dtype=torch.uint8, device="cuda")
     a = torch.randn(args.size, args.size, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(args.size, args.size, dtype=torch.bfloat16, device="cuda")
@@ -33,9 +32,14 @@ def main() -> None:
         c = a @ b
     torch.cuda.synchronize()
     free, total = torch.cuda.mem_get_info()
-    record.update(ballast_bytes=ballast.numel(), torch_allocated=torch.cuda.memory_allocated(),
-                  torch_reserved=torch.cuda.memory_reserved(), cuda_free=free, cuda_total=total,
-                  cuda_used_mib=(total - free) / (1 << 20))
+    record.update(
+        ballast_bytes=ballast.numel(),
+        torch_allocated=torch.cuda.memory_allocated(),
+        torch_reserved=torch.cuda.memory_reserved(),
+        cuda_free=free,
+        cuda_total=total,
+        cuda_used_mib=(total - free) / (1 << 20),
+    )
     record["load_start"] = start = time.time()
     print(json.dumps({"event": "load_start", "time": start}), flush=True)
     n = 0
@@ -46,7 +50,7 @@ def main() -> None:
         n += 50
     record["load_end"] = end = time.time()
     record["matmuls"] = n
-    record["tflops"] = 2 * args.size ** 3 * n / (end - start) / 1e12
+    record["tflops"] = 2 * args.size**3 * n / (end - start) / 1e12
     del a, b, c, ballast
     torch.cuda.empty_cache()
     with open(args.out, "w") as f:

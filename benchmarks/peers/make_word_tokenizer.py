@@ -22,8 +22,25 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-STANDIN_WORDS = ("the", "stand", "in", "decodes", "tokens", "at", "a", "set", "rate", "for", "cockpit",
-                 "lab", "no", "gpu", "is", "used", "here")
+STANDIN_WORDS = (
+    "the",
+    "stand",
+    "in",
+    "decodes",
+    "tokens",
+    "at",
+    "a",
+    "set",
+    "rate",
+    "for",
+    "cockpit",
+    "lab",
+    "no",
+    "gpu",
+    "is",
+    "used",
+    "here",
+)
 
 
 def corpus_files() -> list[Path]:
@@ -61,9 +78,17 @@ def main(argv: list[str]) -> int:
     tok.decoder = decoders.WordPiece(prefix="\x00", cleanup=False)  # joins tokens with one space
     out.mkdir(parents=True, exist_ok=True)
     tok.save(str(out / "tokenizer.json"))
-    (out / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "eos_token": "</s>",
-        "model_max_length": 1_000_000, "clean_up_tokenization_spaces": False}))
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "unk_token": "[UNK]",
+                "eos_token": "</s>",
+                "model_max_length": 1_000_000,
+                "clean_up_tokenization_spaces": False,
+            }
+        )
+    )
     (out / "special_tokens_map.json").write_text(json.dumps({"unk_token": "[UNK]", "eos_token": "</s>"}))
     print(json.dumps({"tokenizer": str(out), "vocab": len(words), "corpus_files": [str(f) for f in files]}))
     return 0

@@ -48,8 +48,17 @@ def release(name: str) -> Release:
 class Recipe:
     suite: str = DEFAULT_RELEASE
     mirror: str = "http://deb.debian.org/debian"
-    packages: tuple[str, ...] = ("systemd", "systemd-sysv", "dbus", "openssh-server", "python3",
-                                 "python3-venv", "sudo", "iproute2", "procps")
+    packages: tuple[str, ...] = (
+        "systemd",
+        "systemd-sysv",
+        "dbus",
+        "openssh-server",
+        "python3",
+        "python3-venv",
+        "sudo",
+        "iproute2",
+        "procps",
+    )
 
     def base_key(self) -> str:
         """The debootstrap stage: the slow part, kept when only the setup script changes."""
@@ -85,8 +94,9 @@ def _run(argv: list[str], log) -> None:
     log.flush()
     proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        raise CockpitError(f"building the lab image failed at `{' '.join(argv[:3])} ...` "
-                           f"(exit {proc.returncode}); see {log.name}")
+        raise CockpitError(
+            f"building the lab image failed at `{' '.join(argv[:3])} ...` (exit {proc.returncode}); see {log.name}"
+        )
 
 
 def _base(recipe: Recipe, log) -> Path:
@@ -94,8 +104,17 @@ def _base(recipe: Recipe, log) -> Path:
     base = images_root() / f"base-{recipe.base_key()}"
 
     def debootstrap(work: Path) -> None:
-        _run(["debootstrap", "--variant=minbase", f"--include={','.join(recipe.packages)}",
-              recipe.suite, str(work / "rootfs"), recipe.mirror], log)
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(recipe.packages)}",
+                recipe.suite,
+                str(work / "rootfs"),
+                recipe.mirror,
+            ],
+            log,
+        )
 
     return build_once(base, debootstrap, recipe.base_key()) / "rootfs"
 
@@ -106,8 +125,9 @@ def build(recipe: Recipe = Recipe(), progress=print) -> Path:
     if is_built(recipe):
         return final / "rootfs"
     if shutil.which("debootstrap") is None:
-        raise CockpitError("debootstrap is not installed: run `apt-get install debootstrap systemd-container` "
-                           "(make deps does it)")
+        raise CockpitError(
+            "debootstrap is not installed: run `apt-get install debootstrap systemd-container` (make deps does it)"
+        )
     final.parent.mkdir(parents=True, exist_ok=True)
     log_path = final.parent / f"build-{recipe.key()}.log"
     progress(f"building the lab image {recipe.key()} (once; about 90 s), log in {log_path}")
@@ -119,9 +139,19 @@ def build(recipe: Recipe = Recipe(), progress=print) -> Path:
             _run(["cp", "-a", str(base), str(root)], log)
             shutil.copy(SETUP_SCRIPT, root / "tmp" / "image-setup.sh")
             # A private mount namespace: /proc and /dev for the chroot vanish with it.
-            _run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                  f'mount -t proc proc "{root}/proc" && mount --bind /dev "{root}/dev" && '
-                  f'chroot "{root}" /bin/sh /tmp/image-setup.sh'], log)
+            _run(
+                [
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "sh",
+                    "-c",
+                    f'mount -t proc proc "{root}/proc" && mount --bind /dev "{root}/dev" && '
+                    f'chroot "{root}" /bin/sh /tmp/image-setup.sh',
+                ],
+                log,
+            )
             (root / "tmp" / "image-setup.sh").unlink()
 
     return build_once(final, make, recipe.key()) / "rootfs"

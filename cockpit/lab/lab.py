@@ -61,7 +61,9 @@ def _check_name(name: str) -> str:
 
 def _require_root() -> None:
     if os.geteuid() != 0:
-        raise CockpitError("the lab needs root (it creates a network namespace and boots a container): run it with sudo")
+        raise CockpitError(
+            "the lab needs root (it creates a network namespace and boots a container): run it with sudo"
+        )
 
 
 def _cgroup_dirs(name: str) -> list[Path]:
@@ -156,14 +158,21 @@ class Lab:
 
     # -- up -------------------------------------------------------------------------------
 
-    def up(self, sglang_version: str = DEFAULT_SGLANG, timeout: float = 30.0, progress=print,
-           release: str = image.DEFAULT_RELEASE) -> LabInfo:
+    def up(
+        self,
+        sglang_version: str = DEFAULT_SGLANG,
+        timeout: float = 30.0,
+        progress=print,
+        release: str = image.DEFAULT_RELEASE,
+    ) -> LabInfo:
         _require_root()
         running = self.info()
         if running is not None:
             if running.release != release:
-                raise UsageError(f"the lab {self.name} is up on {running.release}: take it down first "
-                                 f"(`cockpit lab down --name {self.name}`) to boot it on {release}")
+                raise UsageError(
+                    f"the lab {self.name} is up on {running.release}: take it down first "
+                    f"(`cockpit lab down --name {self.name}`) to boot it on {release}"
+                )
             return running
         chosen = image.release(release)
         rootfs = image.build(image.Recipe(suite=chosen.suite), progress=progress)
@@ -184,9 +193,18 @@ class Lab:
         network.create(net)
         started = time.time()
         pid = self._launch(rootfs, source, chosen, net)
-        info = LabInfo(name=self.name, index=index, address=net.address, pid=pid, sglang_version=sglang_version,
-                       started_at=started, ssh_config=str(self.ssh_config), known_hosts=str(self.known_hosts),
-                       release=chosen.suite, site_packages=chosen.site_packages)
+        info = LabInfo(
+            name=self.name,
+            index=index,
+            address=net.address,
+            pid=pid,
+            sglang_version=sglang_version,
+            started_at=started,
+            ssh_config=str(self.ssh_config),
+            known_hosts=str(self.known_hosts),
+            release=chosen.suite,
+            site_packages=chosen.site_packages,
+        )
         self._info_path().write_text(json.dumps(info.to_json()))
         self._write_ssh_files(info)
         deadline = time.monotonic() + timeout
@@ -205,11 +223,16 @@ class Lab:
     def _ensure_keys(self) -> None:
         self.guest_keys.mkdir(parents=True, exist_ok=True)
         os.chmod(self.state_dir, 0o700)
-        for key, comment in ((self.client_key, "cockpit-lab-client"),
-                             (self.guest_keys / "ssh_host_ed25519_key", f"{self.name}-host")):
+        for key, comment in (
+            (self.client_key, "cockpit-lab-client"),
+            (self.guest_keys / "ssh_host_ed25519_key", f"{self.name}-host"),
+        ):
             if not key.exists():
-                subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)],
-                               check=True, capture_output=True)
+                subprocess.run(
+                    ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)],
+                    check=True,
+                    capture_output=True,
+                )
         shutil.copy(self.client_key.with_suffix(".pub"), self.guest_keys / "authorized_keys")
         os.chmod(self.guest_keys, 0o755)
         os.chmod(self.guest_keys / "authorized_keys", 0o644)
@@ -243,10 +266,20 @@ class Lab:
             *((d, f"{chosen.site_packages}/{d.name}") for d in dist_info),
         ]
         nspawn = [
-            "systemd-nspawn", "--boot", "--register=no", "--keep-unit", "--quiet",
-            "-D", str(rootfs), f"--machine={self.name}", "--volatile=overlay",
-            f"--network-namespace-path={net.netns_path}", "--resolv-conf=off", "--timezone=off",
-            "--link-journal=no", "--console=pipe",
+            "systemd-nspawn",
+            "--boot",
+            "--register=no",
+            "--keep-unit",
+            "--quiet",
+            "-D",
+            str(rootfs),
+            f"--machine={self.name}",
+            "--volatile=overlay",
+            f"--network-namespace-path={net.netns_path}",
+            "--resolv-conf=off",
+            "--timezone=off",
+            "--link-journal=no",
+            "--console=pipe",
             *(f"--bind-ro={src}:{dst}" for src, dst in binds),
         ]
         # nspawn wants its own mount namespace with a private /run/systemd/nspawn when the jump
@@ -261,8 +294,15 @@ class Lab:
 
         console = open(self.run_dir / "console.log", "wb")
         with console:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
-                                    env=env, start_new_session=True, preexec_fn=join_cgroups)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=join_cgroups,
+            )
         (self.run_dir / "pid").write_text(f"{proc.pid}\n")
         return proc.pid
 
@@ -280,7 +320,8 @@ class Lab:
                 f"  UserKnownHostsFile {self.known_hosts}\n"
                 f"  StrictHostKeyChecking yes\n"
                 f"  ServerAliveInterval 2\n"
-                f"  ServerAliveCountMax 3\n")
+                f"  ServerAliveCountMax 3\n"
+            )
         self.ssh_config.write_text(f"# written by `cockpit lab up` for the lab {self.name}\n" + "\n".join(blocks))
 
     def _console_tail(self) -> str:
@@ -381,8 +422,9 @@ print(json.loads(urllib.request.urlopen(request, timeout=10).read())["ranks"])
 def crash(lab: Lab, port: int = 30000) -> int:
     """Make every rank of the lab's stand-in crash at once (`POST /standin/crash`); the number
     of ranks that will print a traceback."""
-    proc = subprocess.run(lab.ssh_argv("root", ["python3", "-c", CRASH_SCRIPT, str(port)]),
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        lab.ssh_argv("root", ["python3", "-c", CRASH_SCRIPT, str(port)]), capture_output=True, text=True, timeout=30
+    )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
         raise CockpitError(f"the stand-in on {lab.name} (port {port}) did not take the crash: {last}")

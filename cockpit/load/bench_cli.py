@@ -21,14 +21,18 @@ from cockpit.load.results import LevelResult
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("bench", help="a concurrency sweep against the OpenAI-compatible API",
-                              description="Closed-loop load at each concurrency level: TTFT, TPOT, per-token ITL, "
-                                          "chunk gaps, tokens per chunk and output tok/s, from the server's usage.")
+    p = subparsers.add_parser(
+        "bench",
+        help="a concurrency sweep against the OpenAI-compatible API",
+        description="Closed-loop load at each concurrency level: TTFT, TPOT, per-token ITL, "
+        "chunk gaps, tokens per chunk and output tok/s, from the server's usage.",
+    )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="the server's base URL as this machine reaches it")
     where.add_argument("--host", help="a config host or ssh_config alias (with --unit): through SSH")
-    p.add_argument("--unit", help="the unit on --host (its URL comes from the config, else from the unit's own "
-                                  "--host and --port)")
+    p.add_argument(
+        "--unit", help="the unit on --host (its URL comes from the config, else from the unit's own --host and --port)"
+    )
     p.add_argument("--concurrency", default="1,2,4,8,16,32", help="comma-separated levels (default 1,2,4,8,16,32)")
     p.add_argument("--requests", type=_at_least(1), default=64, help="measured requests per level (default 64)")
     p.add_argument("--warmup", type=_at_least(0), default=2, help="unmeasured requests per level first (default 2)")
@@ -42,6 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def _at_least(minimum: int):
     """An argparse type: a whole number of at least `minimum` (0 requests used to become 1)."""
+
     def convert(text: str) -> int:
         try:
             value = int(text)
@@ -50,6 +55,7 @@ def _at_least(minimum: int):
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{value} is too few: give {minimum} or more")
         return value
+
     return convert
 
 
@@ -64,18 +70,22 @@ def _levels(text: str) -> tuple[int, ...]:
 
 
 def table(levels: list[LevelResult]) -> str:
-    head = (f"{'conc':>5} {'req':>5} {'err':>4} {'out tok/s':>10} {'tok/s/str':>9} {'TTFT p50':>9} {'TPOT':>7} "
-            f"{'ITL':>7} {'gap':>7} {'tok/chunk':>9} {'E2E p50':>9}")
+    head = (
+        f"{'conc':>5} {'req':>5} {'err':>4} {'out tok/s':>10} {'tok/s/str':>9} {'TTFT p50':>9} {'TPOT':>7} "
+        f"{'ITL':>7} {'gap':>7} {'tok/chunk':>9} {'E2E p50':>9}"
+    )
     rows = [head, "-" * len(head)]
 
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v:.1f}"
 
     for lv in levels:
-        rows.append(f"{lv.concurrency:>5} {lv.requests:>5} {lv.errors:>4} {lv.output_tokens_per_s:>10.1f} "
-                    f"{(lv.output_tokens_per_s_per_stream or 0):>9.1f} {ms(lv.ttft_ms['p50']):>9} "
-                    f"{ms(lv.tpot_ms['mean']):>7} {ms(lv.itl_ms['mean']):>7} {ms(lv.chunk_gap_ms['mean']):>7} "
-                    f"{(lv.tokens_per_chunk or 0):>9.2f} {ms(lv.e2e_ms['p50']):>9}")
+        rows.append(
+            f"{lv.concurrency:>5} {lv.requests:>5} {lv.errors:>4} {lv.output_tokens_per_s:>10.1f} "
+            f"{(lv.output_tokens_per_s_per_stream or 0):>9.1f} {ms(lv.ttft_ms['p50']):>9} "
+            f"{ms(lv.tpot_ms['mean']):>7} {ms(lv.itl_ms['mean']):>7} {ms(lv.chunk_gap_ms['mean']):>7} "
+            f"{(lv.tokens_per_chunk or 0):>9.2f} {ms(lv.e2e_ms['p50']):>9}"
+        )
     if any(lv.token_count_source != "usage" for lv in levels):
         rows.append("note: the server sent no usage; tokens were counted from chunks (an estimate)")
     return "\n".join(rows)
@@ -103,8 +113,10 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[tuple[str, dict[s
         addr, port = await unit_address(host, target)
         async with host.forward_port(addr, port) as local:
             parts = urlsplit(target.url)
-            yield urlunsplit((parts.scheme, f"127.0.0.1:{local}", parts.path, "", "")).rstrip("/"), {
-                "host": target.host, "unit": target.unit, "url": target.url}
+            yield (
+                urlunsplit((parts.scheme, f"127.0.0.1:{local}", parts.path, "", "")).rstrip("/"),
+                {"host": target.host, "unit": target.unit, "url": target.url},
+            )
     finally:
         await pool.close()
 
@@ -128,14 +140,23 @@ async def _run(args: argparse.Namespace) -> int:
 
     levels_wanted = _levels(args.concurrency)
     async with _endpoint(args) as (url, where):
-        config = LoadConfig(url=url, concurrency=levels_wanted, requests=args.requests, warmup=args.warmup,
-                            input_len=args.input_len, output_len=args.output_len, endpoint=args.endpoint,
-                            model=args.model)
+        config = LoadConfig(
+            url=url,
+            concurrency=levels_wanted,
+            requests=args.requests,
+            warmup=args.warmup,
+            input_len=args.input_len,
+            output_len=args.output_len,
+            endpoint=args.endpoint,
+            model=args.model,
+        )
         info = await _server_info(url)
 
         def progress(level: LevelResult) -> None:
-            print(f"concurrency {level.concurrency}: {level.output_tokens_per_s:.1f} tok/s, "
-                  f"{level.errors} errors", file=sys.stderr)
+            print(
+                f"concurrency {level.concurrency}: {level.output_tokens_per_s:.1f} tok/s, {level.errors} errors",
+                file=sys.stderr,
+            )
 
         started = time.time()
         try:
@@ -144,8 +165,15 @@ async def _run(args: argparse.Namespace) -> int:
             raise CockpitError(f"cannot reach {url}: {e}") from None
     print(table(levels))
     if args.json:
-        record = run_record(config, levels, started_at=started, host=where.get("host"), unit=where.get("unit"),
-                            sglang_version=info.get("version"), server_args=server_args(info))
+        record = run_record(
+            config,
+            levels,
+            started_at=started,
+            host=where.get("host"),
+            unit=where.get("unit"),
+            sglang_version=info.get("version"),
+            server_args=server_args(info),
+        )
         record["config"]["url"] = where.get("url", url)  # the server's own URL, not a forwarded port
         Path(args.json).write_text(json.dumps(record, indent=1))
     return 1 if any(lv.errors for lv in levels) else 0

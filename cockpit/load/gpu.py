@@ -22,8 +22,18 @@ from typing import Callable, Literal, Sequence
 from cockpit.remote.base import Host, HostError, LineStream
 
 QUERY_FIELDS: tuple[str, ...] = (
-    "timestamp", "index", "uuid", "name", "utilization.gpu", "utilization.memory", "memory.used",
-    "memory.total", "power.draw", "power.limit", "temperature.gpu", "clocks.current.sm",
+    "timestamp",
+    "index",
+    "uuid",
+    "name",
+    "utilization.gpu",
+    "utilization.memory",
+    "memory.used",
+    "memory.total",
+    "power.draw",
+    "power.limit",
+    "temperature.gpu",
+    "clocks.current.sm",
 )
 
 # Query field -> GpuSample attribute, for the numeric columns. `clocks.sm` is nvidia-smi's
@@ -90,10 +100,10 @@ def fields_from_header(header: str) -> tuple[str, ...]:
     return tuple(col.strip().split(" [", 1)[0] for col in header.split(","))
 
 
-def query_argv(fields: Sequence[str] = QUERY_FIELDS, interval_ms: int = 500,
-               nvidia_smi: str = "nvidia-smi") -> list[str]:
-    return [nvidia_smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
-            "-lms", str(interval_ms)]
+def query_argv(
+    fields: Sequence[str] = QUERY_FIELDS, interval_ms: int = 500, nvidia_smi: str = "nvidia-smi"
+) -> list[str]:
+    return [nvidia_smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-lms", str(interval_ms)]
 
 
 def parse_line(line: str | bytes, fields: Sequence[str] = QUERY_FIELDS, now: float | None = None) -> GpuSample:
@@ -172,8 +182,16 @@ class GpuSampler:
     starting it again after it stops; `run_once()` is one stream, returning why it ended.
     """
 
-    def __init__(self, host: Host, *, interval_ms: int = 500, fields: Sequence[str] = QUERY_FIELDS,
-                 nvidia_smi: str = "nvidia-smi", restart_s: float = 2.0, max_restart_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        host: Host,
+        *,
+        interval_ms: int = 500,
+        fields: Sequence[str] = QUERY_FIELDS,
+        nvidia_smi: str = "nvidia-smi",
+        restart_s: float = 2.0,
+        max_restart_s: float = 30.0,
+    ) -> None:
         self.host = host
         self.fields = tuple(fields)
         self.argv = query_argv(self.fields, interval_ms, nvidia_smi)
@@ -212,16 +230,24 @@ class GpuSampler:
                         text = said = raw.decode("utf-8", "replace").strip()
                         if text and text not in reported and len(reported) < 100:
                             reported.add(text)
-                            on_notice(GpuNotice("garbage", f"nvidia-smi on {self.host.name} printed a line "
-                                                           f"that is not a sample", text))
+                            on_notice(
+                                GpuNotice(
+                                    "garbage",
+                                    f"nvidia-smi on {self.host.name} printed a line that is not a sample",
+                                    text,
+                                )
+                            )
                         continue
                     said = ""
                     for item in sample.missing:
                         key = f"{sample.index}:{item}"
                         if key not in reported:
                             reported.add(key)
-                            on_notice(GpuNotice("unsupported", f"GPU {sample.index} on {self.host.name} gives "
-                                                               f"no {item}", item))
+                            on_notice(
+                                GpuNotice(
+                                    "unsupported", f"GPU {sample.index} on {self.host.name} gives no {item}", item
+                                )
+                            )
                     for done in rounds.add(sample):
                         delivered += len(done)
                         on_samples(done)

@@ -87,8 +87,13 @@ class ThroughputSeries:
         self._ranks[dp] = (when, event)
         current = [e for t, e in self._ranks.values() if when - t <= self.fresh_s]
         accepts = [e.accept_len for e in current if e.accept_len is not None]
-        point = ThroughputPoint(when, sum(e.gen_throughput for e in current), sum(e.running_req for e in current),
-                                sum(accepts) / len(accepts) if accepts else None, "log")
+        point = ThroughputPoint(
+            when,
+            sum(e.gen_throughput for e in current),
+            sum(e.running_req for e in current),
+            sum(accepts) / len(accepts) if accepts else None,
+            "log",
+        )
         self._last_log = when
         self.points.append(point)
         return point
@@ -108,14 +113,21 @@ def point_from_server_info(info: dict, when: float) -> ThroughputPoint | None:
         states = [states]
     if not isinstance(states, list):
         return None
-    rates = [s["last_gen_throughput"] for s in states
-             if isinstance(s, dict) and isinstance(s.get("last_gen_throughput"), (int, float))]
+    rates = [
+        s["last_gen_throughput"]
+        for s in states
+        if isinstance(s, dict) and isinstance(s.get("last_gen_throughput"), (int, float))
+    ]
     if not rates:
         return None
-    accepts = [s["avg_spec_accept_length"] for s in states
-               if isinstance(s, dict) and isinstance(s.get("avg_spec_accept_length"), (int, float))]
-    return ThroughputPoint(when, float(sum(rates)), None, sum(accepts) / len(accepts) if accepts else None,
-                           "server_info")
+    accepts = [
+        s["avg_spec_accept_length"]
+        for s in states
+        if isinstance(s, dict) and isinstance(s.get("avg_spec_accept_length"), (int, float))
+    ]
+    return ThroughputPoint(
+        when, float(sum(rates)), None, sum(accepts) / len(accepts) if accepts else None, "server_info"
+    )
 
 
 class ServerInfoPoller:
@@ -125,8 +137,9 @@ class ServerInfoPoller:
     deprecation warning for on every call: it is asked only after a 404.
     """
 
-    def __init__(self, host: Host, port: int, *, address: str = "127.0.0.1", interval_s: float = 2.0,
-                 timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, host: Host, port: int, *, address: str = "127.0.0.1", interval_s: float = 2.0, timeout_s: float = 5.0
+    ) -> None:
         self.host = host
         self.port = port
         self.address = address
@@ -137,15 +150,18 @@ class ServerInfoPoller:
     async def poll(self) -> ThroughputPoint | None:
         """One request; raises HostError (with a sentence) when the server cannot be asked."""
         try:
-            status, body = await self.host.http_request("GET", self.address, self.port, self.path,
-                                                        timeout=self.timeout_s)
+            status, body = await self.host.http_request(
+                "GET", self.address, self.port, self.path, timeout=self.timeout_s
+            )
             if status == 404 and self.path == "/server_info":
                 self.path = "/get_server_info"
-                status, body = await self.host.http_request("GET", self.address, self.port, self.path,
-                                                            timeout=self.timeout_s)
+                status, body = await self.host.http_request(
+                    "GET", self.address, self.port, self.path, timeout=self.timeout_s
+                )
         except (OSError, EOFError, asyncio.TimeoutError) as e:  # EOFError: cut off mid-answer
-            raise HostError(f"{self.address}:{self.port} on {self.host.name} did not answer: "
-                            f"{e or type(e).__name__}") from None
+            raise HostError(
+                f"{self.address}:{self.port} on {self.host.name} did not answer: {e or type(e).__name__}"
+            ) from None
         if status != 200:
             raise HostError(f"{self.path} on {self.host.name} answered HTTP {status}")
         try:
@@ -154,8 +170,7 @@ class ServerInfoPoller:
             raise HostError(f"{self.path} on {self.host.name} did not answer with JSON") from None
         return point_from_server_info(info, time.time()) if isinstance(info, dict) else None
 
-    async def run(self, on_point: Callable[[ThroughputPoint], None],
-                  on_error: Callable[[str], None]) -> None:
+    async def run(self, on_point: Callable[[ThroughputPoint], None], on_error: Callable[[str], None]) -> None:
         """Until cancelled. A failed poll (the server restarting, say) is reported, not fatal."""
         while True:
             try:

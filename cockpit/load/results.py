@@ -84,8 +84,11 @@ class LevelResult:
     def from_results(cls, concurrency: int, results: Sequence[RequestResult], duration_s: float) -> LevelResult:
         good = [r for r in results if r.ok]
         tokens = sum(r.output_tokens for r in good)
-        streams = [(r.output_tokens - 1) / (r.e2e_s - r.ttft_s) for r in good
-                   if r.ttft_s is not None and r.e2e_s is not None and r.output_tokens > 1 and r.e2e_s > r.ttft_s]
+        streams = [
+            (r.output_tokens - 1) / (r.e2e_s - r.ttft_s)
+            for r in good
+            if r.ttft_s is not None and r.e2e_s is not None and r.output_tokens > 1 and r.e2e_s > r.ttft_s
+        ]
         chunks = sum(r.chunks for r in good)
         errors = [r.error or "failed" for r in results if not r.ok]
         return cls(
@@ -98,8 +101,9 @@ class LevelResult:
             output_tokens_per_s_per_stream=sum(streams) / len(streams) if streams else None,
             request_throughput=len(good) / duration_s if duration_s > 0 else 0.0,
             tokens_per_chunk=tokens / chunks if chunks else None,
-            token_count_source="usage" if good and all(r.tokens_from_usage for r in good) else
-            ("chunks (fallback)" if good else "none"),
+            token_count_source="usage"
+            if good and all(r.tokens_from_usage for r in good)
+            else ("chunks (fallback)" if good else "none"),
             ttft_ms=summary([r.ttft_s for r in good if r.ttft_s is not None]),
             tpot_ms=summary([t for r in good if (t := r.tpot_s) is not None]),
             itl_ms=summary([g for r in good for g in r.per_token_itl_s()]),

@@ -20,8 +20,28 @@ import yarl
 
 from cockpit.load.results import LevelResult, RequestResult
 
-_VOCAB = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
-          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
+_VOCAB = (
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+)
 
 _JSON = {"Content-Type": "application/json"}
 _encode = msgspec.json.Encoder().encode
@@ -73,9 +93,12 @@ def prompt(rng: random.Random, words: int) -> str:
 class Runner:
     """One sweep. `on_request` and `on_level` let a UI draw progress as results arrive."""
 
-    def __init__(self, config: LoadConfig,
-                 on_request: Callable[[int, RequestResult], None] | None = None,
-                 on_level: Callable[[LevelResult], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: LoadConfig,
+        on_request: Callable[[int, RequestResult], None] | None = None,
+        on_level: Callable[[LevelResult], None] | None = None,
+    ) -> None:
         self.config = config
         self.on_request = on_request
         self.on_level = on_level
@@ -84,8 +107,9 @@ class Runner:
     async def run(self) -> list[LevelResult]:
         timeout = aiohttp.ClientTimeout(total=self.config.timeout_s, sock_connect=10)
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
-        async with aiohttp.ClientSession(timeout=timeout, connector=connector,
-                                         trace_configs=[_send_trace()]) as session:
+        async with aiohttp.ClientSession(
+            timeout=timeout, connector=connector, trace_configs=[_send_trace()]
+        ) as session:
             model = self.config.model or await self._model(session)
             levels = []
             for c in self.config.concurrency:
@@ -136,8 +160,12 @@ class Runner:
     def _body(self, model: str) -> bytes:
         text = prompt(self.rng, self.config.input_len)
         body: dict[str, Any] = {
-            "model": model, "max_tokens": self.config.output_len, "temperature": 0.0, "ignore_eos": True,
-            "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "model": model,
+            "max_tokens": self.config.output_len,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         }
         if self.config.endpoint == "chat":
             body["messages"] = [{"role": "user", "content": text}]
@@ -197,7 +225,12 @@ class Runner:
             result.e2e_s = time.perf_counter() - sent.t
         except asyncio.CancelledError:
             raise
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError) as e:  # msgspec.DecodeError is a ValueError
+        except (
+            aiohttp.ClientError,
+            asyncio.TimeoutError,
+            ValueError,
+            KeyError,
+        ) as e:  # msgspec.DecodeError is a ValueError
             result.error = f"{type(e).__name__}: {e}"[:200]
             return result
         if usage_tokens is not None:

@@ -55,12 +55,17 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
             x, y = base.get(key), lv.get(key)
             return round(y / x, 3) if x and y else None
 
-        rows.append({
-            "concurrency": lv["concurrency"],
-            "a_tok_s": base["output_tokens_per_s"], "b_tok_s": lv["output_tokens_per_s"],
-            "a_per_stream": base.get("output_tokens_per_s_per_stream"),
-            "b_per_stream": lv.get("output_tokens_per_s_per_stream"),
-            "speedup": ratio("output_tokens_per_s"), "per_stream_speedup": ratio("output_tokens_per_s_per_stream"),
-            "a_ttft_p50_ms": (base.get("ttft_ms") or {}).get("p50"), "b_ttft_p50_ms": (lv.get("ttft_ms") or {}).get("p50"),
-        })
+        rows.append(
+            {
+                "concurrency": lv["concurrency"],
+                "a_tok_s": base["output_tokens_per_s"],
+                "b_tok_s": lv["output_tokens_per_s"],
+                "a_per_stream": base.get("output_tokens_per_s_per_stream"),
+                "b_per_stream": lv.get("output_tokens_per_s_per_stream"),
+                "speedup": ratio("output_tokens_per_s"),
+                "per_stream_speedup": ratio("output_tokens_per_s_per_stream"),
+                "a_ttft_p50_ms": (base.get("ttft_ms") or {}).get("p50"),
+                "b_ttft_p50_ms": (lv.get("ttft_ms") or {}).get("p50"),
+            }
+        )
     return rows

@@ -128,8 +128,9 @@ class Host(abc.ABC):
     async def remove(self, path: str, *, missing_ok: bool = False) -> None: ...
 
     @abc.abstractmethod
-    async def http_request(self, method: str, host: str, port: int, path: str, *,
-                           body: bytes | None = None, timeout: float = 5.0) -> tuple[int, bytes]:
+    async def http_request(
+        self, method: str, host: str, port: int, path: str, *, body: bytes | None = None, timeout: float = 5.0
+    ) -> tuple[int, bytes]:
         """An HTTP/1.1 request to host:port as the remote host sees it (its loopback included)."""
 
     @abc.abstractmethod

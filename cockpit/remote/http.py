@@ -6,12 +6,21 @@ from __future__ import annotations
 import asyncio
 
 
-async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, host: str,
-                   port: int, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+async def exchange(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    method: str,
+    host: str,
+    port: int,
+    path: str,
+    body: bytes | None = None,
+) -> tuple[int, bytes]:
     """(status, body). A cut or malformed answer raises ConnectionError, an OSError like every
     other way the request can fail, so callers catch one family."""
-    head = (f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
-            f"Accept: */*\r\nContent-Length: {len(body or b'')}\r\n")
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
+        f"Accept: */*\r\nContent-Length: {len(body or b'')}\r\n"
+    )
     if body:
         head += "Content-Type: application/json\r\n"
     writer.write(head.encode() + b"\r\n" + (body or b""))

@@ -43,8 +43,11 @@ class LocalHost(Host):
     async def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = 30.0) -> RunResult:
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                *argv,
+                stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
         except FileNotFoundError:
             return RunResult(tuple(argv), 127, b"", f"{argv[0]}: command not found".encode())
         try:
@@ -64,9 +67,13 @@ class LocalHost(Host):
 
     @contextlib.asynccontextmanager
     async def stream(self, argv: Sequence[str]) -> AsyncIterator[LineStream]:
-        proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                    limit=1 << 24)
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=1 << 24,
+        )
         try:
             yield _ProcessLines(proc)
         finally:
@@ -94,6 +101,7 @@ class LocalHost(Host):
         def read() -> bytes:
             with open(path, "rb") as f:
                 return f.read(limit)
+
         return await self._file_op(path, "reading", read)
 
     async def stat(self, path: str) -> FileStat:
@@ -111,6 +119,7 @@ class LocalHost(Host):
                 out.flush()
                 os.fsync(out.fileno())
             os.chmod(path, mode)
+
         await self._file_op(path, "writing", write)
 
     async def rename(self, source: str, target: str) -> None:
@@ -123,14 +132,16 @@ class LocalHost(Host):
             if not missing_ok:
                 raise
 
-    async def http_request(self, method: str, host: str, port: int, path: str, *,
-                           body: bytes | None = None, timeout: float = 5.0) -> tuple[int, bytes]:
+    async def http_request(
+        self, method: str, host: str, port: int, path: str, *, body: bytes | None = None, timeout: float = 5.0
+    ) -> tuple[int, bytes]:
         async def go() -> tuple[int, bytes]:
             reader, writer = await asyncio.open_connection(host, port)
             try:
                 return await http.exchange(reader, writer, method, host, port, path, body)
             finally:
                 writer.close()
+
         return await asyncio.wait_for(go(), timeout)
 
     @contextlib.asynccontextmanager

@@ -12,8 +12,13 @@ from cockpit.remote.ssh import SSHHost
 
 
 class HostPool:
-    def __init__(self, config: Config, *, trust_prompt: TrustPrompt | None = None,
-                 on_state: Callable[[str, str, str | None], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        trust_prompt: TrustPrompt | None = None,
+        on_state: Callable[[str, str, str | None], None] | None = None,
+    ) -> None:
         self.config = config
         self.trust_prompt = trust_prompt
         self.on_state = on_state
@@ -29,9 +34,12 @@ class HostPool:
             if name in _seen:
                 raise UsageError(f"the jump hosts make a loop: {' -> '.join(_seen + (name,))}")
             jump = self.get(cfg.jump, _seen + (name,)) if cfg.jump else None
-            host = SSHHost(cfg, trust_prompt=self.trust_prompt, jump=jump if isinstance(jump, SSHHost) else None,
-                           on_state=(lambda state, detail, n=name: self.on_state(n, state, detail))
-                           if self.on_state else None)
+            host = SSHHost(
+                cfg,
+                trust_prompt=self.trust_prompt,
+                jump=jump if isinstance(jump, SSHHost) else None,
+                on_state=(lambda state, detail, n=name: self.on_state(n, state, detail)) if self.on_state else None,
+            )
         self._hosts[name] = host
         return host
 

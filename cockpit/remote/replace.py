@@ -70,17 +70,26 @@ async def current(host: Host, path: str) -> bytes | None:
 async def remove_stale_temps(host: Host, path: str, sudo: bool = False) -> list[str]:
     """Temp files of `path` that an interrupted write left behind (older than a minute)."""
     directory, name = posixpath.split(path)
-    found = await host.run(["find", directory, "-maxdepth", "1", "-name", f".{name}.*{TEMP_SUFFIX}",
-                            "-mmin", f"+{STALE_MINUTES}"], timeout=30)
+    found = await host.run(
+        ["find", directory, "-maxdepth", "1", "-name", f".{name}.*{TEMP_SUFFIX}", "-mmin", f"+{STALE_MINUTES}"],
+        timeout=30,
+    )
     stale = [p for p in found.text.splitlines() if p.strip()]
     if stale:
         await _check(host, sudo, ["rm", "-f", "--", *stale])
     return stale
 
 
-async def replace_file(host: Host, path: str, data: bytes, *, mode: int = 0o644, sudo: bool = False,
-                       expect: bytes | None | _Any = ANY,
-                       before_rename: Callable[[], Awaitable[None]] | None = None) -> None:
+async def replace_file(
+    host: Host,
+    path: str,
+    data: bytes,
+    *,
+    mode: int = 0o644,
+    sudo: bool = False,
+    expect: bytes | None | _Any = ANY,
+    before_rename: Callable[[], Awaitable[None]] | None = None,
+) -> None:
     """Replace `path` with `data` by the steps above. `expect`: the bytes the file must still
     hold (None: it must not exist); `before_rename` is a test's hook into the last window."""
     await remove_stale_temps(host, path, sudo)
@@ -97,15 +106,19 @@ async def replace_file(host: Host, path: str, data: bytes, *, mode: int = 0o644,
             await host.write_file(tmp, data, mode)
         written = await host.read_file(tmp, limit=len(data) + 1)
         if len(written) != len(data) or digest(written) != digest(data):
-            raise HostError(f"writing {path} on {host.name} failed: the copy read back holds {len(written)} of "
-                            f"{len(data)} bytes (is the disk full?); the file was not replaced")
+            raise HostError(
+                f"writing {path} on {host.name} failed: the copy read back holds {len(written)} of "
+                f"{len(data)} bytes (is the disk full?); the file was not replaced"
+            )
         if before_rename is not None:
             await before_rename()
         if not isinstance(expect, _Any):
             now = await current(host, path)
             if now != expect:
-                raise FileChanged(f"{path} changed on {host.name} while it was being written: nothing was "
-                                  "replaced; reload it and make your change again")
+                raise FileChanged(
+                    f"{path} changed on {host.name} while it was being written: nothing was "
+                    "replaced; reload it and make your change again"
+                )
         if sudo:
             await _check(host, True, ["mv", "-f", "--", tmp, path])
         else:

@@ -74,8 +74,10 @@ def staleness(source: SourceFile, process_started: float | None) -> str | None:
     if process_started is None or source.mtime <= process_started + 1:
         return None
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(source.mtime))
-    return (f"{source.path} on {source.host} changed at {when}, after the process started: "
-            "the package was upgraded since, so the lines shown may not be the lines that ran")
+    return (
+        f"{source.path} on {source.host} changed at {when}, after the process started: "
+        "the package was upgraded since, so the lines shown may not be the lines that ran"
+    )
 
 
 class SourceCache:
@@ -114,8 +116,9 @@ class SourceCache:
 
     @staticmethod
     async def _check_roots(host: Host, path: str, roots: SourceRoots) -> None:
-        refused = OutsideRoots(f"{path} is outside {roots.describe()}, so it was not opened: a traceback "
-                               "can name any file")
+        refused = OutsideRoots(
+            f"{path} is outside {roots.describe()}, so it was not opened: a traceback can name any file"
+        )
         if not roots.holds(path):
             raise refused
         try:

@@ -41,8 +41,18 @@ import asyncssh
 from cockpit.config import HostConfig
 from cockpit.lab.paths import ssh_configs
 from cockpit.remote import http
-from cockpit.remote.base import (ConnectionLost, FileMissing, FileStat, Host, HostError, HostKeyChanged,
-                                 HostKeyUnknown, LineStream, RunResult, TrustPrompt)
+from cockpit.remote.base import (
+    ConnectionLost,
+    FileMissing,
+    FileStat,
+    Host,
+    HostError,
+    HostKeyChanged,
+    HostKeyUnknown,
+    LineStream,
+    RunResult,
+    TrustPrompt,
+)
 from cockpit.remote.sudo import disk_trouble
 
 MAX_SESSIONS = 10  # sshd's default MaxSessions
@@ -75,10 +85,12 @@ def _expand(name: str, user: str | None) -> Path:
 
 def known_hosts_files(config: Any, user: str | None = None) -> tuple[list[Path], list[Path]]:
     """(user files, global files) as OpenSSH would read them for this host; `none` is an empty list."""
+
     def files(option: str, default: tuple[str, ...]) -> list[Path]:
         value = config.get(option, None)
         names = default if value is None else [v for v in value if v.lower() != "none"]
         return [_expand(n, user) for n in names]
+
     return files("UserKnownHostsFile", USER_KNOWN_HOSTS), files("GlobalKnownHostsFile", GLOBAL_KNOWN_HOSTS)
 
 
@@ -110,8 +122,9 @@ def _pattern(host: str, port: int) -> str:
 class _Client(asyncssh.SSHClient):
     """Decides on keys that no known_hosts file vouched for; never trusts on its own."""
 
-    def __init__(self, owner: SSHHost, known: asyncssh.SSHKnownHosts, files: list[Path], names: list[str],
-                 port: int) -> None:
+    def __init__(
+        self, owner: SSHHost, known: asyncssh.SSHKnownHosts, files: list[Path], names: list[str], port: int
+    ) -> None:
         self.owner, self.known, self.files, self.names, self.port = owner, known, files, names, port
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
@@ -122,7 +135,8 @@ class _Client(asyncssh.SSHClient):
             where = ", ".join(str(f) for f in self.files if f.is_file()) or "your known_hosts"
             self.owner._key_problem = HostKeyChanged(
                 f"the host key of {self.owner.name} has CHANGED (now {fingerprint}); refusing to connect. "
-                f"If the host was reinstalled, remove its old entry from {where} yourself")
+                f"If the host was reinstalled, remove its old entry from {where} yourself"
+            )
         else:
             self.owner._key_problem = HostKeyUnknown(self.owner.name, fingerprint)
             self.owner._unknown_key = (key, self.names[0], port)
@@ -151,9 +165,15 @@ class _ChannelLines(LineStream):
 
 
 class SSHHost(Host):
-    def __init__(self, config: HostConfig, *, trust_prompt: TrustPrompt | None = None,
-                 jump: SSHHost | None = None, on_state: Callable[[str, str | None], None] | None = None,
-                 max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self,
+        config: HostConfig,
+        *,
+        trust_prompt: TrustPrompt | None = None,
+        jump: SSHHost | None = None,
+        on_state: Callable[[str, str | None], None] | None = None,
+        max_sessions: int = MAX_SESSIONS,
+    ) -> None:
         self.config = config
         self.name = config.name
         self.trust_prompt = trust_prompt
@@ -186,8 +206,12 @@ class SSHHost(Host):
 
     def _options(self, **extra: Any) -> asyncssh.SSHClientConnectionOptions:
         c = self.config
-        kwargs: dict[str, Any] = dict(config=config_paths(), keepalive_interval=KEEPALIVE_INTERVAL,
-                                      keepalive_count_max=KEEPALIVE_COUNT, connect_timeout=CONNECT_TIMEOUT)
+        kwargs: dict[str, Any] = dict(
+            config=config_paths(),
+            keepalive_interval=KEEPALIVE_INTERVAL,
+            keepalive_count_max=KEEPALIVE_COUNT,
+            connect_timeout=CONNECT_TIMEOUT,
+        )
         if c.user:
             kwargs["username"] = c.user
         if c.port:
@@ -235,8 +259,11 @@ class SSHHost(Host):
             tunnel = await self.jump.connection() if self.jump is not None else ()
             try:
                 conn, _ = await asyncssh.create_connection(
-                    lambda: _Client(self, known, [*user_files, *global_files], names, port), target,
-                    options=options, **({"tunnel": tunnel} if tunnel != () else {}))
+                    lambda: _Client(self, known, [*user_files, *global_files], names, port),
+                    target,
+                    options=options,
+                    **({"tunnel": tunnel} if tunnel != () else {}),
+                )
                 return conn
             except (asyncssh.HostKeyNotVerifiable, asyncssh.KeyExchangeFailed, ValueError) as e:
                 problem = self._key_problem
@@ -253,17 +280,23 @@ class SSHHost(Host):
                 via = self.jump.name if self.jump is not None else "the jump host"
                 raise ConnectionLost(f"cannot reach {self.name} through {via}: {e.reason}") from None
             except asyncssh.ConnectionLost as e:
-                raise ConnectionLost(f"the connection to {self.name} dropped while connecting: "
-                                     f"{e.reason or 'no answer'}") from None
+                raise ConnectionLost(
+                    f"the connection to {self.name} dropped while connecting: {e.reason or 'no answer'}"
+                ) from None
             except asyncssh.DisconnectError as e:
                 raise ConnectionLost(f"{self.name} closed the connection: {e.reason}") from None
             except socket.gaierror:
-                raise HostError(f"unknown host {self.name}: not an alias in your ssh_config and not a DNS name") from None
+                raise HostError(
+                    f"unknown host {self.name}: not an alias in your ssh_config and not a DNS name"
+                ) from None
             except (asyncio.TimeoutError, TimeoutError):
                 raise ConnectionLost(f"{self.name} did not answer within {CONNECT_TIMEOUT:.0f} s") from None
             except OSError as e:
-                reason = {errno.ECONNREFUSED: "connection refused", errno.EHOSTUNREACH: "no route to host",
-                          errno.ENETUNREACH: "network unreachable"}.get(e.errno or 0, e.strerror or str(e))
+                reason = {
+                    errno.ECONNREFUSED: "connection refused",
+                    errno.EHOSTUNREACH: "no route to host",
+                    errno.ENETUNREACH: "network unreachable",
+                }.get(e.errno or 0, e.strerror or str(e))
                 raise ConnectionLost(f"cannot reach {self.name} ({target}:{port}): {reason}") from None
         raise HostError(f"SSH to {self.name} failed")
 
@@ -316,7 +349,8 @@ class SSHHost(Host):
             try:
                 with self._transport(conn):
                     result = await asyncio.wait_for(
-                        conn.run(shlex.join(argv), input=input, encoding=None, check=False), timeout)
+                        conn.run(shlex.join(argv), input=input, encoding=None, check=False), timeout
+                    )
             except (asyncio.TimeoutError, TimeoutError):
                 raise HostError(f"`{argv[0]}` on {self.name} did not finish within {timeout:.0f} s") from None
         rc = result.exit_status if result.exit_status is not None else 255
@@ -351,7 +385,7 @@ class SSHHost(Host):
             rc = int(status.strip() or b"255")
         except ValueError:
             rc = 255
-        return RunResult(tuple(argv), rc, data[:-len(end)], b"")
+        return RunResult(tuple(argv), rc, data[: -len(end)], b"")
 
     def _close_query(self) -> None:
         if self._query_proc is not None:
@@ -418,8 +452,9 @@ class SSHHost(Host):
             return reason
         directory = posixpath.dirname(path) or "/"
         try:
-            result = await self.run(["sh", "-c", 'df -Pk -- "$1" | tail -n 1; findmnt -no OPTIONS -T "$1"',
-                                     "sh", directory], timeout=10)
+            result = await self.run(
+                ["sh", "-c", 'df -Pk -- "$1" | tail -n 1; findmnt -no OPTIONS -T "$1"', "sh", directory], timeout=10
+            )
         except HostError:
             return reason
         lines = result.text.splitlines()
@@ -434,6 +469,7 @@ class SSHHost(Host):
         async def op(sftp: asyncssh.SFTPClient) -> bytes:
             async with sftp.open(path, "rb") as f:
                 return await f.read(limit)
+
         return await self._file_op(path, "reading", op)
 
     async def stat(self, path: str) -> FileStat:
@@ -444,6 +480,7 @@ class SSHHost(Host):
         async def op(sftp: asyncssh.SFTPClient) -> str:
             resolved = await sftp.realpath(path)
             return resolved.decode() if isinstance(resolved, bytes) else str(resolved)
+
         return await self._file_op(path, "reading", op)
 
     async def write_file(self, path: str, data: bytes, mode: int) -> None:
@@ -452,6 +489,7 @@ class SSHHost(Host):
                 await f.write(data)
                 await f.fsync()
             await sftp.chmod(path, mode)
+
         await self._file_op(path, "writing", op)
 
     async def rename(self, source: str, target: str) -> None:
@@ -466,8 +504,9 @@ class SSHHost(Host):
 
     # -- network --------------------------------------------------------------------------
 
-    async def http_request(self, method: str, host: str, port: int, path: str, *,
-                           body: bytes | None = None, timeout: float = 5.0) -> tuple[int, bytes]:
+    async def http_request(
+        self, method: str, host: str, port: int, path: str, *, body: bytes | None = None, timeout: float = 5.0
+    ) -> tuple[int, bytes]:
         conn = await self.connection()
 
         async def go() -> tuple[int, bytes]:
@@ -479,6 +518,7 @@ class SSHHost(Host):
                 return await http.exchange(reader, writer, method, host, port, path, body)
             finally:
                 writer.close()
+
         try:
             return await asyncio.wait_for(go(), timeout)
         except asyncssh.Error as e:  # the connection under the request failed, not the server

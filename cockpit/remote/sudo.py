@@ -37,8 +37,10 @@ def explain_failure(host: str, user: str | None, argv: Sequence[str], result: Ru
     if "not in the sudoers" in low or "not allowed to execute" in low or "may not run sudo" in low:
         return f"{who} may not run `sudo {tool}` on {host}: add a sudoers rule with NOPASSWD for it"
     if "interactive authentication required" in low or "access denied" in low:
-        return (f"{who} on {host} may not manage units without sudo: set `sudo = true` for this host "
-                "and allow `sudo -n systemctl` with NOPASSWD")
+        return (
+            f"{who} on {host} may not manage units without sudo: set `sudo = true` for this host "
+            "and allow `sudo -n systemctl` with NOPASSWD"
+        )
     if "not found" in low and "unit" in low:
         return f"unit {argv[-1]} not found on {host}"
     trouble = disk_trouble(err)

@@ -40,12 +40,17 @@ class Explanation:
     def sentence(self, values: Mapping[str, str | None] | None = None) -> str:
         """One paragraph for the user; `values` are the unit's current flags (None: a switch)."""
         if self.kind == "assert" and self.requirement:
-            head = (f"This check failed: `{self.guard}` requires `{self.requirement}`." if self.guard
-                    else f"This check failed: `{self.requirement}`.")
+            head = (
+                f"This check failed: `{self.guard}` requires `{self.requirement}`."
+                if self.guard
+                else f"This check failed: `{self.requirement}`."
+            )
         elif self.none_flag:
             attr = self.none_flag.lstrip("-").replace("-", "_")
-            head = (f"`{self.statement.splitlines()[0].strip()}` failed because {attr} was None: "
-                    f"{self.none_flag} is not set.")
+            head = (
+                f"`{self.statement.splitlines()[0].strip()}` failed because {attr} was None: "
+                f"{self.none_flag} is not set."
+            )
         elif self.guard:
             head = f"This statement ran because `{self.guard}`: `{_one_line(self.statement)}`."
         else:
@@ -54,16 +59,27 @@ class Explanation:
             return head
         text = f"{head} Flags involved: {', '.join(self.flags)}"
         if values is not None:
-            shown = [f"{f} {values[f]}" if values.get(f) is not None else (f if f in values else f"{f} unset")
-                     for f in self.flags]
+            shown = [
+                f"{f} {values[f]}" if values.get(f) is not None else (f if f in values else f"{f} unset")
+                for f in self.flags
+            ]
             text += f" (current values from the unit: {', '.join(shown)})"
         return text + "."
 
     def to_json(self) -> dict:
-        return {"file": self.file, "line": self.line, "start_line": self.start_line, "end_line": self.end_line,
-                "statement": self.statement, "kind": self.kind, "guard": self.guard,
-                "requirement": self.requirement, "none_flag": self.none_flag, "flags": self.flags,
-                "sentence": self.sentence()}
+        return {
+            "file": self.file,
+            "line": self.line,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "statement": self.statement,
+            "kind": self.kind,
+            "guard": self.guard,
+            "requirement": self.requirement,
+            "none_flag": self.none_flag,
+            "flags": self.flags,
+            "sentence": self.sentence(),
+        }
 
 
 def _one_line(text: str) -> str:
@@ -132,7 +148,8 @@ def _bound_names(func: ast.AST | None, class_name: str | None) -> set[str]:
                 if target in bound:
                     continue
                 derived = (isinstance(value, ast.Name) and value.id in bound) or (
-                    isinstance(value, ast.Call) and any(isinstance(a, ast.Name) and a.id in bound for a in value.args))
+                    isinstance(value, ast.Call) and any(isinstance(a, ast.Name) and a.id in bound for a in value.args)
+                )
                 if derived:
                     bound.add(target)
                     changed = True
@@ -143,8 +160,14 @@ def _attributes(node: ast.AST | None, bound: set[str]) -> list[ast.Attribute]:
     if node is None:
         return []
     called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
-    return [n for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-            and n.value.id in bound and id(n) not in called]
+    return [
+        n
+        for n in ast.walk(node)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Name)
+        and n.value.id in bound
+        and id(n) not in called
+    ]
 
 
 def _flag_of(attr: str, catalog: Catalog | None) -> str | None:
@@ -166,8 +189,9 @@ def _unique(items: Iterable[str]) -> list[str]:
     return list(seen)
 
 
-def explain(source: str, path: str, line: int, *, exception: str = "", message: str = "",
-            catalog: Catalog | None = None) -> Explanation:
+def explain(
+    source: str, path: str, line: int, *, exception: str = "", message: str = "", catalog: Catalog | None = None
+) -> Explanation:
     """Explain the statement at `line` of `source`; raises ValueError when the line is outside it."""
     tree = parse(source, path)
     chain = _path_to(tree, line)
@@ -186,7 +210,7 @@ def explain(source: str, path: str, line: int, *, exception: str = "", message: 
         if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
             break
     start, end = _node_range(target)
-    statement = "\n".join(lines[start - 1:end])
+    statement = "\n".join(lines[start - 1 : end])
     kind = "statement"
     requirement = None
     none_flag = None
@@ -218,7 +242,12 @@ def explain(source: str, path: str, line: int, *, exception: str = "", message: 
     guard_used = [a.attr for a in _attributes(guard_node, bound)] if kind != "compare" else []
     attrs = _unique(used + guard_used)
     return Explanation(
-        file=path, line=line, start_line=start, end_line=end, statement=statement.rstrip(), kind=kind,
+        file=path,
+        line=line,
+        start_line=start,
+        end_line=end,
+        statement=statement.rstrip(),
+        kind=kind,
         guard=_one_line(_strip_bound(ast.unparse(guard_node), bound)) if guard_node is not None else None,
         requirement=_strip_bound(requirement, bound) if requirement else None,
         none_flag=none_flag,
@@ -234,9 +263,23 @@ def _strip_bound(text: str, bound: set[str]) -> str:
     return text
 
 
-_OPS = {ast.Gt: ">", ast.Lt: "<", ast.GtE: ">=", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!=", ast.Add: "+",
-        ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
-        ast.In: "in", ast.NotIn: "not in"}
+_OPS = {
+    ast.Gt: ">",
+    ast.Lt: "<",
+    ast.GtE: ">=",
+    ast.LtE: "<=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.In: "in",
+    ast.NotIn: "not in",
+}
 
 
 def _op_text(op: ast.AST) -> str:

@@ -17,17 +17,27 @@ from cockpit.traceback.model import Traceback
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("explain", help="the failing statement of a traceback, and the flags it reads",
-                              description="Reads a traceback (text or journalctl -o json), opens the failing "
-                                          "frame's source and prints the statement and the SGLang flags it reads.")
+    p = subparsers.add_parser(
+        "explain",
+        help="the failing statement of a traceback, and the flags it reads",
+        description="Reads a traceback (text or journalctl -o json), opens the failing "
+        "frame's source and prints the statement and the SGLang flags it reads.",
+    )
     p.add_argument("file", metavar="TRACEBACK_FILE", help="the traceback (- for standard input)")
     where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--source-root", metavar="DIR",
-                       help="a local directory holding the release's site-packages (the frame paths are "
-                            "mapped under it by their part after site-packages/)")
+    where.add_argument(
+        "--source-root",
+        metavar="DIR",
+        help="a local directory holding the release's site-packages (the frame paths are "
+        "mapped under it by their part after site-packages/)",
+    )
     where.add_argument("--host", help="read the files from this host (a config host or ssh_config alias)")
-    p.add_argument("--index", type=int, metavar="N",
-                   help="which traceback of the file, 1 for the first (default: the last); -1 is the last")
+    p.add_argument(
+        "--index",
+        type=int,
+        metavar="N",
+        help="which traceback of the file, 1 for the first (default: the last); -1 is the last",
+    )
     return p
 
 
@@ -44,8 +54,11 @@ def pick_traceback(path: str, index: int | None = None) -> Traceback:
     tb = found[k - 1]
     if len(found) > 1:
         which = "the last" if k == len(found) else "the first" if k == 1 else f"number {k}"
-        print(f"cockpit: {path} holds {len(found)} tracebacks; explaining {which} ({tb.exception}"
-              f"{' at ' + tb.start if tb.start else ''}); --index N picks another", file=sys.stderr)
+        print(
+            f"cockpit: {path} holds {len(found)} tracebacks; explaining {which} ({tb.exception}"
+            f"{' at ' + tb.start if tb.start else ''}); --index N picks another",
+            file=sys.stderr,
+        )
     return tb
 
 

@@ -23,8 +23,7 @@ from cockpit.sglang.pysource import parse
 from cockpit.suggest import closest
 
 # argparse actions that never take a value.
-_NO_VALUE_ACTIONS = {"store_true", "store_false", "store_const", "count", "help", "version",
-                     "append_const"}
+_NO_VALUE_ACTIONS = {"store_true", "store_false", "store_const", "count", "help", "version", "append_const"}
 
 
 @dataclass(frozen=True)
@@ -74,8 +73,11 @@ class Catalog:
 
 def normalize(name: str) -> str:
     """`tp-size`, `--tp-size` and `tp_size` all spell `--tp-size`."""
-    return "--" + name.lstrip("-").replace("_", "-") if "_" in name and not name.startswith("--") else (
-        name if name.startswith("-") else "--" + name)
+    return (
+        "--" + name.lstrip("-").replace("_", "-")
+        if "_" in name and not name.startswith("--")
+        else (name if name.startswith("-") else "--" + name)
+    )
 
 
 # --- locating the source -------------------------------------------------------------------
@@ -127,8 +129,9 @@ def load_catalog(package_root: Path) -> Catalog:
     files = source_files(package_root)
     if not files:
         raise FileNotFoundError(f"no sglang/srt/server_args.py under {package_root}")
-    return catalog_from_sources({str(p): p.read_text(encoding="utf-8", errors="replace") for p in files},
-                                read_version(package_root))
+    return catalog_from_sources(
+        {str(p): p.read_text(encoding="utf-8", errors="replace") for p in files}, read_version(package_root)
+    )
 
 
 def catalog_from_sources(sources: dict[str, str], version: str | None) -> Catalog:
@@ -171,8 +174,7 @@ class _Env:
             if isinstance(item, ast.FunctionDef) and item.name == "__init__":
                 args = item.args
                 positional = args.posonlyargs + args.args
-                defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]],
-                                    args.defaults))
+                defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults))
                 defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
                 if "nargs" in defaults:
                     self.action_nargs[node.name] = self.literal(defaults["nargs"])
@@ -190,8 +192,12 @@ class _Env:
             key = (node.value.id, node.attr)
             if key in self.class_defaults:
                 return self.class_defaults[key]
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple", "sorted", "set") \
-                and len(node.args) == 1:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("list", "tuple", "sorted", "set")
+            and len(node.args) == 1
+        ):
             inner = self.literal(node.args[0])
             if isinstance(inner, (list, tuple, set, dict)):
                 return sorted(inner) if node.func.id == "sorted" else list(inner)
@@ -244,8 +250,9 @@ def _type_name(node: ast.AST | None) -> str | None:
 
 def _add_argument_flags(tree: ast.Module, env: _Env) -> Iterable[Flag]:
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "add_argument"):
+        if not (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+        ):
             continue
         names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         options = [n for n in names if n.startswith("-")]
@@ -288,9 +295,13 @@ def _add_argument_flags(tree: ast.Module, env: _Env) -> Iterable[Flag]:
 
 
 def _is_annotated(node: ast.AST) -> bool:
-    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
-        and node.value.id in ("A", "Annotated") and isinstance(node.slice, ast.Tuple) \
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in ("A", "Annotated")
+        and isinstance(node.slice, ast.Tuple)
         and len(node.slice.elts) >= 2
+    )
 
 
 def _unwrap_type(node: ast.AST, env: _Env) -> tuple[str | None, tuple[Any, ...] | None, bool]:
@@ -322,8 +333,9 @@ def _unwrap_type(node: ast.AST, env: _Env) -> tuple[str | None, tuple[Any, ...] 
 def _dataclass_flags(tree: ast.Module, env: _Env) -> Iterable[Flag]:
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         for item in cls.body:
-            if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
-                    and _is_annotated(item.annotation)):
+            if not (
+                isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and _is_annotated(item.annotation)
+            ):
                 continue
             type_node, meta = item.annotation.slice.elts[0], item.annotation.slice.elts[1]
             flag = _field_flag(item.target.id, type_node, meta, item.value, env)
@@ -352,8 +364,11 @@ def _field_flag(dest: str, type_node: ast.AST, meta: ast.AST, value: ast.AST | N
     if action is not None:
         action_name = _type_name(action)
         action_kwargs = env.literal(kw.get("action_kwargs")) if "action_kwargs" in kw else {}
-        nargs = (action_kwargs or {}).get("nargs", env.action_nargs.get(action_name or "", None)) \
-            if isinstance(action_kwargs, dict) else None
+        nargs = (
+            (action_kwargs or {}).get("nargs", env.action_nargs.get(action_name or "", None))
+            if isinstance(action_kwargs, dict)
+            else None
+        )
         takes_value = action_name not in _NO_VALUE_ACTIONS and nargs != 0
     elif type_name == "bool" and not is_list:
         takes_value, nargs = False, None
@@ -363,8 +378,12 @@ def _field_flag(dest: str, type_node: ast.AST, meta: ast.AST, value: ast.AST | N
     choices = env.literal(kw["choices"]) if "choices" in kw else literal_choices
     type_parser = kw.get("type_parser")
     required = env.literal(kw.get("required")) is True or (
-        kw.get("required") is None and value is None and "required" not in kw and takes_value
-        and not _is_optional(type_node))
+        kw.get("required") is None
+        and value is None
+        and "required" not in kw
+        and takes_value
+        and not _is_optional(type_node)
+    )
     return Flag(
         name=str(cli_name),
         dest=dest,

@@ -29,9 +29,17 @@ from typing import Literal, Union
 from cockpit.traceback.grammar import RANKS, STAMP
 
 _STARTS = (
-    "Decode batch", "Prefill batch", "The server is fired up", "Load weight ", "Memory pool end",
-    "Capture ", "max_total_num_tokens=", "Scheduler hit an exception", "Received sigquit",
-    "Health check failed", "Initialization failed",
+    "Decode batch",
+    "Prefill batch",
+    "The server is fired up",
+    "Load weight ",
+    "Memory pool end",
+    "Capture ",
+    "max_total_num_tokens=",
+    "Scheduler hit an exception",
+    "Received sigquit",
+    "Health check failed",
+    "Initialization failed",
 )
 _LEVELS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
 READY_TEXT = "The server is fired up and ready to roll!"  # http_server.py, every release
@@ -56,7 +64,7 @@ def split_prefix(line: str) -> LogPrefix | None:
     head = _HEAD.match(line, max(0, line.find("[")))
     if head is None:
         return None
-    return LogPrefix(head.group(1), head.group(2)[1:], head.group(3), head.group(4), line[head.end():].rstrip())
+    return LogPrefix(head.group(1), head.group(2)[1:], head.group(3), head.group(4), line[head.end() :].rstrip())
 
 
 @dataclass(slots=True)
@@ -97,8 +105,14 @@ class Ready:
     rank: str
 
 
-MilestoneKind = Literal["load_weight_begin", "load_weight_end", "memory_pool_end", "graph_capture_begin",
-                        "graph_capture_end", "max_total_num_tokens"]
+MilestoneKind = Literal[
+    "load_weight_begin",
+    "load_weight_end",
+    "memory_pool_end",
+    "graph_capture_begin",
+    "graph_capture_end",
+    "max_total_num_tokens",
+]
 
 
 @dataclass(slots=True)
@@ -158,7 +172,7 @@ def parse(line: str) -> LogEvent | None:
     if head is None or not line.startswith(_STARTS, head.end()):
         return None
     stamp, rank = head.group(1), head.group(2)[1:]
-    message = line[head.end():].rstrip()
+    message = line[head.end() :].rstrip()
     if message.startswith("Decode batch"):
         return _decode(message, stamp, rank)
     if message.startswith("Prefill batch"):
@@ -184,7 +198,7 @@ def _pairs(message: str, skip: int) -> dict[str, str]:
     if message.startswith(" [", skip):  # the iteration number of SGLANG_LOG_FORWARD_ITERS
         skip = message.find("]", skip) + 1
     fields = {}
-    for part in message[skip + 2:].rstrip(",").split(", "):
+    for part in message[skip + 2 :].rstrip(",").split(", "):
         key, sep, value = part.partition(": ")
         if sep:
             fields[key] = value
@@ -217,9 +231,19 @@ def _decode(message: str, stamp: str, rank: str) -> DecodeStats | None:
         running, queue = int(f["#running-req"]), int(f["#queue-req"])
         throughput = float(f["gen throughput (token/s)"])
         tokens = f.get("#token") or f.get("#full token")
-        return DecodeStats(stamp, rank, running, queue, throughput, int(tokens) if tokens else None,
-                           _float(f, "token usage", "full token usage"), _float(f, "accept len"),
-                           _float(f, "accept rate"), _graph(f), f)
+        return DecodeStats(
+            stamp,
+            rank,
+            running,
+            queue,
+            throughput,
+            int(tokens) if tokens else None,
+            _float(f, "token usage", "full token usage"),
+            _float(f, "accept len"),
+            _float(f, "accept rate"),
+            _graph(f),
+            f,
+        )
     except (KeyError, ValueError):
         return None  # a decode line of a format this does not know: not one we can plot
 
@@ -227,9 +251,18 @@ def _decode(message: str, stamp: str, rank: str) -> DecodeStats | None:
 def _prefill(message: str, stamp: str, rank: str) -> PrefillStats | None:
     f = _pairs(message, 13)
     try:
-        return PrefillStats(stamp, rank, int(f["#new-seq"]), int(f["#new-token"]), int(f["#cached-token"]),
-                            int(f["#running-req"]), int(f["#queue-req"]),
-                            _float(f, "token usage", "full token usage"),
-                            _float(f, "input throughput (token/s)"), _graph(f), f)
+        return PrefillStats(
+            stamp,
+            rank,
+            int(f["#new-seq"]),
+            int(f["#new-token"]),
+            int(f["#cached-token"]),
+            int(f["#running-req"]),
+            int(f["#queue-req"]),
+            _float(f, "token usage", "full token usage"),
+            _float(f, "input throughput (token/s)"),
+            _graph(f),
+            f,
+        )
     except (KeyError, ValueError):
         return None

@@ -97,31 +97,65 @@ def check_static(argv: Sequence[str], catalog: Catalog) -> list[Finding]:
         if flag is None:
             if ambiguous:
                 names = ", ".join(f.name for f in ambiguous[:4])
-                findings.append(Finding(ERROR, "ambiguous-flag", [item.name],
-                                        f"{stop}: {item.name} could be any of {names} (argparse refuses it).",
-                                        "SystemExit(2)", f"Write the whole flag name, for example {ambiguous[0].name}."))
+                findings.append(
+                    Finding(
+                        ERROR,
+                        "ambiguous-flag",
+                        [item.name],
+                        f"{stop}: {item.name} could be any of {names} (argparse refuses it).",
+                        "SystemExit(2)",
+                        f"Write the whole flag name, for example {ambiguous[0].name}.",
+                    )
+                )
                 continue
             hint = catalog.suggest(item.name)
-            findings.append(Finding(
-                ERROR, "unknown-flag", [item.name],
-                f"{stop}: {item.name} is not a flag of this release "
-                f"(`error: unrecognized arguments: {item.name}`)." + (f" Did you mean {hint[0]}?" if hint else ""),
-                "SystemExit(2)", f"Use {hint[0]}." if hint else "Remove it."))
+            findings.append(
+                Finding(
+                    ERROR,
+                    "unknown-flag",
+                    [item.name],
+                    f"{stop}: {item.name} is not a flag of this release "
+                    f"(`error: unrecognized arguments: {item.name}`)." + (f" Did you mean {hint[0]}?" if hint else ""),
+                    "SystemExit(2)",
+                    f"Use {hint[0]}." if hint else "Remove it.",
+                )
+            )
             continue
         if item.name not in flag.names:
-            findings.append(Finding(WARNING, "abbreviated-flag", [item.name],
-                                    f"{item.name} is taken as {flag.name} (an abbreviation argparse accepts).",
-                                    None, f"Write {flag.name} in full: a later release may add a flag that "
-                                          "makes the abbreviation ambiguous."))
+            findings.append(
+                Finding(
+                    WARNING,
+                    "abbreviated-flag",
+                    [item.name],
+                    f"{item.name} is taken as {flag.name} (an abbreviation argparse accepts).",
+                    None,
+                    f"Write {flag.name} in full: a later release may add a flag that makes the abbreviation ambiguous.",
+                )
+            )
         if flag.name in seen:
-            findings.append(Finding(WARNING, "repeated-flag", [flag.name],
-                                    f"{flag.name} is given twice; the last value wins.", None, "Remove one."))
+            findings.append(
+                Finding(
+                    WARNING,
+                    "repeated-flag",
+                    [flag.name],
+                    f"{flag.name} is given twice; the last value wins.",
+                    None,
+                    "Remove one.",
+                )
+            )
         seen[flag.name] = item.name
         values = _values(item)
         if flag.takes_value and not values and flag.nargs not in ("?", "*"):
-            findings.append(Finding(ERROR, "missing-value", [flag.name],
-                                    f"{stop}: {flag.name} expects a value (`expected one argument`).",
-                                    "SystemExit(2)", f"Give {flag.name} a value or remove it."))
+            findings.append(
+                Finding(
+                    ERROR,
+                    "missing-value",
+                    [flag.name],
+                    f"{stop}: {flag.name} expects a value (`expected one argument`).",
+                    "SystemExit(2)",
+                    f"Give {flag.name} a value or remove it.",
+                )
+            )
             continue
         kind = _CONVERT.get(flag.type or "")
         for value in values:
@@ -129,29 +163,58 @@ def check_static(argv: Sequence[str], catalog: Catalog) -> list[Finding]:
                 try:
                     kind(value)
                 except ValueError:
-                    findings.append(Finding(ERROR, "bad-type", [flag.name],
-                                            f"{stop}: {flag.name} {value!r} is not a valid {flag.type} "
-                                            f"(`invalid {flag.type} value`).", "SystemExit(2)",
-                                            f"Give {flag.name} {_kind_words(flag.type)}."))
+                    findings.append(
+                        Finding(
+                            ERROR,
+                            "bad-type",
+                            [flag.name],
+                            f"{stop}: {flag.name} {value!r} is not a valid {flag.type} (`invalid {flag.type} value`).",
+                            "SystemExit(2)",
+                            f"Give {flag.name} {_kind_words(flag.type)}.",
+                        )
+                    )
                     break
             if flag.choices and all(isinstance(c, str) for c in flag.choices) and value not in flag.choices:
                 shown = ", ".join(map(str, flag.choices[:12])) + (" ..." if len(flag.choices) > 12 else "")
-                findings.append(Finding(ERROR, "bad-choice", [flag.name],
-                                        f"{stop}: {flag.name} {value!r} is not one of its choices ({shown}).",
-                                        "SystemExit(2)", f"Pick one of: {shown}."))
+                findings.append(
+                    Finding(
+                        ERROR,
+                        "bad-choice",
+                        [flag.name],
+                        f"{stop}: {flag.name} {value!r} is not one of its choices ({shown}).",
+                        "SystemExit(2)",
+                        f"Pick one of: {shown}.",
+                    )
+                )
         given[flag.name] = " ".join(values) if values else None
     for word in positionals:
-        findings.append(Finding(ERROR, "stray-argument", [], f"{stop}: `{word.value}` is not a flag nor a flag's "
-                                f"value (`error: unrecognized arguments`).", "SystemExit(2)",
-                                "Remove it, or attach it to the flag it belongs to."))
+        findings.append(
+            Finding(
+                ERROR,
+                "stray-argument",
+                [],
+                f"{stop}: `{word.value}` is not a flag nor a flag's value (`error: unrecognized arguments`).",
+                "SystemExit(2)",
+                "Remove it, or attach it to the flag it belongs to.",
+            )
+        )
     for flag in catalog.flags:
         if flag.required and flag.name not in given:
-            findings.append(Finding(ERROR, "missing-required", [flag.name],
-                                    f"{stop}: {flag.name} is required.", "SystemExit(2)", f"Add {flag.name}."))
+            findings.append(
+                Finding(
+                    ERROR,
+                    "missing-required",
+                    [flag.name],
+                    f"{stop}: {flag.name} is required.",
+                    "SystemExit(2)",
+                    f"Add {flag.name}.",
+                )
+            )
     violation = eagle_violation(version, given)
     if violation is not None:
-        findings.append(Finding(ERROR, violation.rule, list(violation.flags), violation.message,
-                                violation.exception, violation.fix))
+        findings.append(
+            Finding(ERROR, violation.rule, list(violation.flags), violation.message, violation.exception, violation.fix)
+        )
     return findings
 
 
@@ -180,8 +243,16 @@ async def check_paths(host: Host, argv: Sequence[str], catalog: Catalog) -> list
                 problem = f"{value} on {host.name} holds no config.json"
             except HostError:
                 problem = f"{value} does not exist on {host.name}"
-            findings.append(Finding(ERROR, "model-path", [name], f"SGLang will stop loading the model: {problem}.",
-                                    "OSError", f"Point {name} at a model directory on {host.name}."))
+            findings.append(
+                Finding(
+                    ERROR,
+                    "model-path",
+                    [name],
+                    f"SGLang will stop loading the model: {problem}.",
+                    "OSError",
+                    f"Point {name} at a model directory on {host.name}.",
+                )
+            )
     return findings
 
 
@@ -214,8 +285,9 @@ def _known_flags(words: Sequence[str], catalog: Catalog | None) -> list[str]:
     return out
 
 
-async def dry_run(host: Host, python: str, argv: Sequence[str], catalog: Catalog | None,
-                  timeout: float = 120.0) -> tuple[str, list[Finding]]:
+async def dry_run(
+    host: Host, python: str, argv: Sequence[str], catalog: Catalog | None, timeout: float = 120.0
+) -> tuple[str, list[Finding]]:
     """The release's own resolution of these flags on the host. Returns (outcome, findings)."""
     cache = f"/tmp/cockpit-preflight-{secrets.token_hex(4)}"
     # --device cuda keeps the GPU code paths of the checks; nothing is started on a GPU.
@@ -236,8 +308,9 @@ async def dry_run(host: Host, python: str, argv: Sequence[str], catalog: Catalog
     return await read_dry_run(host, python, result, argv, catalog)
 
 
-async def read_dry_run(host: Host, python: str, result: RunResult, argv: Sequence[str],
-                       catalog: Catalog | None) -> tuple[str, list[Finding]]:
+async def read_dry_run(
+    host: Host, python: str, result: RunResult, argv: Sequence[str], catalog: Catalog | None
+) -> tuple[str, list[Finding]]:
     """(outcome, findings) of the probe's output; a traceback's failing statement is read from
     the host, as a crash's would be."""
     from cockpit.traceback.fold import fold_lines, last_with_frames
@@ -245,8 +318,11 @@ async def read_dry_run(host: Host, python: str, result: RunResult, argv: Sequenc
     out = result.text + "\n" + result.error_text
     if "COCKPIT-NO-SGLANG" in out:
         why = re.search(r"COCKPIT-NO-SGLANG (.*)", out)
-        return f"not run: {python} on {host.name} cannot import SGLang ({why.group(1) if why else '?'}); " \
-               "only the static checks ran", []
+        return (
+            f"not run: {python} on {host.name} cannot import SGLang ({why.group(1) if why else '?'}); "
+            "only the static checks ran",
+            [],
+        )
     if "COCKPIT-PREFLIGHT-OK" in out:
         return "passed", []
     given = given_flags(argv, catalog) if catalog is not None else {}
@@ -255,14 +331,22 @@ async def read_dry_run(host: Host, python: str, result: RunResult, argv: Sequenc
         last = (result.error_text or result.text).strip().splitlines()[-1:] or ["no output"]
         refusal = _ARGPARSE_REFUSAL.search(last[0])
         flags = _known_flags(refusal.group(1).split("/"), catalog) if refusal else []
-        return "failed", [Finding(ERROR, "dry-run", flags, f"The dry run failed: {last[0]}",
-                                  f"SystemExit({result.returncode})")]
+        return "failed", [
+            Finding(ERROR, "dry-run", flags, f"The dry run failed: {last[0]}", f"SystemExit({result.returncode})")
+        ]
     frame = tb.failing_frame
     if tb.exception in ("ModuleNotFoundError", "ImportError"):
-        return "failed", [Finding(ERROR, "dry-run-environment", [],
-                                  f"{python} on {host.name} lacks a module SGLang imports while resolving these "
-                                  f"flags ({tb.exception}: {tb.message}); the server would stop the same way.",
-                                  tb.exception, "Install the missing module into the service's Python.")]
+        return "failed", [
+            Finding(
+                ERROR,
+                "dry-run-environment",
+                [],
+                f"{python} on {host.name} lacks a module SGLang imports while resolving these "
+                f"flags ({tb.exception}: {tb.message}); the server would stop the same way.",
+                tb.exception,
+                "Install the missing module into the service's Python.",
+            )
+        ]
     flags: list[str] = []
     detail = ""
     if frame is not None and frame.line is not None:
@@ -276,6 +360,12 @@ async def read_dry_run(host: Host, python: str, result: RunResult, argv: Sequenc
         flags = _known_flags(_FLAG_WORD.findall(tb.message or ""), catalog)
     flags = sorted(flags, key=lambda f: f not in given)  # the flags on the command line first
     where = f" in {frame.function}" if frame is not None and frame.function else ""
-    return "failed", [Finding(ERROR, "dry-run", flags,
-                              f"The dry run stopped: {tb.exception}{where}"
-                              f"{': ' + tb.message if tb.message else ''}.{detail}", tb.exception)]
+    return "failed", [
+        Finding(
+            ERROR,
+            "dry-run",
+            flags,
+            f"The dry run stopped: {tb.exception}{where}{': ' + tb.message if tb.message else ''}.{detail}",
+            tb.exception,
+        )
+    ]

@@ -15,10 +15,12 @@ from cockpit.sglang.preflight import INFO, Finding, Report, check_paths, check_s
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "preflight", help="check a server's flags before a restart",
+        "preflight",
+        help="check a server's flags before a restart",
         description="Static checks against the release's own flag list and start-up rules, then (with --host) "
-                    "a dry run of the release's argument resolution on the host. Flags come from `-- ARGS` or "
-                    "from the unit's ExecStart.")
+        "a dry run of the release's argument resolution on the host. Flags come from `-- ARGS` or "
+        "from the unit's ExecStart.",
+    )
     p.add_argument("--host", help="a config host or ssh_config alias")
     p.add_argument("--unit", help="the unit whose ExecStart to check")
     release = p.add_mutually_exclusive_group()
@@ -83,11 +85,12 @@ async def _run(args: argparse.Namespace) -> Report:
         if host is not None:
             report.findings += await check_paths(host, argv, catalog)
             if not args.static_only and python is not None:
-                flags_only = argv[next((i for i, w in enumerate(argv) if w.startswith("--")), len(argv)):]
+                flags_only = argv[next((i for i, w in enumerate(argv) if w.startswith("--")), len(argv)) :]
                 report.dry_run, found = await dry_run(host, python, flags_only, catalog)
                 report.findings += found
-                report.findings.append(Finding(INFO, "dry-run", [], f"SGLang's own argument resolution on "
-                                                                     f"{host.name}: {report.dry_run}"))
+                report.findings.append(
+                    Finding(INFO, "dry-run", [], f"SGLang's own argument resolution on {host.name}: {report.dry_run}")
+                )
     finally:
         if pool is not None:
             await pool.close()

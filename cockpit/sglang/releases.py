@@ -35,8 +35,11 @@ def sglang_source(version: str, progress=print) -> Path:
     found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
     if not found:
         progress(f"downloading the SGLang {version} source (pip download --no-deps sglang=={version})")
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                               f"sglang=={version}", "-d", str(wheels)], capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", f"sglang=={version}", "-d", str(wheels)],
+            capture_output=True,
+            text=True,
+        )
         found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
         if proc.returncode != 0 or not found:
             last = (proc.stderr.strip().splitlines() or ["no wheel came"])[-1].removeprefix("ERROR: ")

@@ -69,17 +69,24 @@ def eagle_violation(version: str, flags: Mapping[str, str | None]) -> Violation 
     draft = flags.get("--speculative-num-draft-tokens")
     where = eagle_check_location(version)
     if steps is None and (topk is not None or draft is not None):
-        given = [n for n, v in (("--speculative-eagle-topk", topk), ("--speculative-num-draft-tokens", draft))
-                 if v is not None]
+        given = [
+            n
+            for n, v in (("--speculative-eagle-topk", topk), ("--speculative-num-draft-tokens", draft))
+            if v is not None
+        ]
         return Violation(
             rule="eagle-params-together",
             exception="AssertionError",
             function=where,
             flags=("--speculative-num-steps", *given),
-            message=(f"SGLang {version} will stop at start-up: AssertionError in {where} "
-                     f"({' and '.join(given)} given without --speculative-num-steps)."),
-            fix=("Set --speculative-num-steps, --speculative-eagle-topk and --speculative-num-draft-tokens "
-                 "together (for example 3, 4, 8), or leave all three out to let SGLang choose."),
+            message=(
+                f"SGLang {version} will stop at start-up: AssertionError in {where} "
+                f"({' and '.join(given)} given without --speculative-num-steps)."
+            ),
+            fix=(
+                "Set --speculative-num-steps, --speculative-eagle-topk and --speculative-num-draft-tokens "
+                "together (for example 3, 4, 8), or leave all three out to let SGLang choose."
+            ),
         )
     if steps is not None and topk is None and release_tuple(version) >= (0, 5, 2):
         return Violation(
@@ -87,9 +94,11 @@ def eagle_violation(version: str, flags: Mapping[str, str | None]) -> Violation 
             exception="TypeError",
             function=where,
             flags=("--speculative-num-steps", "--speculative-eagle-topk"),
-            message=(f"SGLang {version} will stop at start-up: TypeError in {where} "
-                     "('>' not supported between NoneType and int): --speculative-num-steps is set "
-                     "but --speculative-eagle-topk is not."),
+            message=(
+                f"SGLang {version} will stop at start-up: TypeError in {where} "
+                "('>' not supported between NoneType and int): --speculative-num-steps is set "
+                "but --speculative-eagle-topk is not."
+            ),
             fix="Set --speculative-eagle-topk (1 for a linear draft, 4 or 8 for a tree) next to --speculative-num-steps.",
         )
     return None
@@ -97,6 +106,8 @@ def eagle_violation(version: str, flags: Mapping[str, str | None]) -> Violation 
 
 def speculative_params(flags: Mapping[str, str | None]) -> tuple[int | None, int | None, int | None]:
     """(num_steps, eagle_topk, num_draft_tokens) as integers where given."""
-    return (_int_or_none(flags.get("--speculative-num-steps")),
-            _int_or_none(flags.get("--speculative-eagle-topk")),
-            _int_or_none(flags.get("--speculative-num-draft-tokens")))
+    return (
+        _int_or_none(flags.get("--speculative-num-steps")),
+        _int_or_none(flags.get("--speculative-eagle-topk")),
+        _int_or_none(flags.get("--speculative-num-draft-tokens")),
+    )

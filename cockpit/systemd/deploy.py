@@ -54,8 +54,7 @@ def backup_name(path: str, stamp: float | None = None) -> str:
     writes in one second never share a name, and names sort by time."""
     when = stamp if stamp is not None else time.time()
     micros = int(round((when % 1) * 1e6)) % 1_000_000
-    return (f"{path}{BACKUP_TAG}{time.strftime('%Y%m%dT%H%M%S', time.gmtime(when))}.{micros:06d}"
-            f"-{secrets.token_hex(4)}")
+    return f"{path}{BACKUP_TAG}{time.strftime('%Y%m%dT%H%M%S', time.gmtime(when))}.{micros:06d}-{secrets.token_hex(4)}"
 
 
 async def _verify(host: Host, unit_name: str, texts: dict[str, str]) -> None:
@@ -72,17 +71,26 @@ async def _verify(host: Host, unit_name: str, texts: dict[str, str]) -> None:
         result = await host.run(["systemd-analyze", "verify", f"{work}/{unit_name}"], timeout=60)
         if result.returncode == 127:
             return  # the host has no systemd-analyze
-        problems = [line for line in (result.error_text + "\n" + result.text).splitlines()
-                    if line.strip() and unit_name in line and "Unit configuration has fatal error" not in line]
+        problems = [
+            line
+            for line in (result.error_text + "\n" + result.text).splitlines()
+            if line.strip() and unit_name in line and "Unit configuration has fatal error" not in line
+        ]
         if not result.ok and problems:
             raise ControlError(f"systemd-analyze verify refuses the new {unit_name}: {problems[0].strip()}")
     finally:
         await host.run(["rm", "-rf", work], timeout=10)
 
 
-async def write_files(host: Host, cfg: HostConfig, unit_name: str, new: dict[str, str],
-                      loaded: dict[str, str], *,
-                      before_rename: Callable[[], Awaitable[None]] | None = None) -> list[str]:
+async def write_files(
+    host: Host,
+    cfg: HostConfig,
+    unit_name: str,
+    new: dict[str, str],
+    loaded: dict[str, str],
+    *,
+    before_rename: Callable[[], Awaitable[None]] | None = None,
+) -> list[str]:
     """Replace each changed file (cockpit.remote.replace), refused when the host's copy is not
     the text the edit started from; returns where the texts on disk were backed up.
 
@@ -97,8 +105,10 @@ async def write_files(host: Host, cfg: HostConfig, unit_name: str, new: dict[str
         except HostError as e:
             raise ChangedOnHost(f"cannot re-read {path} on {host.name}: {e}") from None
         if decode(on_disk[path]) != loaded.get(path):
-            raise ChangedOnHost(f"{path} changed on {host.name} since it was loaded: reload it and make "
-                                "your change again (nothing was written)")
+            raise ChangedOnHost(
+                f"{path} changed on {host.name} since it was loaded: reload it and make "
+                "your change again (nothing was written)"
+            )
     await _verify(host, unit_name, new)
     backups = []
     stamp = time.time()
@@ -106,8 +116,9 @@ async def write_files(host: Host, cfg: HostConfig, unit_name: str, new: dict[str
         backup = backup_name(path, stamp)
         try:
             await replace_file(host, backup, on_disk[path], sudo=cfg.sudo, expect=None)
-            await replace_file(host, path, encode(text), sudo=cfg.sudo, expect=on_disk[path],
-                               before_rename=before_rename)
+            await replace_file(
+                host, path, encode(text), sudo=cfg.sudo, expect=on_disk[path], before_rename=before_rename
+            )
         except FileChanged as e:
             raise ChangedOnHost(str(e)) from None
         except HostError as e:
@@ -129,9 +140,15 @@ async def _prune(host: Host, cfg: HostConfig, path: str) -> None:
             raise ControlError(explain_failure(host.name, cfg.user, argv, result))
 
 
-async def restart_and_watch(host: Host, cfg: HostConfig, unit: str, url_host_port: tuple[str, int], *,
-                            timeout: float = 900.0,
-                            on_entries: Callable[[list[JournalEntry]], None] | None = None) -> Watch:
+async def restart_and_watch(
+    host: Host,
+    cfg: HostConfig,
+    unit: str,
+    url_host_port: tuple[str, int],
+    *,
+    timeout: float = 900.0,
+    on_entries: Callable[[list[JournalEntry]], None] | None = None,
+) -> Watch:
     """daemon-reload, restart, then follow the new invocation until it is ready or dies."""
     control = UnitControl(host, cfg)
     await control.daemon_reload()
@@ -160,8 +177,12 @@ async def restart_and_watch(host: Host, cfg: HostConfig, unit: str, url_host_por
             died = status.active_state in ("failed", "inactive") or status.sub_state == "auto-restart"
             if new_invocation and (died or (status.n_restarts > before.n_restarts and not seen_ready)):
                 await asyncio.sleep(1.0)  # journald may still be reading the last lines
-                return Watch("crashed", time.monotonic() - started, list(entries),
-                             f"{status.active_state} ({status.last_exit or status.result})")
+                return Watch(
+                    "crashed",
+                    time.monotonic() - started,
+                    list(entries),
+                    f"{status.active_state} ({status.last_exit or status.result})",
+                )
             if seen_ready and status.active_state == "active" and await is_ready(host, *url_host_port):
                 return Watch("ready", time.monotonic() - started, list(entries))
         return Watch("timeout", time.monotonic() - started, list(entries), f"not ready after {timeout:.0f} s")

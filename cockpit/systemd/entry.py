@@ -39,9 +39,16 @@ class JournalEntry(msgspec.Struct, gc=False):
     binary: bool = False  # MESSAGE came as bytes (invalid UTF-8 or control characters)
 
     def to_json(self) -> dict[str, Any]:
-        return {"message": self.message, "cursor": self.cursor, "realtime_us": self.realtime_us,
-                "pid": self.pid, "priority": self.priority, "invocation_id": self.invocation_id,
-                "unit": self.unit, "identifier": self.identifier}
+        return {
+            "message": self.message,
+            "cursor": self.cursor,
+            "realtime_us": self.realtime_us,
+            "pid": self.pid,
+            "priority": self.priority,
+            "invocation_id": self.invocation_id,
+            "unit": self.unit,
+            "identifier": self.identifier,
+        }
 
 
 _MEMO_LIMIT = 65536
@@ -77,8 +84,7 @@ def _message_from(value: Any) -> tuple[str, bool]:
         return "", False  # a field journald did not send (without --all, over 4096 bytes)
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return "\n".join(value), False  # MESSAGE stored more than once
-    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 256
-                                       for v in value):
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 256 for v in value):
         return bytes(value).decode("utf-8", "replace"), True
     return msgspec.json.encode(value).decode(), False
 
@@ -133,8 +139,16 @@ def parse_entry(line: str | bytes) -> JournalEntry | None:
     if message.__class__ is not str or wire.about_unit is not UNSET or wire.priority is None:
         return None if message is UNSET else _careful(_decode_any(line))
     invocation, unit, identifier = wire.invocation_id, wire.unit, wire.identifier
-    return JournalEntry(message, wire.cursor, wire.realtime_us, wire.pid, wire.priority,
-                        _share(invocation, invocation), _share(unit, unit), _share(identifier, identifier))
+    return JournalEntry(
+        message,
+        wire.cursor,
+        wire.realtime_us,
+        wire.pid,
+        wire.priority,
+        _share(invocation, invocation),
+        _share(unit, unit),
+        _share(identifier, identifier),
+    )
 
 
 def parse_json_line(line: str | bytes) -> JournalEntry:

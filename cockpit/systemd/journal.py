@@ -26,8 +26,7 @@ RETRY = (0.5, 1.0, 2.0, 4.0)
 
 
 def journal_argv(unit: str, *extra: str) -> list[str]:
-    return ["journalctl", "-u", unit, "-o", "json", "--all", f"--output-fields={OUTPUT_FIELDS}",
-            "--no-pager", *extra]
+    return ["journalctl", "-u", unit, "-o", "json", "--all", f"--output-fields={OUTPUT_FIELDS}", "--no-pager", *extra]
 
 
 async def query(host: Host, argv: list[str], timeout: float = 60) -> list[JournalEntry]:
@@ -61,8 +60,16 @@ OnState = Callable[[str, "str | None"], None]
 class JournalFollower:
     """Delivers a unit's journal in batches until cancelled; survives dropped connections."""
 
-    def __init__(self, host: Host, unit: str, *, backlog: int = 1000, after_cursor: str | None = None,
-                 on_state: OnState | None = None, max_batch: int = 20_000) -> None:
+    def __init__(
+        self,
+        host: Host,
+        unit: str,
+        *,
+        backlog: int = 1000,
+        after_cursor: str | None = None,
+        on_state: OnState | None = None,
+        max_batch: int = 20_000,
+    ) -> None:
         self.host = host
         self.unit = unit
         self.backlog = backlog

@@ -38,9 +38,11 @@ async def load_remote_unit(host: Host, status: UnitStatus, catalog: Catalog | No
 
 # The directories the service's interpreter imports from (with the unit's PYTHONPATH), each
 # as given and with its symlinks resolved, and where it installs packages.
-_PATHS = ("import json, os, sys, sysconfig\n"
-          "dirs = [p for p in sys.path if p.startswith('/')]\n"
-          "print(json.dumps([sysconfig.get_paths()['purelib'], dirs + [os.path.realpath(p) for p in dirs]]))")
+_PATHS = (
+    "import json, os, sys, sysconfig\n"
+    "dirs = [p for p in sys.path if p.startswith('/')]\n"
+    "print(json.dumps([sysconfig.get_paths()['purelib'], dirs + [os.path.realpath(p) for p in dirs]]))"
+)
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,9 @@ async def service_python(host: Host, python: str, unit: Unit | None = None) -> S
     workdir = unit.working_directory() if unit is not None else None
     found = [*dirs, *([workdir] if workdir else [])]
     roots = tuple(dict.fromkeys(posixpath.normpath(d) for d in found if isinstance(d, str) and d.startswith("/")))
-    return ServicePython(python, purelib if isinstance(purelib, str) else None,
-                         SourceRoots(tuple(d for d in roots if d != "/")))
+    return ServicePython(
+        python, purelib if isinstance(purelib, str) else None, SourceRoots(tuple(d for d in roots if d != "/"))
+    )
 
 
 async def site_packages(host: Host, python: str) -> str | None:

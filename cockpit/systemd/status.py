@@ -12,10 +12,27 @@ from cockpit.errors import CockpitError
 from cockpit.remote.base import FileMissing, Host
 
 PROPERTIES = (
-    "Id", "Description", "LoadState", "ActiveState", "SubState", "Result", "MainPID", "ExecMainCode",
-    "ExecMainStatus", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "ActiveEnterTimestamp",
-    "InactiveEnterTimestamp", "NRestarts", "InvocationID", "NeedDaemonReload", "FragmentPath", "DropInPaths",
-    "MemoryCurrent", "CPUUsageNSec", "UnitFileState",
+    "Id",
+    "Description",
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "Result",
+    "MainPID",
+    "ExecMainCode",
+    "ExecMainStatus",
+    "ExecMainStartTimestamp",
+    "ExecMainExitTimestamp",
+    "ActiveEnterTimestamp",
+    "InactiveEnterTimestamp",
+    "NRestarts",
+    "InvocationID",
+    "NeedDaemonReload",
+    "FragmentPath",
+    "DropInPaths",
+    "MemoryCurrent",
+    "CPUUsageNSec",
+    "UnitFileState",
 )
 _CLD = {1: "exited", 2: "killed", 3: "dumped"}  # ExecMainCode: the waitid() si_code
 _SIGNALS = {1: "HUP", 2: "INT", 3: "QUIT", 6: "ABRT", 9: "KILL", 11: "SEGV", 13: "PIPE", 15: "TERM"}
@@ -130,30 +147,32 @@ def parse_show(text: str, host: str) -> list[UnitStatus]:
         if not props:
             continue
         code = _int(props.get("ExecMainCode", ""))
-        out.append(UnitStatus(
-            unit=props.get("Id", ""),
-            host=host,
-            description=props.get("Description", ""),
-            load_state=props.get("LoadState", ""),
-            active_state=props.get("ActiveState", ""),
-            sub_state=props.get("SubState", ""),
-            result=props.get("Result", ""),
-            main_pid=_int(props.get("MainPID", "")) or 0,
-            exec_main_code=_CLD.get(code or 0),
-            exec_main_status=_int(props.get("ExecMainStatus", "")),
-            exec_main_start=_timestamp(props.get("ExecMainStartTimestamp", "")),
-            exec_main_exit=_timestamp(props.get("ExecMainExitTimestamp", "")),
-            active_enter=_timestamp(props.get("ActiveEnterTimestamp", "")),
-            inactive_enter=_timestamp(props.get("InactiveEnterTimestamp", "")),
-            n_restarts=_int(props.get("NRestarts", "")) or 0,
-            invocation_id=props.get("InvocationID") or None,
-            need_daemon_reload=props.get("NeedDaemonReload") == "yes",
-            fragment_path=props.get("FragmentPath") or None,
-            drop_in_paths=tuple(props.get("DropInPaths", "").split()),
-            memory_bytes=_int(props.get("MemoryCurrent", "")),
-            cpu_ns=_int(props.get("CPUUsageNSec", "")),
-            unit_file_state=props.get("UnitFileState") or None,
-        ))
+        out.append(
+            UnitStatus(
+                unit=props.get("Id", ""),
+                host=host,
+                description=props.get("Description", ""),
+                load_state=props.get("LoadState", ""),
+                active_state=props.get("ActiveState", ""),
+                sub_state=props.get("SubState", ""),
+                result=props.get("Result", ""),
+                main_pid=_int(props.get("MainPID", "")) or 0,
+                exec_main_code=_CLD.get(code or 0),
+                exec_main_status=_int(props.get("ExecMainStatus", "")),
+                exec_main_start=_timestamp(props.get("ExecMainStartTimestamp", "")),
+                exec_main_exit=_timestamp(props.get("ExecMainExitTimestamp", "")),
+                active_enter=_timestamp(props.get("ActiveEnterTimestamp", "")),
+                inactive_enter=_timestamp(props.get("InactiveEnterTimestamp", "")),
+                n_restarts=_int(props.get("NRestarts", "")) or 0,
+                invocation_id=props.get("InvocationID") or None,
+                need_daemon_reload=props.get("NeedDaemonReload") == "yes",
+                fragment_path=props.get("FragmentPath") or None,
+                drop_in_paths=tuple(props.get("DropInPaths", "").split()),
+                memory_bytes=_int(props.get("MemoryCurrent", "")),
+                cpu_ns=_int(props.get("CPUUsageNSec", "")),
+                unit_file_state=props.get("UnitFileState") or None,
+            )
+        )
     return out
 
 

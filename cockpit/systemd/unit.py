@@ -27,17 +27,33 @@ from cockpit.errors import CockpitError
 from cockpit.sglang.flags import Catalog
 from cockpit.systemd.unit_args import Item, Value, flag_name, parse_items, same_flag
 from cockpit.systemd.unit_env import Assignment, parse_assignments, parse_env_file, quote_assignment
-from cockpit.systemd.unit_exec import Arg, Command, ExecSyntaxError, expand_env, name_specifiers, parse_commands, \
-    quote_word, resolve_specifiers
+from cockpit.systemd.unit_exec import (
+    Arg,
+    Command,
+    ExecSyntaxError,
+    expand_env,
+    name_specifiers,
+    parse_commands,
+    quote_word,
+    resolve_specifiers,
+)
 from cockpit.systemd.unit_syntax import Entry, UnitFile, UnitSyntaxError, parse_unit_file
 
 # The system manager's unit search path (systemd 252, `systemd-analyze unit-paths`), highest
 # precedence first; /lib/systemd/system is where split-/usr builds such as Debian's look too.
 SYSTEM_UNIT_PATH = (
-    "/etc/systemd/system.control", "/run/systemd/system.control", "/run/systemd/transient",
-    "/run/systemd/generator.early", "/etc/systemd/system", "/etc/systemd/system.attached",
-    "/run/systemd/system", "/run/systemd/system.attached", "/run/systemd/generator",
-    "/usr/local/lib/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system",
+    "/etc/systemd/system.control",
+    "/run/systemd/system.control",
+    "/run/systemd/transient",
+    "/run/systemd/generator.early",
+    "/etc/systemd/system",
+    "/etc/systemd/system.attached",
+    "/run/systemd/system",
+    "/run/systemd/system.attached",
+    "/run/systemd/generator",
+    "/usr/local/lib/systemd/system",
+    "/usr/lib/systemd/system",
+    "/lib/systemd/system",
     "/run/systemd/generator.late",
 )
 SECTION = "Service"
@@ -74,7 +90,7 @@ def _dropin_names(name: str) -> list[str]:
         if dash <= 0:
             return names
         if dash + 1 < len(prefix) or chopped:
-            prefix = prefix[:dash + 1]
+            prefix = prefix[: dash + 1]
             break
         prefix, chopped = prefix[:dash], True
     return names + _dropin_names(f"{prefix}@{instance}.{kind}" if at and instance else f"{prefix}.{kind}")
@@ -136,8 +152,14 @@ def is_glob(path: str) -> bool:
     return any(c in path for c in "*?[")
 
 
-def load_unit(texts: Mapping[str, str | bytes], fragment: str, *, name: str | None = None,
-              search_path: Sequence[str] = SYSTEM_UNIT_PATH, catalog: Catalog | None = None) -> Unit:
+def load_unit(
+    texts: Mapping[str, str | bytes],
+    fragment: str,
+    *,
+    name: str | None = None,
+    search_path: Sequence[str] = SYSTEM_UNIT_PATH,
+    catalog: Catalog | None = None,
+) -> Unit:
     """The unit whose file is `texts[fragment]`, with the drop-ins among `texts` that systemd
     applies to it; the other texts are there for `EnvironmentFile=`. Raises UnitSyntaxError
     (`FILE:LINE: ...`) for a line systemd would refuse."""
@@ -235,7 +257,9 @@ class Unit:
         if not commands:
             raise UnitError(f"{self.name} has no ExecStart= (in {', '.join(f.path for f in self.files)})")
         if len(commands) > 1:
-            raise UnitError(f"{self.name} runs {len(commands)} ExecStart= commands; the cockpit edits a unit that runs one")
+            raise UnitError(
+                f"{self.name} runs {len(commands)} ExecStart= commands; the cockpit edits a unit that runs one"
+            )
         return commands[0]
 
     @property
@@ -385,8 +409,10 @@ class Unit:
     def _check_not_from_file(self, key: str) -> None:
         from_file = self._file_environment().get(key)
         if from_file is not None:
-            raise UnitError(f"{key} is set in the environment file {from_file[1]}, which overrides Environment=: "
-                            "edit that file instead")
+            raise UnitError(
+                f"{key} is set in the environment file {from_file[1]}, which overrides Environment=: "
+                "edit that file instead"
+            )
 
     def set_env(self, key: str, value: str) -> Unit:
         """Set a variable: in the `Environment=` assignment that sets it now, else on a new
@@ -501,7 +527,9 @@ class _Plan:
 
     def occurrences(self, name: str) -> list[int]:
         """The items that are `name` (any spelling the release accepts for it)."""
-        return [k for k, item in enumerate(self.items) if item.is_flag and same_flag(item.name, name, self.unit.catalog)]
+        return [
+            k for k, item in enumerate(self.items) if item.is_flag and same_flag(item.name, name, self.unit.catalog)
+        ]
 
     @classmethod
     def of(cls, unit: Unit) -> _Plan:
@@ -543,8 +571,11 @@ class _Plan:
                 return [quote_word(f"{name}={value}", expand_env=env)]
             if any(v.startswith("--") for v in values):
                 raise UnitError(f"{name}: a value of a several-valued flag cannot start with '--'")
-            name_raw = self.groups[self._group_of(k)].raws[0] if k is not None and not self.items[k].inline \
+            name_raw = (
+                self.groups[self._group_of(k)].raws[0]
+                if k is not None and not self.items[k].inline
                 else quote_word(name, expand_env=env)
+            )
             return [name_raw, *(quote_word(v, expand_env=env) for v in values)]
         except ValueError as e:
             raise UnitError(f"{name}: {e}") from None

@@ -50,8 +50,9 @@ def same_flag(a: str, b: str, catalog: Catalog | None) -> bool:
     return fa is not None and fa == catalog.get(b)
 
 
-def _value_count(name: str, argv: Sequence[str], start: int, opaque: Sequence[bool],
-                 catalog: Catalog | None) -> tuple[int, bool]:
+def _value_count(
+    name: str, argv: Sequence[str], start: int, opaque: Sequence[bool], catalog: Catalog | None
+) -> tuple[int, bool]:
     """How many of the words from argv[start] are this flag's values, and whether it takes
     several. Counted in place: slicing the rest of argv for each flag made long command
     lines quadratic (20,000 flags took 12.8 s)."""
@@ -70,8 +71,9 @@ def _value_count(name: str, argv: Sequence[str], start: int, opaque: Sequence[bo
     return min(1, available), False
 
 
-def parse_items(argv: Sequence[str], catalog: Catalog | None = None,
-                opaque: frozenset[int] = frozenset()) -> tuple[int, list[Item]]:
+def parse_items(
+    argv: Sequence[str], catalog: Catalog | None = None, opaque: frozenset[int] = frozenset()
+) -> tuple[int, list[Item]]:
     """(head, items): argv[:head] is the program part; items cover argv[head:] in order.
     Indices in `opaque` (an unknown `$VAR`) are never taken as a flag's value."""
     hidden = [i in opaque for i in range(len(argv))]
@@ -93,7 +95,7 @@ def parse_items(argv: Sequence[str], catalog: Catalog | None = None,
             i += 1
             continue
         count, several = _value_count(name, argv, i + 1, hidden, catalog)
-        values = tuple(argv[i + 1:i + 1 + count])
+        values = tuple(argv[i + 1 : i + 1 + count])
         value: Value = values if several else (values[0] if values else None)
         items.append(Item(name, value, tuple(range(i, i + 1 + count))))
         i += 1 + count

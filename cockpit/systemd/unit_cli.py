@@ -20,20 +20,27 @@ from cockpit.systemd.unit import Unit, encode, load_unit, read_local
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    unit = subparsers.add_parser("unit", help="show or edit a unit file's command line, as systemd reads it",
-                                 description="Read a systemd service file (and its drop-ins in UNIT_FILE.d/) the "
-                                             "way systemd does; change flags with every other byte kept.")
+    unit = subparsers.add_parser(
+        "unit",
+        help="show or edit a unit file's command line, as systemd reads it",
+        description="Read a systemd service file (and its drop-ins in UNIT_FILE.d/) the "
+        "way systemd does; change flags with every other byte kept.",
+    )
     sub = unit.add_subparsers(dest="unit_command", required=True, parser_class=type(unit))
     show = sub.add_parser("show", help="the argv systemd runs, its flags and environment")
     show.add_argument("unit_file", metavar="UNIT_FILE")
     show.add_argument("--json", action="store_true", help="print {unit, defined_in, exec, flags, environment}")
     edit = sub.add_parser("set", help="re-render the unit with flags set or removed")
     edit.add_argument("unit_file", metavar="UNIT_FILE")
-    edit.add_argument("--flag", action="append", default=[], metavar="NAME[=VALUE]",
-                      help="set a flag (NAME with or without its dashes; a bare NAME is a switch); repeatable")
+    edit.add_argument(
+        "--flag",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="set a flag (NAME with or without its dashes; a bare NAME is a switch); repeatable",
+    )
     edit.add_argument("--unset", action="append", default=[], metavar="NAME", help="remove a flag; repeatable")
-    edit.add_argument("--in-place", action="store_true",
-                      help="write the file atomically instead of printing it")
+    edit.add_argument("--in-place", action="store_true", help="write the file atomically instead of printing it")
     return unit
 
 
@@ -98,8 +105,10 @@ def _set(args: argparse.Namespace) -> int:
     for name, value in changes:
         dashed = name if name.startswith("-") else "--" + name
         if value is None and current.get(dashed) is not None:
-            raise UsageError(f"{dashed} has the value {_shown(current[dashed])} now: give --flag {name}=VALUE to "
-                             f"change it (a bare {name} would leave it with no value), or --unset {name}")
+            raise UsageError(
+                f"{dashed} has the value {_shown(current[dashed])} now: give --flag {name}=VALUE to "
+                f"change it (a bare {name} would leave it with no value), or --unset {name}"
+            )
         unit = unit.set_flag(name, value)
     for name in args.unset:
         unit = unit.unset_flag(name)

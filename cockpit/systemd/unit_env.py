@@ -40,8 +40,9 @@ def parse_assignments(value: str, known: Mapping[str, str]) -> list[Assignment]:
     for word, start, end in split_words(value, strict=True):
         resolved, _ = resolve_specifiers(word, known)
         key, eq, val = resolved.partition("=")
-        out.append(Assignment(value[start:end], key, val, bool(eq) and bool(ENV_NAME.fullmatch(key))
-                              and _valid_value(val)))
+        out.append(
+            Assignment(value[start:end], key, val, bool(eq) and bool(ENV_NAME.fullmatch(key)) and _valid_value(val))
+        )
     return out
 
 
@@ -146,4 +147,3 @@ def parse_env_file(text: str) -> dict[str, str]:
     if state in ("pre_value", "value", "value_escape", "single", "double", "double_escape"):
         push(state == "value")
     return result
-

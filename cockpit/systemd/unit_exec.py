@@ -26,8 +26,19 @@ SEPARATORS = " \t\n\r"
 # accepts); any other letter after `%` is an error that stops the unit from loading.
 SPECIFIERS = frozenset("aAbBcCdEfgGhHiIjJlLmMnNopPqrRsStTuUvVwWyY")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-                   "\\": "\\", '"': '"', "'": "'", "s": " "}
+_SIMPLE_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "s": " ",
+}
 _HEX = "0123456789abcdefABCDEF"
 
 
@@ -88,13 +99,13 @@ def _unescape_one(text: str, i: int) -> tuple[bytes, int] | None:
     if c in _SIMPLE_ESCAPES:
         return _SIMPLE_ESCAPES[c].encode(), 1
     if c == "x":
-        digits = text[i + 1:i + 3]
+        digits = text[i + 1 : i + 3]
         if len(digits) == 2 and all(d in _HEX for d in digits) and digits != "00":
             return bytes([int(digits, 16)]), 3
         return None
     if c in "uU":
         n = 4 if c == "u" else 8
-        digits = text[i + 1:i + 1 + n]
+        digits = text[i + 1 : i + 1 + n]
         if len(digits) != n or not all(d in _HEX for d in digits):
             return None
         code = int(digits, 16)
@@ -102,7 +113,7 @@ def _unescape_one(text: str, i: int) -> tuple[bytes, int] | None:
             return None
         return chr(code).encode("utf-8", "surrogatepass"), n + 1
     if c in "01234567":
-        digits = text[i:i + 3]
+        digits = text[i : i + 3]
         if len(digits) == 3 and all(d in "01234567" for d in digits):
             code = int(digits, 8)
             if 0 < code <= 255:
@@ -111,8 +122,9 @@ def _unescape_one(text: str, i: int) -> tuple[bytes, int] | None:
     return None
 
 
-def extract_word(text: str, pos: int, *, unescape: bool = True, strict: bool = False,
-                 relax: bool = False) -> tuple[str, int, int] | None:
+def extract_word(
+    text: str, pos: int, *, unescape: bool = True, strict: bool = False, relax: bool = False
+) -> tuple[str, int, int] | None:
     """systemd's extract_first_word() from `pos`: (word, start, end), or None when only
     separators remain. `unescape` is EXTRACT_CUNESCAPE, where an unknown escape is kept as
     written (command lines) or, when `strict`, refused (`Environment=`); without `unescape` a
@@ -137,9 +149,9 @@ def extract_word(text: str, pos: int, *, unescape: bool = True, strict: bool = F
             if unescape:
                 known = _unescape_one(text, pos + 1)
                 if known is None and strict:
-                    raise ExecSyntaxError(f"unknown escape {text[pos:pos + 2]!r} in {text[start:]!r}")
+                    raise ExecSyntaxError(f"unknown escape {text[pos : pos + 2]!r} in {text[start:]!r}")
                 if known is None:
-                    out += text[pos:pos + 2].encode("utf-8", "surrogateescape")
+                    out += text[pos : pos + 2].encode("utf-8", "surrogateescape")
                     pos += 2
                 else:
                     out += known[0]
@@ -165,8 +177,9 @@ def extract_word(text: str, pos: int, *, unescape: bool = True, strict: bool = F
     return out.decode("utf-8", "surrogateescape"), start, pos
 
 
-def split_words(text: str, *, unescape: bool = True, strict: bool = False,
-                relax: bool = False) -> list[tuple[str, int, int]]:
+def split_words(
+    text: str, *, unescape: bool = True, strict: bool = False, relax: bool = False
+) -> list[tuple[str, int, int]]:
     words = []
     pos = 0
     while (found := extract_word(text, pos, unescape=unescape, strict=strict, relax=relax)) is not None:
@@ -181,8 +194,9 @@ def split_words(text: str, *, unescape: bool = True, strict: bool = False,
 def _unescape_unit_name(s: str) -> str:
     """unit_name_unescape(): `-` is `/` and `\\xNN` a byte."""
     s = s.replace("-", "/")
-    return re.sub(rb"\\x([0-9a-fA-F]{2})", lambda m: bytes([int(m.group(1), 16)]),
-                  s.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+    return re.sub(
+        rb"\\x([0-9a-fA-F]{2})", lambda m: bytes([int(m.group(1), 16)]), s.encode("utf-8", "surrogateescape")
+    ).decode("utf-8", "surrogateescape")
 
 
 def name_specifiers(unit_name: str) -> dict[str, str]:
@@ -191,9 +205,16 @@ def name_specifiers(unit_name: str) -> dict[str, str]:
     stem, _, _ = unit_name.rpartition(".")
     prefix, at, instance = stem.partition("@")
     last = prefix.rpartition("-")[2] if "-" in prefix else prefix
-    return {"n": unit_name, "N": stem, "p": prefix, "P": _unescape_unit_name(prefix),
-            "i": instance if at else "", "I": _unescape_unit_name(instance) if at else "",
-            "j": last, "J": _unescape_unit_name(last)}
+    return {
+        "n": unit_name,
+        "N": stem,
+        "p": prefix,
+        "P": _unescape_unit_name(prefix),
+        "i": instance if at else "",
+        "I": _unescape_unit_name(instance) if at else "",
+        "j": last,
+        "J": _unescape_unit_name(last),
+    }
 
 
 def resolve_specifiers(s: str, known: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
@@ -272,11 +293,11 @@ def parse_commands(value: str, known: Mapping[str, str]) -> list[Command]:
                 pos += 1
             if pos >= n:
                 break
-            ahead = value[pos + 1:pos + 2]
+            ahead = value[pos + 1 : pos + 2]
             if value[pos] == ";" and (not ahead or ahead in SEPARATORS):
                 pos += 1
                 break
-            if value[pos:pos + 2] == "\\;" and (pos + 2 >= n or value[pos + 2] in SEPARATORS):
+            if value[pos : pos + 2] == "\\;" and (pos + 2 >= n or value[pos + 2] in SEPARATORS):
                 words.append(Word("\\;", ";", pos))
                 pos += 2
                 continue
@@ -308,7 +329,7 @@ def _replace_env(word: str, env: Mapping[str, str], missing: set[str]) -> str:
             i += 2
             continue
         if ahead != "{":
-            out.append(word[i:i + 2])
+            out.append(word[i : i + 2])
             i += 2
             continue
         j = i + 2
@@ -318,14 +339,14 @@ def _replace_env(word: str, env: Mapping[str, str], missing: set[str]) -> str:
             out.append(word[i:])
             break
         if word[j] == ":":  # `${A:-b}`: systemd leaves it alone and reads on after the colon
-            out.append(word[i:j + 1])
+            out.append(word[i : j + 1])
         else:
-            name = word[i + 2:j]
+            name = word[i + 2 : j]
             if name in env:
                 out.append(env[name])
             elif ENV_NAME.fullmatch(name):
                 missing.add(name)
-                out.append(word[i:j + 1])
+                out.append(word[i : j + 1])
         i = j + 1
     return "".join(out)
 

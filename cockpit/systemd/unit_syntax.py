@@ -91,8 +91,11 @@ class UnitFile:
 
     def directives(self, section: str, key: str) -> list[tuple[int, Entry]]:
         """Every `key=` of `section`, with its index in `entries`, in file order."""
-        return [(i, e) for i, e in enumerate(self.entries)
-                if e.kind == "directive" and e.section == section and e.key == key]
+        return [
+            (i, e)
+            for i, e in enumerate(self.entries)
+            if e.kind == "directive" and e.section == section and e.key == key
+        ]
 
     def eol(self) -> str:
         """The line ending this file uses, for lines the cockpit adds."""
@@ -117,7 +120,7 @@ def split_lines(text: str) -> list[PhysicalLine]:
     lines: list[PhysicalLine] = []
     pos = 0
     for m in _EOL.finditer(text):
-        lines.append(PhysicalLine(text[pos:m.start()], m.group()))
+        lines.append(PhysicalLine(text[pos : m.start()], m.group()))
         pos = m.end()
     if pos < len(text):
         lines.append(PhysicalLine(text[pos:], ""))
@@ -180,8 +183,9 @@ def parse_unit_file(path: str, text: str) -> UnitFile:
     return UnitFile(path, tuple(entries))
 
 
-def _logical(path: str, lineno: int, lines: tuple[PhysicalLine, ...], offsets: tuple[int, ...],
-             joined: str, section: str | None) -> Entry:
+def _logical(
+    path: str, lineno: int, lines: tuple[PhysicalLine, ...], offsets: tuple[int, ...], joined: str, section: str | None
+) -> Entry:
     body = joined.strip(WHITESPACE)
     if not body:
         return Entry(lineno, lines, "blank", section, offsets=offsets)
@@ -198,6 +202,6 @@ def _logical(path: str, lineno: int, lines: tuple[PhysicalLine, ...], offsets: t
     key = joined[lead:eq].strip(WHITESPACE)
     if not key:
         raise UnitSyntaxError(path, lineno, f"missing key name before '=' in {body!r}")
-    rest = joined[eq + 1:]
+    rest = joined[eq + 1 :]
     value_start = eq + 1 + len(rest) - len(rest.lstrip(WHITESPACE))
     return Entry(lineno, lines, "directive", section, key, rest.strip(WHITESPACE), value_start, offsets)

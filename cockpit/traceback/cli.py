@@ -33,14 +33,22 @@ _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "fold", help="fold a journal export or a log into whole tracebacks",
+        "fold",
+        help="fold a journal export or a log into whole tracebacks",
         description="Reads `journalctl -o json` lines or plain text lines and prints every traceback "
-                    "whole, its lines gathered from between other processes' lines, under a one-line "
-                    "header; other lines as they came. Records are printed as soon as they are complete.")
-    parser.add_argument("file", nargs="?", default="-", metavar="FILE",
-                        help="the journal export or log to read (default: standard input)")
-    parser.add_argument("--json", action="store_true",
-                        help="one JSON object per record: a traceback's frames, exception, chain")
+        "whole, its lines gathered from between other processes' lines, under a one-line "
+        "header; other lines as they came. Records are printed as soon as they are complete.",
+    )
+    parser.add_argument(
+        "file",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="the journal export or log to read (default: standard input)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON object per record: a traceback's frames, exception, chain"
+    )
     return parser
 
 

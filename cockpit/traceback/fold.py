@@ -27,9 +27,20 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from cockpit.systemd.entry import JournalEntry, parse_entry
-from cockpit.traceback.grammar import (EXCEPTION, FRAME, GROUP_HEADER, GROUP_TAILS, HEADER, RELATIONS,
-                                       continues_frames, headerless_group_at, is_group_closing, is_group_line,
-                                       is_log_line, log_rank)
+from cockpit.traceback.grammar import (
+    EXCEPTION,
+    FRAME,
+    GROUP_HEADER,
+    GROUP_TAILS,
+    HEADER,
+    RELATIONS,
+    continues_frames,
+    headerless_group_at,
+    is_group_closing,
+    is_group_line,
+    is_log_line,
+    log_rank,
+)
 from cockpit.traceback.model import TEXT_SOURCE, Line, Traceback
 
 Record = Line | Traceback
@@ -100,9 +111,14 @@ class Folder:
         try:
             for entry in entries:
                 text = entry.message
-                if (text.endswith(_OPENING_TAILS) or text.startswith("  ") or "\n" in text
-                        or (opened and (entry.pid in opened or entry.pid == 1))
-                        or (exited and entry.pid in exited) or (frame_like and entry.pid in frame_like)):
+                if (
+                    text.endswith(_OPENING_TAILS)
+                    or text.startswith("  ")
+                    or "\n" in text
+                    or (opened and (entry.pid in opened or entry.pid == 1))
+                    or (exited and entry.pid in exited)
+                    or (frame_like and entry.pid in frame_like)
+                ):
                     entry_(entry)
                 else:
                     append(Line(text, entry))
@@ -283,9 +299,17 @@ class Folder:
         return True
 
     def _start(self, text: str, entry: JournalEntry, state: int) -> None:
-        tb = Traceback([text], [entry.realtime_us], pid=entry.pid, rank=log_rank(text) or None,
-                       unit=entry.unit, cursor=entry.cursor, invocation_id=entry.invocation_id,
-                       priority=None if entry is TEXT_SOURCE else entry.priority, open=True)
+        tb = Traceback(
+            [text],
+            [entry.realtime_us],
+            pid=entry.pid,
+            rank=log_rank(text) or None,
+            unit=entry.unit,
+            cursor=entry.cursor,
+            invocation_id=entry.invocation_id,
+            priority=None if entry is TEXT_SOURCE else entry.priority,
+            open=True,
+        )
         self._open[entry.pid] = _Open(tb, len(self.records), state)
         self.records.append(tb)
 
@@ -294,11 +318,18 @@ class Folder:
         assert isinstance(first, Line)
         lines = [first.text, text]
         source = first.entry
-        tb = Traceback(lines, [source.realtime_us, entry.realtime_us], pid=source.pid,
-                       rank=None, unit=source.unit, cursor=source.cursor,
-                       invocation_id=source.invocation_id,
-                       priority=None if source is TEXT_SOURCE else min(source.priority, entry.priority),
-                       open=True, truncated=", in " in first.text)
+        tb = Traceback(
+            lines,
+            [source.realtime_us, entry.realtime_us],
+            pid=source.pid,
+            rank=None,
+            unit=source.unit,
+            cursor=source.cursor,
+            invocation_id=source.invocation_id,
+            priority=None if source is TEXT_SOURCE else min(source.priority, entry.priority),
+            open=True,
+            truncated=", in " in first.text,
+        )
         self.records[index] = tb
         self._open[key] = _Open(tb, index, FRAMES)
         self._updated.add(index)

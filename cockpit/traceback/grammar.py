@@ -95,5 +95,4 @@ def headerless_group_at(line: str) -> int:
 
 def continues_frames(line: str) -> bool:
     """A frame, a code or caret line under it, or a recursion summary."""
-    return (line.startswith("    ") or line.startswith('  File "')
-            or line.startswith("  [Previous line repeated "))
+    return line.startswith("    ") or line.startswith('  File "') or line.startswith("  [Previous line repeated ")

@@ -19,8 +19,12 @@ CRASH_LOOP_STARTS = 3  # this many starts dying the same way is a loop
 
 def signature(tb: Traceback) -> tuple[str | None, str, str | None, int | None]:
     frame = tb.failing_frame
-    return (tb.exception, tb.message.split("\n", 1)[0].strip(), frame.file if frame else None,
-            frame.line if frame else None)
+    return (
+        tb.exception,
+        tb.message.split("\n", 1)[0].strip(),
+        frame.file if frame else None,
+        frame.line if frame else None,
+    )
 
 
 @dataclass

@@ -65,8 +65,15 @@ class Line:
         return self.entry.invocation_id
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": "line", "text": self.text, "pid": self.pid, "rank": self.rank, "unit": self.unit,
-                "time": self.time, "priority": self.priority}
+        return {
+            "kind": "line",
+            "text": self.text,
+            "pid": self.pid,
+            "rank": self.rank,
+            "unit": self.unit,
+            "time": self.time,
+            "priority": self.priority,
+        }
 
 
 class Traceback:
@@ -78,14 +85,40 @@ class Traceback:
     the block was cut off (`tail -20`), so it began at a frame line.
     """
 
-    __slots__ = ("pid", "rank", "unit", "lines", "times", "cursor", "invocation_id", "priority",
-                 "complete", "open", "truncated", "relation", "_read", "_read_at")
+    __slots__ = (
+        "pid",
+        "rank",
+        "unit",
+        "lines",
+        "times",
+        "cursor",
+        "invocation_id",
+        "priority",
+        "complete",
+        "open",
+        "truncated",
+        "relation",
+        "_read",
+        "_read_at",
+    )
     kind = "traceback"
 
-    def __init__(self, lines: list[str], times: list[int | None], *, pid: int | None = None,
-                 rank: str | None = None, unit: str | None = None, cursor: str | None = None,
-                 invocation_id: str | None = None, priority: int | None = None, complete: bool = False,
-                 open: bool = False, truncated: bool = False, relation: str | None = None) -> None:
+    def __init__(
+        self,
+        lines: list[str],
+        times: list[int | None],
+        *,
+        pid: int | None = None,
+        rank: str | None = None,
+        unit: str | None = None,
+        cursor: str | None = None,
+        invocation_id: str | None = None,
+        priority: int | None = None,
+        complete: bool = False,
+        open: bool = False,
+        truncated: bool = False,
+        relation: str | None = None,
+    ) -> None:
         self.lines = lines
         self.times = times  # each line's __REALTIME_TIMESTAMP (None for text)
         self.pid = pid
@@ -151,12 +184,22 @@ class Traceback:
         return sites[-1] if sites else None
 
     def to_json(self) -> dict[str, Any]:
-        out = {"kind": "traceback", "pid": self.pid, "rank": self.rank, "unit": self.unit,
-               "start": self.start, "lines": self.lines, "frames": [f.to_json() for f in self.frames],
-               "location": self.location.to_json() if self.location is not None else None,
-               "exception": self.exception, "message": self.message,
-               "chained": [c.to_json() for c in self.chained], "complete": self.complete,
-               "sub_exceptions": [s.to_json() for s in self.sub_exceptions], "truncated": self.truncated}
+        out = {
+            "kind": "traceback",
+            "pid": self.pid,
+            "rank": self.rank,
+            "unit": self.unit,
+            "start": self.start,
+            "lines": self.lines,
+            "frames": [f.to_json() for f in self.frames],
+            "location": self.location.to_json() if self.location is not None else None,
+            "exception": self.exception,
+            "message": self.message,
+            "chained": [c.to_json() for c in self.chained],
+            "complete": self.complete,
+            "sub_exceptions": [s.to_json() for s in self.sub_exceptions],
+            "truncated": self.truncated,
+        }
         if self.relation is not None:
             out["relation"] = self.relation
         return out
@@ -176,16 +219,36 @@ class _Reading:
         if not chain:
             return cls([], None, None, "", [], [])
         *earlier, last = chain
-        return cls(last.frames, last.location, last.exception, last.message, [_part(block, p) for p in earlier],
-                   [_member(block, member) for member in last.members])
+        return cls(
+            last.frames,
+            last.location,
+            last.exception,
+            last.message,
+            [_part(block, p) for p in earlier],
+            [_member(block, member) for member in last.members],
+        )
 
 
 def _part(block: Traceback, part: Part, chained: list[Traceback] | None = None) -> Traceback:
-    tb = Traceback(block.lines[part.first:part.end], block.times[part.first:part.end], pid=block.pid,
-                   rank=block.rank, unit=block.unit, invocation_id=block.invocation_id,
-                   priority=block.priority, complete=part.exception is not None, relation=part.relation)
-    tb._read = _Reading(part.frames, part.location, part.exception, part.message, chained or [],
-                        [_member(block, member) for member in part.members])
+    tb = Traceback(
+        block.lines[part.first : part.end],
+        block.times[part.first : part.end],
+        pid=block.pid,
+        rank=block.rank,
+        unit=block.unit,
+        invocation_id=block.invocation_id,
+        priority=block.priority,
+        complete=part.exception is not None,
+        relation=part.relation,
+    )
+    tb._read = _Reading(
+        part.frames,
+        part.location,
+        part.exception,
+        part.message,
+        chained or [],
+        [_member(block, member) for member in part.members],
+    )
     tb._read_at = len(tb.lines)
     return tb
 

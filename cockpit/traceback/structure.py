@@ -13,8 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cockpit.traceback.grammar import (EXCEPTION, FRAME, GROUP_HEADER, HEADER, RELATIONS, headerless_group_at,
-                                       is_caret, is_group_closing, is_group_line)
+from cockpit.traceback.grammar import (
+    EXCEPTION,
+    FRAME,
+    GROUP_HEADER,
+    HEADER,
+    RELATIONS,
+    headerless_group_at,
+    is_caret,
+    is_group_closing,
+    is_group_line,
+)
 from cockpit.traceback.frames import Frame, Location
 
 

@@ -151,8 +151,7 @@ class CockpitApp(App[None]):
             self.notify(problem, severity="warning", timeout=10)
         unknown = sorted(set(self.config.ui.keys) - self.binding_ids())
         if unknown:
-            self.notify(f"[ui.keys] names no binding {unknown[0]!r}: see ? for the ids", severity="warning",
-                        timeout=10)
+            self.notify(f"[ui.keys] names no binding {unknown[0]!r}: see ? for the ids", severity="warning", timeout=10)
         self.query_one("#prompt").display = False
         self.query_one(TracebackList).display = False
         self.query_one("#detail").display = False
@@ -184,8 +183,13 @@ class CockpitApp(App[None]):
         assert target is not None
         pane = self.status_pane
         pane.watching = True
-        poll = self._poll = StatusPoll(self.pool.get(target.host), target.unit, target.url_host_port,
-                                       on_status=pane.show_status, on_problem=pane.show_problem)
+        poll = self._poll = StatusPoll(
+            self.pool.get(target.host),
+            target.unit,
+            target.url_host_port,
+            on_status=pane.show_status,
+            on_problem=pane.show_problem,
+        )
         await supervise(poll.run, lambda detail: pane.show_problem("error", f"the status poll failed: {detail}"))
 
     @work(group="feeds", exit_on_error=False)
@@ -193,10 +197,12 @@ class CockpitApp(App[None]):
         """The one journal feed, supervised; it resumes after the last cursor it delivered."""
         target = self.target
         assert target is not None
-        follower = journal.JournalFollower(self.pool.get(target.host), target.unit, backlog=self.backlog,
-                                           on_state=self._journal_state)
-        await supervise(lambda: follower.run(self.on_journal_batch),
-                        lambda detail: self._journal_state("reconnecting", detail))
+        follower = journal.JournalFollower(
+            self.pool.get(target.host), target.unit, backlog=self.backlog, on_state=self._journal_state
+        )
+        await supervise(
+            lambda: follower.run(self.on_journal_batch), lambda detail: self._journal_state("reconnecting", detail)
+        )
 
     def on_journal_batch(self, entries: list) -> None:
         self.journal_view.append_entries(entries)
@@ -300,8 +306,9 @@ class CockpitApp(App[None]):
             return
         span = (loop.last_us - loop.first_us) / 1e6 if loop.first_us and loop.last_us else 0.0
         stop = "x stops the unit while you fix it" if not self.changes_refused() else "read-only here"
-        self.status_pane.show_crash_loop(f"crash loop: {loop.starts} starts in {duration(span)}, the same failure "
-                                         f"({loop.newest.exception}) · {stop}")
+        self.status_pane.show_crash_loop(
+            f"crash loop: {loop.starts} starts in {duration(span)}, the same failure ({loop.newest.exception}) · {stop}"
+        )
 
     def on_journal_view_need_older(self, event: JournalView.NeedOlder) -> None:
         if self.live and self.target is not None:
@@ -350,8 +357,11 @@ class CockpitApp(App[None]):
         frame = sites[index]
         pane.traceback, pane.frame = traceback, index
         self.show_detail("source")
-        what = "the error's location" if frame is traceback.location else \
-            f"frame {index + 1} of {len(traceback.frames)} · {frame.function}"
+        what = (
+            "the error's location"
+            if frame is traceback.location
+            else f"frame {index + 1} of {len(traceback.frames)} · {frame.function}"
+        )
         pane.set_title(f"{frame.file}:{frame.line} · {what}")
         if self.target is None or frame.line is None:
             return
@@ -371,8 +381,14 @@ class CockpitApp(App[None]):
         except CockpitError:
             catalog = None
         try:
-            explained = explain(source.text, frame.file, frame.line, exception=(traceback.exception or "") if last else "",
-                                message=traceback.message if last else "", catalog=catalog)
+            explained = explain(
+                source.text,
+                frame.file,
+                frame.line,
+                exception=(traceback.exception or "") if last else "",
+                message=traceback.message if last else "",
+                catalog=catalog,
+            )
             start, end = explained.start_line, explained.end_line
             values = given_flags(self.unit_model.exec(), catalog) if self.unit_model and catalog else None
             message = explained.sentence(values) if last else f"Frame {index + 1}: `{explained.statement.strip()}`"
@@ -385,8 +401,11 @@ class CockpitApp(App[None]):
         warning = staleness(source, min(t for t in (started, crashed) if t) if (started or crashed) else None)
         key = (source.host, source.path, source.mtime)
         pane.view.show(Shown(*key, frame.line, start, end), source.text, cached_highlight(key))
-        pane.set_message((f"⚠ {warning}\n" if warning else "") + f"{traceback.exception}: {traceback.message}\n"
-                         + message if last else message)
+        pane.set_message(
+            (f"⚠ {warning}\n" if warning else "") + f"{traceback.exception}: {traceback.message}\n" + message
+            if last
+            else message
+        )
         pane.view.focus()
         if cached_highlight(key) is None:
             pane.highlight_in_thread(key, source.text, "monokai" if self.current_theme.dark else "friendly")
@@ -415,8 +434,9 @@ class CockpitApp(App[None]):
             catalog = await self.catalogs.get(host, root) if root else None
         except CockpitError as e:  # the unit is still shown and editable, without SGLang's flag list
             catalog = None
-            self.notify(f"SGLang's flag list could not be read ({e}): the editor checks nothing", severity="warning",
-                        timeout=8)
+            self.notify(
+                f"SGLang's flag list could not be read ({e}): the editor checks nothing", severity="warning", timeout=8
+            )
         self.unit_model, self.catalog = replace(unit, catalog=catalog), catalog
         if target.url == DEFAULT_URL:  # no url in the config: where the unit's own flags say it listens
             self.address = serving_address((i.name, i.value) for i in unit.flags())
@@ -457,8 +477,9 @@ class CockpitApp(App[None]):
             if yes:
                 self.run_attempt(event.loaded, event.edited, "")
 
-        self.push_screen(WriteModal(target.host, target.unit, event.loaded, event.edited, event.findings, cfg.sudo),
-                         confirmed)
+        self.push_screen(
+            WriteModal(target.host, target.unit, event.loaded, event.edited, event.findings, cfg.sudo), confirmed
+        )
 
     def on_attempts_pane_rollback(self, event: AttemptsPane.Rollback) -> None:
         target, current = self.target, self.unit_model
@@ -476,8 +497,9 @@ class CockpitApp(App[None]):
             if yes:
                 self.run_attempt(current, edited, f"rollback to attempt #{event.attempt.number}")
 
-        self.push_screen(WriteModal(target.host, target.unit, current, edited, [], self.config.host(target.host).sudo),
-                         confirmed)
+        self.push_screen(
+            WriteModal(target.host, target.unit, current, edited, [], self.config.host(target.host).sudo), confirmed
+        )
 
     @work(exclusive=True, group="attempt", exit_on_error=False)
     async def run_attempt(self, loaded: Unit, edited: Unit, note: str) -> None:
@@ -485,12 +507,24 @@ class CockpitApp(App[None]):
         assert target is not None
         host = self.pool.get(target.host)
         self.notify(f"writing {target.unit} on {target.host} and restarting it…", timeout=4)
-        attempt = await apply(host, self.config.host(target.host), target, loaded, edited, catalog=self.catalog,
-                              log=AttemptLog(target.host, target.unit), note=note, read_only=self.read_only)
+        attempt = await apply(
+            host,
+            self.config.host(target.host),
+            target,
+            loaded,
+            edited,
+            catalog=self.catalog,
+            log=AttemptLog(target.host, target.unit),
+            note=note,
+            read_only=self.read_only,
+        )
         severity = "information" if attempt.outcome == "ready" else "error"
         took = f" in {attempt.seconds:.1f} s" if attempt.seconds is not None else ""
-        self.notify(f"attempt #{attempt.number}: {attempt.outcome}{took}" + (f": {attempt.detail}" if attempt.detail else ""),
-                    severity=severity, timeout=10)
+        self.notify(
+            f"attempt #{attempt.number}: {attempt.outcome}{took}" + (f": {attempt.detail}" if attempt.detail else ""),
+            severity=severity,
+            timeout=10,
+        )
         self.query_one(FlagsPane).loaded = None  # the next `e` starts from the unit as now written
         await self.load_unit_model().wait()
         self.action_attempts()
@@ -519,11 +553,15 @@ class CockpitApp(App[None]):
         return self.read_only or (self.target is not None and self.config.host(self.target.host).read_only)
 
     def key_sections(self) -> list[tuple[str, list]]:
-        return [("anywhere", list(self.BINDINGS)), ("journal", list(JournalView.BINDINGS)),
-                ("tracebacks", list(TracebackList.BINDINGS)),
-                ("source", list(SourcePane.BINDINGS) + list(SourceView.BINDINGS)),
-                ("flags", list(FlagsPane.BINDINGS)), ("attempts", list(AttemptsPane.BINDINGS)),
-                ("throughput", list(ThroughputPane.BINDINGS))]
+        return [
+            ("anywhere", list(self.BINDINGS)),
+            ("journal", list(JournalView.BINDINGS)),
+            ("tracebacks", list(TracebackList.BINDINGS)),
+            ("source", list(SourcePane.BINDINGS) + list(SourceView.BINDINGS)),
+            ("flags", list(FlagsPane.BINDINGS)),
+            ("attempts", list(AttemptsPane.BINDINGS)),
+            ("throughput", list(ThroughputPane.BINDINGS)),
+        ]
 
     def binding_ids(self) -> set[str]:
         return {b.id for _, bindings in self.key_sections() for b in bindings if isinstance(b, Binding) and b.id}
@@ -537,7 +575,9 @@ class CockpitApp(App[None]):
         if self.target is not None:
             unit = f"{self.target.unit} on {self.target.host}"
             if changing:
-                yield SystemCommand("Restart", f"restart {unit} (asks first)", lambda: self.action_unit_action("restart"))
+                yield SystemCommand(
+                    "Restart", f"restart {unit} (asks first)", lambda: self.action_unit_action("restart")
+                )
                 yield SystemCommand("Stop", f"stop {unit} (asks first)", lambda: self.action_unit_action("stop"))
                 yield SystemCommand("Start", f"start {unit} (asks first)", lambda: self.action_unit_action("start"))
                 yield SystemCommand("Write flags", "open the flag editor; w writes", self.action_edit_flags)
@@ -545,7 +585,9 @@ class CockpitApp(App[None]):
             yield SystemCommand("Pre-flight", "check the unit's flags now", self.action_preflight)
             yield SystemCommand("Compare runs", "two saved load runs side by side", self.on_throughput_pane_compare)
             yield SystemCommand("Attempts", "the attempt timeline", self.action_attempts)
-            yield SystemCommand("Snapshot", "save the screen (SVG, PNG, text) and an incident note", self.action_snapshot)
+            yield SystemCommand(
+                "Snapshot", "save the screen (SVG, PNG, text) and an incident note", self.action_snapshot
+            )
         yield SystemCommand("Switch host or unit", "the unit picker", self.action_pick)
         yield SystemCommand("Keys", "every key, and its id for [ui.keys]", self.action_help)
         # Textual's own "Keys" (its key panel) and "Screenshot" (an SVG alone) would stand beside the
@@ -605,15 +647,24 @@ class CockpitApp(App[None]):
         pane = self.query_one(ThroughputPane)
         host = self.pool.get(target.host)
         addr, port = self.address or target.url_host_port
-        pane.begin(profile.concurrency, profile.requests,
-                   f"profile {profile.name}: concurrency {','.join(map(str, profile.concurrency))}, "
-                   f"{profile.requests} requests, {profile.input_len} in / {profile.output_len} out")
+        pane.begin(
+            profile.concurrency,
+            profile.requests,
+            f"profile {profile.name}: concurrency {','.join(map(str, profile.concurrency))}, "
+            f"{profile.requests} requests, {profile.input_len} in / {profile.output_len} out",
+        )
         levels: list[LevelResult] = []
         try:
             async with host.forward_port(addr, port) as local:
-                config = LoadConfig(url=f"http://127.0.0.1:{local}", concurrency=profile.concurrency,
-                                    requests=profile.requests, warmup=profile.warmup, input_len=profile.input_len,
-                                    output_len=profile.output_len, endpoint=profile.endpoint)
+                config = LoadConfig(
+                    url=f"http://127.0.0.1:{local}",
+                    concurrency=profile.concurrency,
+                    requests=profile.requests,
+                    warmup=profile.warmup,
+                    input_len=profile.input_len,
+                    output_len=profile.output_len,
+                    endpoint=profile.endpoint,
+                )
                 started = time.time()
 
                 def on_level(level: LevelResult) -> None:
@@ -631,11 +682,16 @@ class CockpitApp(App[None]):
             pane.end(f"load run failed: {e}")
             return
         info = await server_info(host, addr, port) or {}
-        record = run_record(config, levels, started_at=started, host=target.host, unit=target.unit,
-                            sglang_version=info.get("version"),
-                            server_args=server_args(info),
-                            flags=given_flags(self.unit_model.exec(), self.catalog)
-                            if self.unit_model and self.catalog else None)
+        record = run_record(
+            config,
+            levels,
+            started_at=started,
+            host=target.host,
+            unit=target.unit,
+            sglang_version=info.get("version"),
+            server_args=server_args(info),
+            flags=given_flags(self.unit_model.exec(), self.catalog) if self.unit_model and self.catalog else None,
+        )
         record["config"]["url"] = target.url
         path = save_run(target.host, target.unit, record)
         pane.end(f"done: {len(levels)} levels; saved {path.name} (c compares runs)")

@@ -40,8 +40,10 @@ def use_the_terminal() -> None:
     try:
         tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
     except OSError:
-        raise UsageError("the cockpit needs a terminal: standard output is not one and there is no /dev/tty "
-                         "(run it in a terminal, or use a headless subcommand such as `cockpit status`)") from None
+        raise UsageError(
+            "the cockpit needs a terminal: standard output is not one and there is no /dev/tty "
+            "(run it in a terminal, or use a headless subcommand such as `cockpit status`)"
+        ) from None
     for stream in (sys.stdout, sys.stderr):
         if not stream.isatty():
             stream.flush()

@@ -88,8 +88,16 @@ def incident_dir(host: str, unit: str, root: Path | str | None = None, when: flo
 def capture(app: CockpitApp, title: str | None = None) -> Capture:
     """The current screen (with the screens below a modal, as Textual composes them)."""
     width, height = app.size
-    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system="truecolor",
-                      record=True, legacy_windows=False, safe_box=False)
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        force_terminal=True,
+        color_system="truecolor",
+        record=True,
+        legacy_windows=False,
+        safe_box=False,
+    )
     try:
         update = app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
     except AttributeError:  # a Textual that moved its internals: the public SVG, no text
@@ -117,8 +125,9 @@ _rsvg_version: str | None = None
 async def _rsvg_name(rsvg: str) -> str:
     global _rsvg_version
     if _rsvg_version is None:
-        proc = await asyncio.create_subprocess_exec(rsvg, "--version", stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.DEVNULL)
+        proc = await asyncio.create_subprocess_exec(
+            rsvg, "--version", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+        )
         out, _ = await proc.communicate()
         m = re.search(r"(\d+(?:\.\d+)+)", out.decode(errors="replace"))
         _rsvg_version = m.group(1) if m else ""
@@ -126,8 +135,14 @@ async def _rsvg_name(rsvg: str) -> str:
 
 
 async def _rsvg(rsvg: str, svg: str) -> bytes:
-    proc = await asyncio.create_subprocess_exec(rsvg, "--format", "png", stdin=asyncio.subprocess.PIPE,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        rsvg,
+        "--format",
+        "png",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         out, err = await asyncio.wait_for(proc.communicate(svg.encode()), CONVERT_TIMEOUT_S)
     except asyncio.TimeoutError:
@@ -186,10 +201,10 @@ def png_facts(png: bytes) -> tuple[int, int, dict[str, str]]:
     texts: dict[str, str] = {}
     i = 8
     while i + 8 <= len(png):
-        n = struct.unpack(">I", png[i:i + 4])[0]
-        kind = png[i + 4:i + 8]
+        n = struct.unpack(">I", png[i : i + 4])[0]
+        kind = png[i + 4 : i + 8]
         if kind == b"tEXt":
-            key, _, value = png[i + 8:i + 8 + n].partition(b"\0")
+            key, _, value = png[i + 8 : i + 8 + n].partition(b"\0")
             texts[key.decode("latin-1")] = value.decode("latin-1")
         if kind == b"IEND":
             break
@@ -200,8 +215,9 @@ def png_facts(png: bytes) -> tuple[int, int, dict[str, str]]:
 # -- saving -------------------------------------------------------------------------------------
 
 
-async def save_screen(app: CockpitApp, folder: Path, name: str = "screen", label: str | None = None,
-                      problems: list[str] | None = None) -> Image:
+async def save_screen(
+    app: CockpitApp, folder: Path, name: str = "screen", label: str | None = None, problems: list[str] | None = None
+) -> Image:
     """`<name>.svg`, `<name>.png` and `<name>.txt` of the current screen, in `folder`. A PNG
     that cannot be made is named in `problems` (the SVG and text are still written)."""
     shot = capture(app)
@@ -228,10 +244,16 @@ def incident_from_app(app: CockpitApp) -> Incident:
     tracebacks = [tb for _, tb in reversed(model.tracebacks())]
     records = model.folder.records
     times = [t for r in records for t in ([r.entry.realtime_us] if r.kind == "line" else r.times[:1]) if t]
-    incident = Incident(host=host, unit=unit, period="the journal the cockpit held in memory",
-                        period_start=times[0] / 1e6 if times else None, period_end=times[-1] / 1e6 if times else None,
-                        status=app.status_pane.status, tracebacks=tracebacks,
-                        command=app.unit_model.exec() if app.unit_model is not None else None)
+    incident = Incident(
+        host=host,
+        unit=unit,
+        period="the journal the cockpit held in memory",
+        period_start=times[0] / 1e6 if times else None,
+        period_end=times[-1] / 1e6 if times else None,
+        status=app.status_pane.status,
+        tracebacks=tracebacks,
+        command=app.unit_model.exec() if app.unit_model is not None else None,
+    )
     incident.events = unit_events(r.entry for r in records if r.kind == "line")
     if app.catalog is not None and app.catalog.version:
         incident.version, incident.version_from = app.catalog.version, "the installed package"
@@ -247,12 +269,14 @@ async def incident_of(app: CockpitApp, since: str | None = None) -> Incident:
         try:
             return await asyncio.wait_for(
                 gather(app.pool.get(target.host), target, since=since, sources=app.sources, catalogs=app.catalogs),
-                GATHER_TIMEOUT_S)
+                GATHER_TIMEOUT_S,
+            )
         except (CockpitError, asyncio.TimeoutError) as e:
             incident = incident_from_app(app)
             reason = str(e) or f"no answer within {GATHER_TIMEOUT_S:.0f} s"
-            incident.problems.append(f"{target.host} could not be read ({reason}): the tracebacks are those the "
-                                     "cockpit held in memory")
+            incident.problems.append(
+                f"{target.host} could not be read ({reason}): the tracebacks are those the cockpit held in memory"
+            )
             return incident
     return incident_from_app(app)
 

@@ -35,25 +35,42 @@ DEFAULT_SIZE = (160, 50)
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "snapshot", help="screenshots (SVG, PNG, text) and the Markdown incident note, without the TUI",
+        "snapshot",
+        help="screenshots (SVG, PNG, text) and the Markdown incident note, without the TUI",
         description="Render the cockpit's screens headless for one unit (the journal at the period's last "
-                    "traceback, and the source of its failing frame) and write them with the incident note: "
-                    "host, unit, SGLang version, command line, attempts, every traceback of the period in full, "
-                    "the failing statement explained, the load-run table. Exit 0 when written, 2 when the host "
-                    "or unit cannot be read.")
+        "traceback, and the source of its failing frame) and write them with the incident note: "
+        "host, unit, SGLang version, command line, attempts, every traceback of the period in full, "
+        "the failing statement explained, the load-run table. Exit 0 when written, 2 when the host "
+        "or unit cannot be read.",
+    )
     p.add_argument("--host", help="a config host or an ssh_config alias")
     p.add_argument("--unit", help="a systemd unit on that host, or the name of a [units] entry")
-    p.add_argument("--out", metavar="DIR",
-                   help="the folder to write into (default: ~/cockpit-incidents/<host>/<unit>/<YYYYmmdd-HHMMSS>/)")
-    p.add_argument("--since", metavar="TIME",
-                   help="the period, in any form journalctl's --since takes (--since=-1h, --since='2026-11-30 10:00'); "
-                        "default: the unit's current and previous invocation")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="the folder to write into (default: ~/cockpit-incidents/<host>/<unit>/<YYYYmmdd-HHMMSS>/)",
+    )
+    p.add_argument(
+        "--since",
+        metavar="TIME",
+        help="the period, in any form journalctl's --since takes (--since=-1h, --since='2026-11-30 10:00'); "
+        "default: the unit's current and previous invocation",
+    )
     p.add_argument("--load-run", metavar="FILE", help="a `cockpit bench --json` record: the note's load-run table")
-    p.add_argument("--size", default=f"{DEFAULT_SIZE[0]}x{DEFAULT_SIZE[1]}", metavar="COLSxROWS",
-                   help="the terminal size the screens are rendered at (default %(default)s)")
+    p.add_argument(
+        "--size",
+        default=f"{DEFAULT_SIZE[0]}x{DEFAULT_SIZE[1]}",
+        metavar="COLSxROWS",
+        help="the terminal size the screens are rendered at (default %(default)s)",
+    )
     p.add_argument("--no-source", action="store_true", help="skip the source pane's screen")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                   help="seconds to wait for the app's status and journal (default %(default)s)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for the app's status and journal (default %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="print the folder and the files written as JSON")
     return p
 
@@ -88,15 +105,25 @@ async def snapshot(args: argparse.Namespace) -> int:
     folder = Path(args.out).expanduser() if args.out else incident_dir(target.host, target.unit)
     folder.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
-    incident.images = await render_screens(cfg, target, incident, folder, size=size, source=not args.no_source,
-                                           timeout=args.timeout, problems=problems)
+    incident.images = await render_screens(
+        cfg, target, incident, folder, size=size, source=not args.no_source, timeout=args.timeout, problems=problems
+    )
     incident.problems += problems
     note = folder / NOTE_NAME
     note.write_text(render(incident), encoding="utf-8")
     files = sorted(str(p) for p in folder.iterdir() if p.is_file())
     if args.json:
-        print(json.dumps({"dir": str(folder), "note": str(note), "files": files,
-                          "tracebacks": len(incident.tracebacks), "problems": incident.problems}))
+        print(
+            json.dumps(
+                {
+                    "dir": str(folder),
+                    "note": str(note),
+                    "files": files,
+                    "tracebacks": len(incident.tracebacks),
+                    "problems": incident.problems,
+                }
+            )
+        )
     else:
         print(f"incident note written: {note}")
         for image in incident.images:
@@ -126,9 +153,17 @@ def _pick(app: CockpitApp, wanted: Traceback | None) -> tuple[int, Traceback] | 
     return None
 
 
-async def render_screens(cfg: Config, target: Target, incident: Incident, folder: Path, *,
-                         size: tuple[int, int] = DEFAULT_SIZE, source: bool = True, timeout: float = 30.0,
-                         problems: list[str]) -> list[Image]:
+async def render_screens(
+    cfg: Config,
+    target: Target,
+    incident: Incident,
+    folder: Path,
+    *,
+    size: tuple[int, int] = DEFAULT_SIZE,
+    source: bool = True,
+    timeout: float = 30.0,
+    problems: list[str],
+) -> list[Image]:
     """Run the app headless against the unit and save its screens into `folder`."""
     from cockpit.ui.app import CockpitApp
     from cockpit.ui.panes.source import SourcePane, cached_highlight
@@ -141,16 +176,21 @@ async def render_screens(cfg: Config, target: Target, incident: Incident, folder
         arrived = await _until(lambda: app.status_pane.status is not None and view.model.rows, timeout)
         if not arrived:
             state, detail = app.status_pane.connection
-            problems.append(f"the cockpit got no status and journal from {target.host} within {timeout:.0f} s"
-                            + (f" ({state}: {detail})" if detail else "") + ": its screen shows what it had")
+            problems.append(
+                f"the cockpit got no status and journal from {target.host} within {timeout:.0f} s"
+                + (f" ({state}: {detail})" if detail else "")
+                + ": its screen shows what it had"
+            )
         wanted = incident.tracebacks[-1] if incident.tracebacks else None
         picked = None
         if wanted is not None and arrived:
             await _until(lambda: _pick(app, wanted) is not None, timeout)
             picked = _pick(app, wanted)
             if picked is None:
-                problems.append("the period's last traceback is older than the journal the cockpit loads: "
-                                "its screen shows the journal's end")
+                problems.append(
+                    "the period's last traceback is older than the journal the cockpit loads: "
+                    "its screen shows the journal's end"
+                )
         if picked is not None:
             index, tb = picked
             view.toggle_record(index, True)
@@ -159,9 +199,20 @@ async def render_screens(cfg: Config, target: Target, incident: Incident, folder
             row = view.model.row_of(index)  # the unfolded traceback from the top, two lines before it
             view.scroll_to(y=max(0, row - 2), animate=False, immediate=True)
         await pilot.pause()
-        images.append(await save_screen(app, folder, "journal", "The journal" + (
-            f" at the last traceback ({picked[1].rank or 'pid ' + str(picked[1].pid)}, {picked[1].exception})"
-            if picked else ""), problems))
+        images.append(
+            await save_screen(
+                app,
+                folder,
+                "journal",
+                "The journal"
+                + (
+                    f" at the last traceback ({picked[1].rank or 'pid ' + str(picked[1].pid)}, {picked[1].exception})"
+                    if picked
+                    else ""
+                ),
+                problems,
+            )
+        )
         if source and picked is not None and picked[1].sites:
             tb = picked[1]
             await _until(lambda: app.unit_model is not None, min(timeout, 15.0))  # the flags, for the explanation
@@ -172,8 +223,10 @@ async def render_screens(cfg: Config, target: Target, incident: Incident, folder
                 problems.append(f"the source pane could not open {tb.sites[-1].file}: {e}")
             pane = app.query_one(SourcePane)
             if pane.refused:
-                problems.append(f"the failing frame's file {tb.sites[-1].file} is outside the service's Python "
-                                "roots: it was not opened, and no source screen was saved")
+                problems.append(
+                    f"the failing frame's file {tb.sites[-1].file} is outside the service's Python "
+                    "roots: it was not opened, and no source screen was saved"
+                )
                 return images
             shown = pane.view.shown
             if shown is not None and shown.mtime:
@@ -182,6 +235,9 @@ async def render_screens(cfg: Config, target: Target, incident: Incident, folder
             await pilot.pause()
             await pilot.pause()
             frame = tb.sites[-1]
-            images.append(await save_screen(app, folder, "source",
-                                            f"The failing frame's source ({frame.file}, line {frame.line})", problems))
+            images.append(
+                await save_screen(
+                    app, folder, "source", f"The failing frame's source ({frame.file}, line {frame.line})", problems
+                )
+            )
     return images

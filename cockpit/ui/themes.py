@@ -21,8 +21,19 @@ else:  # pragma: no cover
 
 DEFAULT_THEME = "cockpit-dark"
 SHIPPED = Path(__file__).resolve().with_name("theme_files")
-_COLOURS = ("primary", "secondary", "warning", "error", "success", "accent", "foreground", "background", "surface",
-            "panel", "boost")
+_COLOURS = (
+    "primary",
+    "secondary",
+    "warning",
+    "error",
+    "success",
+    "accent",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+    "boost",
+)
 _ALLOWED = {f.name for f in fields(Theme)}
 
 
@@ -44,7 +55,7 @@ def load_theme(path: Path) -> Theme:
     if not isinstance(data.get("name"), str) or not data["name"]:
         raise ValueError(f"{path}: missing `name`")
     if not isinstance(data.get("primary"), str):
-        raise ValueError(f"{path}: missing `primary` (a colour such as \"#3B82F6\")")
+        raise ValueError(f'{path}: missing `primary` (a colour such as "#3B82F6")')
     for key in _COLOURS:
         if key in data and not isinstance(data[key], str):
             raise ValueError(f"{path}: {key} must be a colour string, not {data[key]!r}")

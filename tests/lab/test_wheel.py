@@ -28,8 +28,18 @@ def test_a_wheel_in_a_clean_venv_boots_the_lab_and_opens_the_demo(tmp_path: Path
     [wheel] = wheels.glob("sglang_cockpit-*.whl")
     venv = tmp_path / "venv"
     assert _run([sys.executable, "-m", "venv", str(venv)], tmp_path).returncode == 0
-    installed = _run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
-                      "-c", str(ROOT / "constraints.txt"), str(wheel)], tmp_path)
+    installed = _run(
+        [
+            str(venv / "bin" / "pip"),
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "-c",
+            str(ROOT / "constraints.txt"),
+            str(wheel),
+        ],
+        tmp_path,
+    )
     assert installed.returncode == 0, installed.stderr
     cockpit = str(venv / "bin" / "cockpit")
     where = _run([str(venv / "bin" / "python"), "-c", "import cockpit; print(cockpit.__file__)"], tmp_path)
@@ -46,12 +56,24 @@ def test_a_wheel_in_a_clean_venv_boots_the_lab_and_opens_the_demo(tmp_path: Path
             assert time.monotonic() < deadline, status.stdout + status.stderr
             time.sleep(1)
         # The demo, as a person opens it: in a terminal (tmux), from the installed package.
-        subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-x", "160", "-y", "40",
-                        f"cd {tmp_path} && env -u COLUMNS -u LINES {cockpit} lab demo --name {NAME}"], check=True)
+        subprocess.run(
+            [
+                "tmux",
+                "-L",
+                socket,
+                "new-session",
+                "-d",
+                "-x",
+                "160",
+                "-y",
+                "40",
+                f"cd {tmp_path} && env -u COLUMNS -u LINES {cockpit} lab demo --name {NAME}",
+            ],
+            check=True,
+        )
         deadline = time.monotonic() + 60
         while True:
-            screen = subprocess.run(["tmux", "-L", socket, "capture-pane", "-p"], capture_output=True,
-                                    text=True).stdout
+            screen = subprocess.run(["tmux", "-L", socket, "capture-pane", "-p"], capture_output=True, text=True).stdout
             if "ready ✓" in screen and "sglang-demo.service" in screen:
                 break
             assert time.monotonic() < deadline, screen

@@ -18,12 +18,16 @@ async def test_enter_on_a_syntax_errors_location_opens_it(tmp_path: Path) -> Non
     plugin = tmp_path / "site-packages" / "grammar_backend.py"
     plugin.parent.mkdir()
     plugin.write_text("def ok():\n    x = (1,\n")
-    printed = subprocess.run([sys.executable, "-c", f"import runpy; runpy.run_path({str(plugin)!r})"],
-                             capture_output=True, text=True).stderr.splitlines()
-    entries = [JournalEntry(line, cursor=f"c{k}", realtime_us=1796000000000000 + k, pid=42, priority=3)
-               for k, line in enumerate(printed)]
-    app = CockpitApp(Config(hosts={"here": HostConfig(name="here", local=True)}), Target("here", "x.service"),
-                     live=False)
+    printed = subprocess.run(
+        [sys.executable, "-c", f"import runpy; runpy.run_path({str(plugin)!r})"], capture_output=True, text=True
+    ).stderr.splitlines()
+    entries = [
+        JournalEntry(line, cursor=f"c{k}", realtime_us=1796000000000000 + k, pid=42, priority=3)
+        for k, line in enumerate(printed)
+    ]
+    app = CockpitApp(
+        Config(hosts={"here": HostConfig(name="here", local=True)}), Target("here", "x.service"), live=False
+    )
     async with app.run_test(size=(140, 40)) as pilot:
         view = app.journal_view
         view.append_entries(entries)

@@ -58,33 +58,54 @@ def test_zero_requests_or_tokens_are_refused(capsys, option: str) -> None:
 
 def test_preflight_words_a_type_as_a_person_would(sglang_root) -> None:
     catalog = load_catalog(sglang_root("0.5.23"))
-    [finding] = [f for f in check_static(["python", "--model-path", "/m", "--tp-size", "abc"], catalog)
-                 if f.rule == "bad-type"]
+    [finding] = [
+        f for f in check_static(["python", "--model-path", "/m", "--tp-size", "abc"], catalog) if f.rule == "bad-type"
+    ]
     assert finding.fix == "Give --tp-size an integer."
 
 
 def test_an_unknown_release_is_one_sentence() -> None:
-    proc = subprocess.run([COCKPIT, "preflight", "--sglang-version", "0.0.0.404", "--", "--tp-size", "2"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [COCKPIT, "preflight", "--sglang-version", "0.0.0.404", "--", "--tp-size", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1] == \
-        "cockpit: SGLang 0.0.0.404 is not a release on PyPI (pip download found none)"
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == "cockpit: SGLang 0.0.0.404 is not a release on PyPI (pip download found none)"
+    )
 
 
 def test_explain_says_which_traceback_it_picked(tmp_path: Path, sglang_root) -> None:
     launch = FIXTURES / "sglang" / "launch_server"
     both = tmp_path / "two.txt"
-    both.write_bytes((launch / "launch_server-0.5.9-eagle3-topk4-drafttok3.txt").read_bytes()
-                     + (launch / "launch_server-0.5.23-eagle3-topk4-drafttok3.txt").read_bytes())
-    last = subprocess.run([COCKPIT, "explain", str(both), "--source-root", str(sglang_root("0.5.23"))],
-                          capture_output=True, text=True, timeout=60)
+    both.write_bytes(
+        (launch / "launch_server-0.5.9-eagle3-topk4-drafttok3.txt").read_bytes()
+        + (launch / "launch_server-0.5.23-eagle3-topk4-drafttok3.txt").read_bytes()
+    )
+    last = subprocess.run(
+        [COCKPIT, "explain", str(both), "--source-root", str(sglang_root("0.5.23"))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert last.returncode == 0 and "speculative_hook.py" in last.stdout
     assert f"{both} holds 2 tracebacks; explaining the last (AssertionError); --index N picks another" in last.stderr
-    first = subprocess.run([COCKPIT, "explain", str(both), "--index", "1", "--source-root",
-                            str(sglang_root("0.5.9"))], capture_output=True, text=True, timeout=60)
+    first = subprocess.run(
+        [COCKPIT, "explain", str(both), "--index", "1", "--source-root", str(sglang_root("0.5.9"))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert first.returncode == 0 and "server_args.py" in first.stdout and "explaining the first" in first.stderr
-    beyond = subprocess.run([COCKPIT, "explain", str(both), "--index", "3", "--source-root", str(sglang_root("0.5.9"))],
-                            capture_output=True, text=True, timeout=60)
+    beyond = subprocess.run(
+        [COCKPIT, "explain", str(both), "--index", "3", "--source-root", str(sglang_root("0.5.9"))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert beyond.returncode == 2 and "holds 2 tracebacks with frames" in beyond.stderr
 
 
@@ -92,8 +113,14 @@ def test_the_repository_stands_alone() -> None:
     """A clone has no ../shared: nothing in the package, the docs or the README points there, and the
     design and facts the docstrings cite are in docs/."""
     cited = []
-    for path in [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("cockpit/**/*.py"),
-                 *ROOT.glob("benchmarks/*.py"), ROOT / "Makefile", ROOT / "pyproject.toml"]:
+    for path in [
+        ROOT / "README.md",
+        *ROOT.glob("docs/*.md"),
+        *ROOT.glob("cockpit/**/*.py"),
+        *ROOT.glob("benchmarks/*.py"),
+        ROOT / "Makefile",
+        ROOT / "pyproject.toml",
+    ]:
         text = path.read_text(errors="replace")
         if "../shared" in text or "NOTES.md" in text or "DESIGN.md" in text:
             cited.append(str(path.relative_to(ROOT)))

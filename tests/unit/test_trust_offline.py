@@ -33,11 +33,16 @@ COCKPIT = str(Path(sys.executable).with_name("cockpit"))
 # -- config mistakes: one sentence, exit 2 ------------------------------------------------------
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("a = " + "[" * 3000 + "1" + "]" * 3000 + "\n", "nested too deeply to read"),
-    ('[hosts.a]\njump = "b"\n[hosts.b]\njump = "c"\n[hosts.c]\njump = "a"\n',
-     "2: hosts.a.jump: the jump hosts make a loop: a -> b -> c -> a"),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("a = " + "[" * 3000 + "1" + "]" * 3000 + "\n", "nested too deeply to read"),
+        (
+            '[hosts.a]\njump = "b"\n[hosts.b]\njump = "c"\n[hosts.c]\njump = "a"\n',
+            "2: hosts.a.jump: the jump hosts make a loop: a -> b -> c -> a",
+        ),
+    ],
+)
 def test_a_bad_config_is_one_sentence_and_exit_2(tmp_path: Path, capsys, text: str, expected: str) -> None:
     cfg = tmp_path / "cockpit.toml"
     cfg.write_text(text)
@@ -58,10 +63,13 @@ def _export(n: int, every: int = 500) -> bytes:
     out = []
     for i in range(n):
         if i % every == 0:
-            for j, line in enumerate(("Traceback (most recent call last):", '  File "/x/y.py", line 3, in f',
-                                      "    g()", "ValueError: bad")):
-                out.append(b'{"__CURSOR":"t%d-%d","MESSAGE":"%s","_PID":"7","PRIORITY":"3"}' % (
-                    i, j, line.replace('"', '\\"').encode()))
+            for j, line in enumerate(
+                ("Traceback (most recent call last):", '  File "/x/y.py", line 3, in f', "    g()", "ValueError: bad")
+            ):
+                out.append(
+                    b'{"__CURSOR":"t%d-%d","MESSAGE":"%s","_PID":"7","PRIORITY":"3"}'
+                    % (i, j, line.replace('"', '\\"').encode())
+                )
         out.append(b'{"__CURSOR":"c%d","MESSAGE":"line %d","_PID":"%d","PRIORITY":"6"}' % (i, i, 100 + i % 8))
     return b"\n".join(out) + b"\n"
 
@@ -78,8 +86,8 @@ class _Trickle(io.RawIOBase):
 
     def readinto(self, b) -> int:
         self.seen.append(len(self.out.getvalue()))
-        chunk = self.data[self.pos:self.pos + min(len(b), 4096)]
-        b[:len(chunk)] = chunk
+        chunk = self.data[self.pos : self.pos + min(len(b), 4096)]
+        b[: len(chunk)] = chunk
         self.pos += len(chunk)
         return len(chunk)
 
@@ -115,11 +123,17 @@ def test_fold_stops_quietly_when_the_reader_stops(tmp_path: Path) -> None:
 
 def test_fold_escapes_control_characters_and_shows_odd_messages(tmp_path: Path) -> None:
     path = tmp_path / "odd.jsonl"
-    path.write_bytes(b'{"MESSAGE": 42}\n{"MESSAGE": {"k": [1]}}\n{"MESSAGE": "esc \\u001b[2J nul \\u0000"}\n'
-                     b"plain \x1b]0;title\x07 text\n")
+    path.write_bytes(
+        b'{"MESSAGE": 42}\n{"MESSAGE": {"k": [1]}}\n{"MESSAGE": "esc \\u001b[2J nul \\u0000"}\n'
+        b"plain \x1b]0;title\x07 text\n"
+    )
     proc = subprocess.run([COCKPIT, "fold", str(path)], capture_output=True, timeout=30)
-    assert proc.stdout.decode().splitlines() == ["42", '{"k":[1]}', "esc \\x1b[2J nul \\x00",
-                                                 "plain \\x1b]0;title\\x07 text"]
+    assert proc.stdout.decode().splitlines() == [
+        "42",
+        '{"k":[1]}',
+        "esc \\x1b[2J nul \\x00",
+        "plain \\x1b]0;title\\x07 text",
+    ]
     assert escape_controls("tab\tstays") == "tab\tstays"
 
 
@@ -170,8 +184,9 @@ class _CountingArgv(list):
 
 
 def test_reading_flags_does_not_copy_the_rest_of_the_command_per_flag() -> None:
-    argv = _CountingArgv(["/usr/bin/python3", "-m", "sglang.launch_server"]
-                         + [w for i in range(4000) for w in (f"--flag-{i}", str(i))])
+    argv = _CountingArgv(
+        ["/usr/bin/python3", "-m", "sglang.launch_server"] + [w for i in range(4000) for w in (f"--flag-{i}", str(i))]
+    )
     _CountingArgv.sliced = 0
     head, items = unit_args.parse_items(argv)
     assert len(items) == 4000 and _CountingArgv.sliced <= 4 * len(argv)
@@ -179,8 +194,11 @@ def test_reading_flags_does_not_copy_the_rest_of_the_command_per_flag() -> None:
 
 def test_a_long_continued_exec_line_reads_in_linear_time() -> None:
     def cpu_seconds(flags: int) -> float:
-        text = "[Service]\nExecStart=/usr/bin/python3 -m x \\\n" + "".join(
-            f"    --flag-{i} {i} \\\n" for i in range(flags)) + "    --last 1\n"
+        text = (
+            "[Service]\nExecStart=/usr/bin/python3 -m x \\\n"
+            + "".join(f"    --flag-{i} {i} \\\n" for i in range(flags))
+            + "    --last 1\n"
+        )
         start = time.process_time()
         parse_unit_file("/x.service", text)
         return time.process_time() - start
@@ -204,6 +222,7 @@ def test_backup_names_never_collide_and_sort_by_time() -> None:
 def test_openssh_known_hosts_defaults_and_none() -> None:
     class Cfg(dict):
         pass
+
     user, global_ = known_hosts_files(Cfg())
     assert [str(p) for p in user] == [str(Path(p).expanduser()) for p in USER_KNOWN_HOSTS]
     assert [str(p) for p in global_] == list(GLOBAL_KNOWN_HOSTS)
@@ -211,12 +230,19 @@ def test_openssh_known_hosts_defaults_and_none() -> None:
     assert user == [] and [str(p) for p in global_] == ["/etc/x"]
 
 
-@pytest.mark.parametrize("stderr,expected", [
-    (b"install: error writing '/etc/systemd/system/.a.tmp': No space left on device",
-     "`install` failed on lab: no space left on device (/etc/systemd/system)"),
-    (b"mv: cannot move 'x' to '/etc/systemd/system/a.service': Read-only file system",
-     "`mv` failed on lab: read-only file system (/etc/systemd/system)"),
-])
+@pytest.mark.parametrize(
+    "stderr,expected",
+    [
+        (
+            b"install: error writing '/etc/systemd/system/.a.tmp': No space left on device",
+            "`install` failed on lab: no space left on device (/etc/systemd/system)",
+        ),
+        (
+            b"mv: cannot move 'x' to '/etc/systemd/system/a.service': Read-only file system",
+            "`mv` failed on lab: read-only file system (/etc/systemd/system)",
+        ),
+    ],
+)
 def test_disk_trouble_is_named(stderr: bytes, expected: str) -> None:
     argv = ["sudo", "-n", stderr.split(b":")[0].decode(), "-m", "0644", "/tmp/x", "/etc/systemd/system/a.service"]
     assert explain_failure("lab", "operator", argv, RunResult(tuple(argv), 1, b"", stderr)) == expected

@@ -17,8 +17,26 @@ from typing import Callable
 
 from cockpit.lab.standin.log import Logger
 
-WORDS = ("the", "stand", "in", "decodes", "tokens", "at", "a", "set", "rate", "for", "the", "cockpit",
-         "lab", "no", "gpu", "is", "used", "here")
+WORDS = (
+    "the",
+    "stand",
+    "in",
+    "decodes",
+    "tokens",
+    "at",
+    "a",
+    "set",
+    "rate",
+    "for",
+    "the",
+    "cockpit",
+    "lab",
+    "no",
+    "gpu",
+    "is",
+    "used",
+    "here",
+)
 MAX_TOTAL_NUM_TOKENS = 412345
 
 
@@ -43,9 +61,20 @@ class Request:
 
 
 class Engine:
-    def __init__(self, log: Logger, *, tokens_per_s: float, capacity: float, accept_len: float,
-                 prefill_tokens_per_s: float, ttft_base_ms: float, early_stop: int,
-                 decode_log_interval: int, max_running: int | None, spec_steps: int | None) -> None:
+    def __init__(
+        self,
+        log: Logger,
+        *,
+        tokens_per_s: float,
+        capacity: float,
+        accept_len: float,
+        prefill_tokens_per_s: float,
+        ttft_base_ms: float,
+        early_stop: int,
+        decode_log_interval: int,
+        max_running: int | None,
+        spec_steps: int | None,
+    ) -> None:
         self.log = log
         self.tokens_per_s = tokens_per_s
         self.capacity = capacity
@@ -84,7 +113,8 @@ class Engine:
             self.log.info(
                 f"Prefill batch, #new-seq: 1, #new-token: {req.prompt_tokens}, #cached-token: 0, "
                 f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, "
-                f"#queue-req: {len(self.waiting)}, ")
+                f"#queue-req: {len(self.waiting)}, "
+            )
             await asyncio.sleep(self.ttft_base_s + req.prompt_tokens / self.prefill_tokens_per_s)
         finally:
             self.prefilling -= 1
@@ -195,4 +225,5 @@ class Engine:
         self.log.info(
             f"Decode batch, #running-req: {len(self.running)}, #token: {tokens}, "
             f"token usage: {tokens / MAX_TOTAL_NUM_TOKENS:.2f}, {spec}cuda graph: True, "
-            f"gen throughput (token/s): {self.last_gen_throughput:.2f}, #queue-req: {len(self.waiting)}")
+            f"gen throughput (token/s): {self.last_gen_throughput:.2f}, #queue-req: {len(self.waiting)}"
+        )

@@ -30,8 +30,10 @@ def find_sglang_root(explicit: str = "") -> Path:
         if (root / "sglang" / "srt" / "server_args.py").is_file():
             return root
     where = explicit or "sys.path"
-    raise SystemExit(f"stand-in: no SGLang source found in {where}; it needs the release's "
-                     "sglang/srt/server_args.py to know the flags")
+    raise SystemExit(
+        f"stand-in: no SGLang source found in {where}; it needs the release's "
+        "sglang/srt/server_args.py to know the flags"
+    )
 
 
 _TYPES = {"int": int, "float": float}
@@ -67,7 +69,9 @@ def given_flags(catalog: Catalog, namespace: argparse.Namespace) -> dict[str, st
         value = getattr(namespace, flag.dest, None)
         if value is None or value is False:
             continue
-        out[flag.name] = None if value is True else (" ".join(map(str, value)) if isinstance(value, list) else str(value))
+        out[flag.name] = (
+            None if value is True else (" ".join(map(str, value)) if isinstance(value, list) else str(value))
+        )
     return out
 
 
@@ -76,8 +80,10 @@ def replay_text(version: str, exception: str, pid: int) -> str:
     path = REPLAYS / version / f"{exception}.txt"
     if not path.is_file():
         known = sorted(p.name for p in REPLAYS.iterdir() if p.is_dir())
-        return (f"stand-in: SGLang {version} would raise {exception} here, but the stand-in has no "
-                f"recorded traceback for that release (it has: {', '.join(known)})\n")
+        return (
+            f"stand-in: SGLang {version} would raise {exception} here, but the stand-in has no "
+            f"recorded traceback for that release (it has: {', '.join(known)})\n"
+        )
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     text = path.read_text()
     # Recorded under Python 3.11: on a host whose Python is another, its paths name that one.

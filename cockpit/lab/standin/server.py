@@ -51,10 +51,17 @@ class Standin:
         accept = settings.accept_len or (2.7 if spec_algo else 1.0)
         max_running = getattr(args, "max_running_requests", None)
         self.engine = Engine(
-            self.rank0, tokens_per_s=settings.tokens_per_s, capacity=settings.capacity, accept_len=accept,
-            prefill_tokens_per_s=settings.prefill_tokens_per_s, ttft_base_ms=settings.ttft_base_ms,
-            early_stop=settings.early_stop, decode_log_interval=settings.decode_log_interval,
-            max_running=max_running, spec_steps=self.spec_steps if spec_algo else None)
+            self.rank0,
+            tokens_per_s=settings.tokens_per_s,
+            capacity=settings.capacity,
+            accept_len=accept,
+            prefill_tokens_per_s=settings.prefill_tokens_per_s,
+            ttft_base_ms=settings.ttft_base_ms,
+            early_stop=settings.early_stop,
+            decode_log_interval=settings.decode_log_interval,
+            max_running=max_running,
+            spec_steps=self.spec_steps if spec_algo else None,
+        )
         self.workers: list[asyncio.subprocess.Process] = []
         self.crashing = False
         self.stopping = False  # SIGTERM came: ranks dying now are being stopped, not failing
@@ -70,21 +77,25 @@ class Standin:
         await self._start_workers()
         self.rank0.info(
             f"max_total_num_tokens={MAX_TOTAL_NUM_TOKENS}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-            f"max_running_requests={self.engine.max_running or 4096}, context_len=131072, available_gpu_mem=9.09 GB")
+            f"max_running_requests={self.engine.max_running or 4096}, context_len=131072, available_gpu_mem=9.09 GB"
+        )
         asyncio.get_running_loop().create_task(self.engine.run())
         self.log.plain(f"INFO:     Started server process [{os.getpid()}]")
         self.log.plain("INFO:     Waiting for application startup.")
         self.log.plain("INFO:     Application startup complete.")
         self.log.plain(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
         self.log.plain(f'INFO:     {host}:{port} - "GET /model_info HTTP/1.1" 200 OK')
-        self.rank0.info("Prefill batch, #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, "
-                        "#running-req: 0, #queue-req: 0, ")
+        self.rank0.info(
+            "Prefill batch, #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, "
+            "#running-req: 0, #queue-req: 0, "
+        )
         self.log.plain(f'INFO:     {host}:{port} - "POST /generate HTTP/1.1" 200 OK')
         self.ready = True
         self.log.info("The server is fired up and ready to roll!")
         if self.settings.crash_after_s > 0:
-            asyncio.get_running_loop().call_later(self.settings.crash_after_s,
-                                                  lambda: asyncio.ensure_future(self.crash()))
+            asyncio.get_running_loop().call_later(
+                self.settings.crash_after_s, lambda: asyncio.ensure_future(self.crash())
+            )
 
     async def _start_workers(self) -> None:
         streams = self.settings.worker_streams
@@ -94,9 +105,18 @@ class Standin:
         for rank in range(self.tp_size):
             r, w = os.pipe()
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "cockpit.lab.standin.worker", str(rank), str(self.tp_size), streams,
-                str(self.settings.startup_s), self.arch, str(w),
-                stdin=asyncio.subprocess.PIPE, pass_fds=(w,))
+                sys.executable,
+                "-m",
+                "cockpit.lab.standin.worker",
+                str(rank),
+                str(self.tp_size),
+                streams,
+                str(self.settings.startup_s),
+                self.arch,
+                str(w),
+                stdin=asyncio.subprocess.PIPE,
+                pass_fds=(w,),
+            )
             os.close(w)
             self.workers.append(proc)
             reads.append(r)
@@ -135,7 +155,9 @@ class Standin:
                 body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
                 status = await self._route(method, path, body, writer)
                 if self.settings.access_log:
-                    self.log.plain(f'INFO:     {peer[0]}:{peer[1]} - "{method} {path} {version}" {status} {_REASONS.get(status, "")}')
+                    self.log.plain(
+                        f'INFO:     {peer[0]}:{peer[1]} - "{method} {path} {version}" {status} {_REASONS.get(status, "")}'
+                    )
                 if headers.get("connection", "").lower() == "close" or version == "HTTP/1.0":
                     break
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, ValueError):
@@ -160,24 +182,54 @@ class Standin:
                     raise HttpError(503, "the server is starting")
                 return _send_json(writer, 200, {"status": "ready"} if path == "/ready" else None)
             if path in ("/model_info", "/get_model_info"):
-                return _send_json(writer, 200, {
-                    "model_path": self.args.model_path, "tokenizer_path": self.args.model_path,
-                    "is_generation": True, "architectures": [self.arch], "standin": STANDIN_LABEL})
+                return _send_json(
+                    writer,
+                    200,
+                    {
+                        "model_path": self.args.model_path,
+                        "tokenizer_path": self.args.model_path,
+                        "is_generation": True,
+                        "architectures": [self.arch],
+                        "standin": STANDIN_LABEL,
+                    },
+                )
             if path in ("/server_info", "/get_server_info"):
                 return _send_json(writer, 200, self._server_info())
             if path == "/v1/models":
-                return _send_json(writer, 200, {"object": "list", "data": [{
-                    "id": self.model, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-                    "root": self.model, "max_model_len": 131072}]})
+                return _send_json(
+                    writer,
+                    200,
+                    {
+                        "object": "list",
+                        "data": [
+                            {
+                                "id": self.model,
+                                "object": "model",
+                                "created": int(time.time()),
+                                "owned_by": "sglang",
+                                "root": self.model,
+                                "max_model_len": 131072,
+                            }
+                        ],
+                    },
+                )
             if path == "/metrics" and getattr(self.args, "enable_metrics", False):
                 return _send_text(writer, 200, self._metrics())
             if path == "/standin/delivered":
                 return _send_json(writer, 200, {"requests": [list(r) for r in self.engine.delivered]})
             if path == "/standin/stats":
                 e = self.engine
-                return _send_json(writer, 200, {"running": len(e.running) + e.prefilling, "waiting": len(e.waiting),
-                                                "completed": e.completed, "aborted": e.aborted,
-                                                "output_tokens": e.total_tokens})
+                return _send_json(
+                    writer,
+                    200,
+                    {
+                        "running": len(e.running) + e.prefilling,
+                        "waiting": len(e.waiting),
+                        "completed": e.completed,
+                        "aborted": e.aborted,
+                        "output_tokens": e.total_tokens,
+                    },
+                )
             raise HttpError(404, f"no route {path}")
         except HttpError as err:
             return _send_json(writer, err.status, {"object": "error", "message": str(err), "code": err.status})
@@ -193,12 +245,14 @@ class Standin:
     def _metrics(self) -> str:
         e = self.engine
         labels = f'{{model_name="{self.model}",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"}}'
-        return "".join([
-            f"sglang:num_running_reqs{labels} {len(e.running)}\n",
-            f"sglang:num_queue_reqs{labels} {len(e.waiting)}\n",
-            f"sglang:gen_throughput{labels} {e.last_gen_throughput:.2f}\n",
-            f"sglang:token_usage{labels} {e._usage():.4f}\n",
-        ])
+        return "".join(
+            [
+                f"sglang:num_running_reqs{labels} {len(e.running)}\n",
+                f"sglang:num_queue_reqs{labels} {len(e.waiting)}\n",
+                f"sglang:gen_throughput{labels} {e.last_gen_throughput:.2f}\n",
+                f"sglang:token_usage{labels} {e._usage():.4f}\n",
+            ]
+        )
 
     async def _completion(self, chat: bool, body: bytes, writer: asyncio.StreamWriter) -> int:
         if not self.ready:
@@ -236,8 +290,11 @@ class Standin:
             first[0] = False
             event = {"id": rid, "object": obj, "created": created, "model": self.model, "choices": [choice]}
             if continuous_usage:
-                event["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": req.generated,
-                                  "total_tokens": prompt_tokens + req.generated}
+                event["usage"] = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": req.generated,
+                    "total_tokens": prompt_tokens + req.generated,
+                }
             return _sse(event)
 
         req: Request
@@ -248,25 +305,56 @@ class Standin:
             else:
                 parts.append(text)
 
-        req = Request(prompt_tokens=prompt_tokens, max_tokens=max_tokens, emit=emit,
-                      is_closed=writer.transport.is_closing)
+        req = Request(
+            prompt_tokens=prompt_tokens, max_tokens=max_tokens, emit=emit, is_closed=writer.transport.is_closing
+        )
         if stream:
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                         b"Transfer-Encoding: chunked\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
         await self.engine.generate(req)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": req.generated,
-                 "total_tokens": prompt_tokens + req.generated}
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": req.generated,
+            "total_tokens": prompt_tokens + req.generated,
+        }
         if req.finish_reason == "abort":
             return 499
         if not stream:
             text = "".join(parts)
-            choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": req.finish_reason}
-                      if chat else {"index": 0, "text": text, "logprobs": None, "finish_reason": req.finish_reason})
-            return _send_json(writer, 200, {"id": rid, "object": "chat.completion" if chat else "text_completion",
-                                            "created": created, "model": self.model, "choices": [choice], "usage": usage})
+            choice = (
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": req.finish_reason}
+                if chat
+                else {"index": 0, "text": text, "logprobs": None, "finish_reason": req.finish_reason}
+            )
+            return _send_json(
+                writer,
+                200,
+                {
+                    "id": rid,
+                    "object": "chat.completion" if chat else "text_completion",
+                    "created": created,
+                    "model": self.model,
+                    "choices": [choice],
+                    "usage": usage,
+                },
+            )
         if include_usage:
-            writer.write(_chunked(_sse({"id": rid, "object": obj, "created": created, "model": self.model,
-                                        "choices": [], "usage": usage})))
+            writer.write(
+                _chunked(
+                    _sse(
+                        {
+                            "id": rid,
+                            "object": obj,
+                            "created": created,
+                            "model": self.model,
+                            "choices": [],
+                            "usage": usage,
+                        }
+                    )
+                )
+            )
         writer.write(_chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()
         return 200
@@ -300,8 +388,11 @@ def _chunked(data: bytes) -> bytes:
 
 
 def _send(writer: asyncio.StreamWriter, status: int, content_type: str, body: bytes) -> int:
-    writer.write(f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Type: {content_type}\r\n"
-                 f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    writer.write(
+        f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
     return status
 
 

@@ -46,5 +46,7 @@ class Settings:
                 raise SystemExit(f"stand-in: {PREFIX}{f.name.upper()}={raw!r} is not a valid {kind.__name__}") from None
         settings = cls(**values)
         if settings.worker_streams not in ("auto", "own", "shared"):
-            raise SystemExit(f"stand-in: {PREFIX}WORKER_STREAMS must be auto, own or shared, not {settings.worker_streams!r}")
+            raise SystemExit(
+                f"stand-in: {PREFIX}WORKER_STREAMS must be auto, own or shared, not {settings.worker_streams!r}"
+            )
         return settings

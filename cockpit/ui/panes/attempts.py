@@ -12,8 +12,14 @@ from textual.widgets.option_list import Option
 
 from cockpit.attempts import Attempt
 
-_OUTCOME = {"ready": ("✓", "green"), "crashed": ("✗", "red"), "failed": ("✗", "red"), "timeout": ("…", "yellow"),
-            "pending": ("◐", "yellow"), "refused": ("✗", "red")}
+_OUTCOME = {
+    "ready": ("✓", "green"),
+    "crashed": ("✗", "red"),
+    "failed": ("✗", "red"),
+    "timeout": ("…", "yellow"),
+    "pending": ("◐", "yellow"),
+    "refused": ("✗", "red"),
+}
 
 
 def describe(attempt: Attempt) -> Text:
@@ -34,8 +40,10 @@ def describe(attempt: Attempt) -> Text:
 
 
 class AttemptsPane(OptionList):
-    BINDINGS = [Binding("u", "rollback", "Roll back to this", id="attempts.rollback"),
-                Binding("escape", "close", "Close", id="attempts.close")]
+    BINDINGS = [
+        Binding("u", "rollback", "Roll back to this", id="attempts.rollback"),
+        Binding("escape", "close", "Close", id="attempts.close"),
+    ]
 
     class Rollback(Message):
         def __init__(self, attempt: Attempt) -> None:

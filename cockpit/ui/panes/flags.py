@@ -23,13 +23,53 @@ from cockpit.suggest import closest, score
 from cockpit.systemd.unit import Unit
 
 TOPICS = (
-    ("model", ("model", "tokenizer", "revision", "load-format", "dtype", "quantization", "trust-remote", "context",
-               "served-model", "chat-template", "json-model")),
-    ("parallelism", ("tp-size", "tensor-parallel", "dp-size", "pp-size", "ep-size", "nnodes", "node-rank", "dist-",
-                     "attn-dp", "moe-dp", "enable-dp")),
+    (
+        "model",
+        (
+            "model",
+            "tokenizer",
+            "revision",
+            "load-format",
+            "dtype",
+            "quantization",
+            "trust-remote",
+            "context",
+            "served-model",
+            "chat-template",
+            "json-model",
+        ),
+    ),
+    (
+        "parallelism",
+        (
+            "tp-size",
+            "tensor-parallel",
+            "dp-size",
+            "pp-size",
+            "ep-size",
+            "nnodes",
+            "node-rank",
+            "dist-",
+            "attn-dp",
+            "moe-dp",
+            "enable-dp",
+        ),
+    ),
     ("speculative decoding", ("speculative",)),
-    ("memory", ("mem-fraction", "max-total-tokens", "kv-cache", "page-size", "chunked-prefill", "max-prefill",
-                "cuda-graph", "cpu-offload", "hicache")),
+    (
+        "memory",
+        (
+            "mem-fraction",
+            "max-total-tokens",
+            "kv-cache",
+            "page-size",
+            "chunked-prefill",
+            "max-prefill",
+            "cuda-graph",
+            "cpu-offload",
+            "hicache",
+        ),
+    ),
     ("scheduling", ("max-running", "schedule", "radix", "priority", "stream-interval", "max-queued")),
     ("server", ("host", "port", "api-key", "log", "metrics", "tool-call", "reasoning", "ssl", "timeout", "device")),
 )
@@ -191,8 +231,11 @@ class FlagsPane(Vertical):
         if name is None:
             text = ""
         elif flag is None:
-            text = f"{name}: not a flag of this release." if not name.startswith("env:") else \
-                f"{name[4:]}: an environment variable of the unit (Environment=)."
+            text = (
+                f"{name}: not a flag of this release."
+                if not name.startswith("env:")
+                else f"{name[4:]}: an environment variable of the unit (Environment=)."
+            )
         else:
             kind = "switch" if not flag.takes_value else (flag.type or "value")
             parts = [f"{flag.name} ({kind})"]
@@ -334,8 +377,11 @@ class FlagsPane(Vertical):
         box = self.query_one("#flag-suggestions", OptionList)
         try:
             if editing == "+":
-                name = (box.get_option_at_index(box.highlighted).id if box.display and box.highlighted is not None
-                        else text.strip()) or ""
+                name = (
+                    box.get_option_at_index(box.highlighted).id
+                    if box.display and box.highlighted is not None
+                    else text.strip()
+                ) or ""
                 if not name:
                     return self._end_prompt()
                 name = name if name.startswith("-") else "--" + name
@@ -352,11 +398,12 @@ class FlagsPane(Vertical):
                 self.edited = self.edited.set_env(editing[4:], value)
             elif editing is not None:
                 flag = self._flag(editing)
-                picked = box.get_option_at_index(box.highlighted).id if box.display and box.highlighted is not None \
-                    else None
+                picked = (
+                    box.get_option_at_index(box.highlighted).id if box.display and box.highlighted is not None else None
+                )
                 choices, matching = self._choices
                 if picked and picked.startswith("choice:") and text.strip() not in choices and matching:
-                    text = picked[len("choice:"):]  # the highlighted choice, unless a value was typed whole
+                    text = picked[len("choice:") :]  # the highlighted choice, unless a value was typed whole
                 value = tuple(text.split()) if flag is not None and flag.nargs in ("+", "*") else text
                 self.edited = self.edited.set_flag(editing, value)
         except CockpitError as e:
@@ -372,7 +419,7 @@ class FlagsPane(Vertical):
         if name not in ids:
             return None
         k = ids.index(name)
-        rest = ids[k + 1:] + list(reversed(ids[:k]))
+        rest = ids[k + 1 :] + list(reversed(ids[:k]))
         return rest[0] if rest else None
 
     def action_unset(self) -> None:

@@ -51,8 +51,14 @@ class JournalView(CursorView):
         Binding("ctrl+u,pageup", "page(-1)", "Page up", show=False, id="journal.page_up"),
         Binding("enter", "activate", "Unfold/open", id="journal.activate"),
         Binding("right_square_bracket", "next_traceback(1)", "Next tb", key_display="]", id="journal.next_traceback"),
-        Binding("left_square_bracket", "next_traceback(-1)", "Prev tb", key_display="[", show=False,
-                id="journal.previous_traceback"),
+        Binding(
+            "left_square_bracket",
+            "next_traceback(-1)",
+            "Prev tb",
+            key_display="[",
+            show=False,
+            id="journal.previous_traceback",
+        ),
         Binding("z", "fold_all(False)", "Fold all", show=False, id="journal.fold_all"),
         Binding("Z", "fold_all(True)", "Unfold all", show=False, id="journal.unfold_all"),
         Binding("f", "toggle_follow", "Follow", id="journal.follow"),
@@ -62,9 +68,17 @@ class JournalView(CursorView):
         Binding("F", "prompt('filter')", "Filter", id="journal.filter"),
         Binding("T", "toggle_time", "Times", id="journal.times"),
     ]
-    COMPONENT_CLASSES = {"journal--time", "journal--err", "journal--warn", "journal--traceback",
-                         "journal--traceback-open", "journal--frame", "journal--separator", "journal--cursor",
-                         "journal--match"}
+    COMPONENT_CLASSES = {
+        "journal--time",
+        "journal--err",
+        "journal--warn",
+        "journal--traceback",
+        "journal--traceback-open",
+        "journal--frame",
+        "journal--separator",
+        "journal--cursor",
+        "journal--match",
+    }
 
     follow: reactive[bool] = reactive(True)
     show_time: reactive[bool] = reactive(True)
@@ -238,17 +252,19 @@ class JournalView(CursorView):
         style = base
         if part == SEPARATOR:
             text = f"──── {model.separators.get(index, 'restart')} "
-            return Strip([Segment(text + "─" * max(0, width - len(text)), base + self._style("journal--separator"))]
-                         ).crop(0, width)
+            return Strip(
+                [Segment(text + "─" * max(0, width - len(text)), base + self._style("journal--separator"))]
+            ).crop(0, width)
         stamp_time: int | None = None
         if isinstance(record, Traceback):
             if part == MAIN:
                 mark = "▼" if id(record) in model.expanded else "▶"
                 tail = f" [{len(record.lines)} lines]" + (
-                    "" if record.complete else (" (still printing)" if record.open else " (incomplete)"))
+                    "" if record.complete else (" (still printing)" if record.open else " (incomplete)")
+                )
                 head = f"{mark} {summary(record)}"
                 room = max(12, width - self._gutter() - len(tail))
-                text = (head if len(head) <= room else head[:room - 1] + "…") + tail  # the count stays in view
+                text = (head if len(head) <= room else head[: room - 1] + "…") + tail  # the count stays in view
                 style = base + self._style("journal--traceback")
                 stamp_time = record.times[0] if record.times else None
             else:
@@ -274,7 +290,7 @@ class JournalView(CursorView):
             stamp = time.strftime("%b %d %H:%M:%S ", time.localtime(stamp_time / 1e6)) if stamp_time else " " * gutter
             segments.append(Segment(stamp, base + self._style("journal--time")))
         start = max(0, scroll_x - gutter)
-        visible = text[start:start + width * 2]  # crop before building segments: lines can be 100 KB
+        visible = text[start : start + width * 2]  # crop before building segments: lines can be 100 KB
         segments.extend(self._highlight(visible, style))
         strip = Strip(segments)
         crop_from = min(scroll_x, gutter)
@@ -288,8 +304,8 @@ class JournalView(CursorView):
         for m in self.search.finditer(text):
             if m.start() == m.end():
                 continue
-            out.append(Segment(text[at:m.start()], style))
-            out.append(Segment(text[m.start():m.end()], match_style))
+            out.append(Segment(text[at : m.start()], style))
+            out.append(Segment(text[m.start() : m.end()], match_style))
             at = m.end()
         out.append(Segment(text[at:], style))
         return out

@@ -72,12 +72,17 @@ class Filter:
 
     @property
     def active(self) -> bool:
-        return any(v not in (None, False) for v in (self.max_priority, self.rank, self.pid, self.pattern,
-                                                      self.tracebacks_only))
+        return any(
+            v not in (None, False) for v in (self.max_priority, self.rank, self.pid, self.pattern, self.tracebacks_only)
+        )
 
     def accepts(self, record: Line | Traceback) -> bool:
         if isinstance(record, Traceback):
-            if self.max_priority is not None and (record.priority or 6) > self.max_priority and record.exception is None:
+            if (
+                self.max_priority is not None
+                and (record.priority or 6) > self.max_priority
+                and record.exception is None
+            ):
                 return False  # a traceback is an error whatever priority stderr gave it
             if self.rank is not None and record.rank != self.rank:
                 return False
@@ -88,7 +93,10 @@ class Filter:
             return True
         if self.tracebacks_only:
             return False
-        if self.max_priority is not None and (record.priority if record.priority is not None else 6) > self.max_priority:
+        if (
+            self.max_priority is not None
+            and (record.priority if record.priority is not None else 6) > self.max_priority
+        ):
             return False
         if self.rank is not None and log_rank(record.text) != self.rank:
             return False
@@ -185,8 +193,8 @@ class JournalRows:
     def _drop(self, count: int) -> None:
         self.folder.discard(count)
         self.discarded += count
-        del self.rows[:bisect.bisect_left(self.rows, (self.discarded, SEPARATOR))]
-        del self._traceback_numbers[:bisect.bisect_left(self._traceback_numbers, self.discarded)]
+        del self.rows[: bisect.bisect_left(self.rows, (self.discarded, SEPARATOR))]
+        del self._traceback_numbers[: bisect.bisect_left(self._traceback_numbers, self.discarded)]
         self.separators = {n: t for n, t in self.separators.items() if n >= self.discarded}
 
     def _note_invocation(self, number: int, record: Line | Traceback) -> None:

@@ -45,8 +45,12 @@ def highlight(text: str, theme: str) -> list[HighlightedLine]:
         s = styles.get(token)
         if s is None:
             spec = style.style_for_token(token)
-            s = Style(color=f"#{spec['color']}" if spec["color"] else None, bold=spec["bold"] or None,
-                      italic=spec["italic"] or None, underline=spec["underline"] or None)
+            s = Style(
+                color=f"#{spec['color']}" if spec["color"] else None,
+                bold=spec["bold"] or None,
+                italic=spec["italic"] or None,
+                underline=spec["underline"] or None,
+            )
             styles[token] = s
         first, *rest = value.split("\n")
         if first:
@@ -76,8 +80,7 @@ class SourceView(CursorView):
         Binding("ctrl+u,pageup", "page(-1)", "Page up", show=False, id="source.page_up"),
         Binding("c", "center", "Failing line", show=False, id="source.center"),
     ]
-    COMPONENT_CLASSES = {"source--gutter", "source--failing", "source--statement", "source--match",
-                         "source--cursor"}
+    COMPONENT_CLASSES = {"source--gutter", "source--failing", "source--statement", "source--match", "source--cursor"}
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -46,8 +46,14 @@ def _last_exit(st: UnitStatus) -> str:
 class StatusPane(Widget, can_focus=False):
     """State, readiness and identity; PID, uptime, restarts, last exit, resources; trouble."""
 
-    COMPONENT_CLASSES = {"status-active", "status-starting", "status-failed", "status-inactive", "status-dim",
-                         "status-warn"}
+    COMPONENT_CLASSES = {
+        "status-active",
+        "status-starting",
+        "status-failed",
+        "status-inactive",
+        "status-dim",
+        "status-warn",
+    }
 
     status: reactive[UnitStatus | None] = reactive(None, always_update=True, layout=True)
     connection: reactive[tuple[str, str | None]] = reactive(("connecting", None), layout=True)
@@ -160,9 +166,11 @@ class StatusPane(Widget, can_focus=False):
             else:
                 text.append("not serving", self._style("status-failed"))
             if st.fragment_deleted:
-                text.append(f"   unit file{' ' + st.fragment_path if st.fragment_path else ''} deleted: it still "
-                            "runs, a restart will fail",
-                            self._style("status-failed"))
+                text.append(
+                    f"   unit file{' ' + st.fragment_path if st.fragment_path else ''} deleted: it still "
+                    "runs, a restart will fail",
+                    self._style("status-failed"),
+                )
             elif st.need_daemon_reload:
                 text.append("   unit file changed on disk: daemon-reload needed", self._style("status-warn"))
             text.append("\n")

@@ -125,7 +125,8 @@ class ThroughputPane(Vertical, can_focus=True):
         self._done_in_level = 0
         index = self._plan.index(concurrency) + 1
         self.query_one("#run-head", Label).update(
-            f"level {index}/{len(self._plan)} · concurrency {concurrency} · {self._requests} requests")
+            f"level {index}/{len(self._plan)} · concurrency {concurrency} · {self._requests} requests"
+        )
 
     def request_done(self, concurrency: int, result: RequestResult) -> None:
         self.query_one("#run-progress", ProgressBar).advance(1)
@@ -151,8 +152,10 @@ class ThroughputPane(Vertical, can_focus=True):
         self.levels_done.append(level)
         row = self.level_rows.get(level.concurrency)
         if row is not None:
-            row.set_text(f"{level.output_tokens_per_s:,.0f} tok/s · {level.output_tokens_per_s_per_stream or 0:,.1f}/stream"
-                         + (f" · {level.errors} err" if level.errors else ""))
+            row.set_text(
+                f"{level.output_tokens_per_s:,.0f} tok/s · {level.output_tokens_per_s_per_stream or 0:,.1f}/stream"
+                + (f" · {level.errors} err" if level.errors else "")
+            )
         rest = [c for c in self._plan if c not in {lv.concurrency for lv in self.levels_done}]
         if rest:
             self._start_level(rest[0])
@@ -169,14 +172,19 @@ class ThroughputPane(Vertical, can_focus=True):
         for s in samples:
             util_id, mem_id = f"gpu{s.index}-util", f"gpu{s.index}-mem"
             if not holder.query(f"#{util_id}"):
-                holder.mount(SparkRow(f"GPU{s.index} util", "%", id=util_id), SparkRow(f"GPU{s.index} mem", "GiB", id=mem_id))
+                holder.mount(
+                    SparkRow(f"GPU{s.index} util", "%", id=util_id), SparkRow(f"GPU{s.index} mem", "GiB", id=mem_id)
+                )
                 continue
             if s.util_pct is not None:
-                holder.query_one(f"#{util_id}", SparkRow).push(s.util_pct, f"{s.util_pct:.0f} %"
-                                                               + (f" · {s.power_w:.0f} W" if s.power_w else ""))
+                holder.query_one(f"#{util_id}", SparkRow).push(
+                    s.util_pct, f"{s.util_pct:.0f} %" + (f" · {s.power_w:.0f} W" if s.power_w else "")
+                )
             if s.mem_used_mib is not None:
                 total = f" / {s.mem_total_mib / 1024:.0f}" if s.mem_total_mib else ""
-                holder.query_one(f"#{mem_id}", SparkRow).push(s.mem_used_mib / 1024, f"{s.mem_used_mib / 1024:.1f}{total} GiB")
+                holder.query_one(f"#{mem_id}", SparkRow).push(
+                    s.mem_used_mib / 1024, f"{s.mem_used_mib / 1024:.1f}{total} GiB"
+                )
 
     def gpu_notice(self, message: str) -> None:
         holder = self.query_one("#gpu-rows", Vertical)
@@ -200,11 +208,18 @@ class ThroughputPane(Vertical, can_focus=True):
             a, b = self._compare
             for run, name in ((a, "A"), (b, "B")):
                 levels = run.get("levels", [])
-                plt.plot([lv["concurrency"] for lv in levels], [lv["output_tokens_per_s"] for lv in levels],
-                         marker="braille", label=f"{name}: {label(run)}")
+                plt.plot(
+                    [lv["concurrency"] for lv in levels],
+                    [lv["output_tokens_per_s"] for lv in levels],
+                    marker="braille",
+                    label=f"{name}: {label(run)}",
+                )
         elif self.levels_done:
-            plt.plot([lv.concurrency for lv in self.levels_done], [lv.output_tokens_per_s for lv in self.levels_done],
-                     marker="braille")
+            plt.plot(
+                [lv.concurrency for lv in self.levels_done],
+                [lv.output_tokens_per_s for lv in self.levels_done],
+                marker="braille",
+            )
         chart.refresh()
 
     def show_comparison(self, a: dict[str, Any], b: dict[str, Any]) -> None:
@@ -212,13 +227,18 @@ class ThroughputPane(Vertical, can_focus=True):
         rows = compare(a, b)
         text = Text()
         text.append(f"A: {label(a)}    B: {label(b)}\n", "bold")
-        text.append(f"{'conc':>5} {'A tok/s':>10} {'B tok/s':>10} {'×':>6} {'A /stream':>10} {'B /stream':>10} "
-                    f"{'×':>6} {'A TTFT':>8} {'B TTFT':>8}\n", "dim")
+        text.append(
+            f"{'conc':>5} {'A tok/s':>10} {'B tok/s':>10} {'×':>6} {'A /stream':>10} {'B /stream':>10} "
+            f"{'×':>6} {'A TTFT':>8} {'B TTFT':>8}\n",
+            "dim",
+        )
         for r in rows:
-            text.append(f"{r['concurrency']:>5} {r['a_tok_s']:>10.1f} {r['b_tok_s']:>10.1f} "
-                        f"{(r['speedup'] or 0):>6.2f} {(r['a_per_stream'] or 0):>10.1f} {(r['b_per_stream'] or 0):>10.1f} "
-                        f"{(r['per_stream_speedup'] or 0):>6.2f} {(r['a_ttft_p50_ms'] or 0):>8.1f} "
-                        f"{(r['b_ttft_p50_ms'] or 0):>8.1f}\n")
+            text.append(
+                f"{r['concurrency']:>5} {r['a_tok_s']:>10.1f} {r['b_tok_s']:>10.1f} "
+                f"{(r['speedup'] or 0):>6.2f} {(r['a_per_stream'] or 0):>10.1f} {(r['b_per_stream'] or 0):>10.1f} "
+                f"{(r['per_stream_speedup'] or 0):>6.2f} {(r['a_ttft_p50_ms'] or 0):>8.1f} "
+                f"{(r['b_ttft_p50_ms'] or 0):>8.1f}\n"
+            )
         table = self.query_one("#compare-table", Static)
         table.update(text)
         table.display = True

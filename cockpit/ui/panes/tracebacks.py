@@ -43,8 +43,11 @@ class TracebackList(OptionList):
         if highlighted is not None and highlighted < self.option_count:
             self.highlighted = highlighted
         total = sum(g.count for g in groups)
-        self.border_title = f"tracebacks ({total})" if total == len(groups) else \
-            f"tracebacks ({total}, {len(groups)} kind{'s' * (len(groups) != 1)})"
+        self.border_title = (
+            f"tracebacks ({total})"
+            if total == len(groups)
+            else f"tracebacks ({total}, {len(groups)} kind{'s' * (len(groups) != 1)})"
+        )
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

@@ -13,8 +13,13 @@ from textual.widgets import Label, Static
 
 def key_text(binding: Binding, keymap: dict[str, str]) -> str:
     keys = keymap.get(binding.id or "") or binding.key_display or binding.key
-    return keys.replace("left_square_bracket", "[").replace("right_square_bracket", "]").replace(
-        "slash", "/").replace("colon", ":").replace("question_mark", "?")
+    return (
+        keys.replace("left_square_bracket", "[")
+        .replace("right_square_bracket", "]")
+        .replace("slash", "/")
+        .replace("colon", ":")
+        .replace("question_mark", "?")
+    )
 
 
 def bindings_table(sections: list[tuple[str, list[BindingType]]], keymap: dict[str, str]) -> Table:
@@ -22,7 +27,9 @@ def bindings_table(sections: list[tuple[str, list[BindingType]]], keymap: dict[s
     table.add_column("where", style="dim", no_wrap=True)
     table.add_column("key", no_wrap=True)
     table.add_column("does")
-    table.add_column(Text("id (for [ui.keys])"), style="dim", no_wrap=True)  # a str header is markup: [ui.keys] vanished
+    table.add_column(
+        Text("id (for [ui.keys])"), style="dim", no_wrap=True
+    )  # a str header is markup: [ui.keys] vanished
     for where, bindings in sections:
         for b in bindings:
             if isinstance(b, Binding) and b.description:
@@ -39,7 +46,8 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="help-dialog"):
-            yield Label("Keys (Esc closes; override any of them by id in [ui.keys] of the config)",
-                        classes="dialog-title")
+            yield Label(
+                "Keys (Esc closes; override any of them by id in [ui.keys] of the config)", classes="dialog-title"
+            )
             with VerticalScroll():
                 yield Static(bindings_table(self.sections, self.keymap), id="help-keys")

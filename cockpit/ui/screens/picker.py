@@ -18,15 +18,25 @@ from cockpit.remote.pool import HostPool
 from cockpit.systemd.status import UnitStatus, list_units, show
 from cockpit.targets import Target
 
-_STATE_MARK = {"active": ("●", "green"), "failed": ("●", "red"), "activating": ("◐", "yellow"),
-               "inactive": ("○", "grey50")}
+_STATE_MARK = {
+    "active": ("●", "green"),
+    "failed": ("●", "red"),
+    "activating": ("◐", "yellow"),
+    "inactive": ("○", "grey50"),
+}
 
 
 class PickerScreen(ModalScreen[Target | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="picker.close")]
 
-    def __init__(self, pool: HostPool, targets: list[Target], hosts: list[str], *,
-                 known: dict[tuple[str, str], UnitStatus] | None = None) -> None:
+    def __init__(
+        self,
+        pool: HostPool,
+        targets: list[Target],
+        hosts: list[str],
+        *,
+        known: dict[tuple[str, str], UnitStatus] | None = None,
+    ) -> None:
         """`known` seeds the states the app already holds (the open unit's last status), so the
         list is useful before the first probe answers."""
         super().__init__()

@@ -25,8 +25,10 @@ class RunPicker(ModalScreen[tuple[dict[str, Any], dict[str, Any]] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="runs-dialog"):
             yield Label("Compare runs: pick A (the baseline), then B", classes="dialog-title", id="runs-title")
-            options = [Option(f"{label(r)} · {', '.join(str(lv['concurrency']) for lv in r.get('levels', []))}",
-                              id=str(i)) for i, r in enumerate(self.runs)]
+            options = [
+                Option(f"{label(r)} · {', '.join(str(lv['concurrency']) for lv in r.get('levels', []))}", id=str(i))
+                for i, r in enumerate(self.runs)
+            ]
             yield OptionList(*options, id="runs")
 
     def on_mount(self) -> None:

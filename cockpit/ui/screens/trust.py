@@ -12,4 +12,6 @@ def trust_modal(host: str, fingerprint: str) -> ConfirmModal:
         f"The host presents a key that no known_hosts file lists:\n\n    {fingerprint}\n\n"
         "Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` run on the host.\n"
         "Trust it, and add it to your known_hosts?",
-        confirm="Trust", danger=True)
+        confirm="Trust",
+        danger=True,
+    )

@@ -18,20 +18,33 @@ def diff_text(loaded: Unit, edited: Unit) -> Text:
     text = Text()
     for path, new in edited.changed().items():
         old = loaded.texts.get(path, "")
-        for line in difflib.unified_diff(old.splitlines(), new.splitlines(), f"{path} (now)", f"{path} (new)",
-                                         lineterm="", n=2):
-            style = ("green" if line.startswith("+") and not line.startswith("+++") else
-                     "red" if line.startswith("-") and not line.startswith("---") else
-                     "cyan" if line.startswith("@@") else "")
+        for line in difflib.unified_diff(
+            old.splitlines(), new.splitlines(), f"{path} (now)", f"{path} (new)", lineterm="", n=2
+        ):
+            style = (
+                "green"
+                if line.startswith("+") and not line.startswith("+++")
+                else "red"
+                if line.startswith("-") and not line.startswith("---")
+                else "cyan"
+                if line.startswith("@@")
+                else ""
+            )
             text.append(line + "\n", style)
     return text
 
 
 class WriteModal(YesNoModal):
-    def __init__(self, host: str, unit: str, loaded: Unit, edited: Unit, findings: list[Finding],
-                 sudo: bool) -> None:
+    def __init__(self, host: str, unit: str, loaded: Unit, edited: Unit, findings: list[Finding], sudo: bool) -> None:
         super().__init__()
-        self.host, self.unit, self.loaded, self.edited, self.findings, self.sudo = host, unit, loaded, edited, findings, sudo
+        self.host, self.unit, self.loaded, self.edited, self.findings, self.sudo = (
+            host,
+            unit,
+            loaded,
+            edited,
+            findings,
+            sudo,
+        )
 
     def compose(self) -> ComposeResult:
         errors = [f for f in self.findings if f.severity == ERROR]
@@ -48,14 +61,21 @@ class WriteModal(YesNoModal):
                     verdict.append(f"✗ {f.message}\n", "red")
             else:
                 verdict.append("✓ The pre-flight found nothing that stops the server.\n", "green")
-            verdict.append(f"\nWrites {files} by {how}, keeping a backup of what is on disk; runs systemd-analyze "
-                           f"verify where the host has it, daemon-reload, restarts {self.unit} and watches it until "
-                           "it is ready or crashes. SGLang stops serving until then.\n")
-            verdict.append("The file is compared with the text you loaded right before it is replaced, and the write "
-                           "is refused if someone changed it; systemd has no lock, so this check is best-effort.",
-                           "dim")
+            verdict.append(
+                f"\nWrites {files} by {how}, keeping a backup of what is on disk; runs systemd-analyze "
+                f"verify where the host has it, daemon-reload, restarts {self.unit} and watches it until "
+                "it is ready or crashes. SGLang stops serving until then.\n"
+            )
+            verdict.append(
+                "The file is compared with the text you loaded right before it is replaced, and the write "
+                "is refused if someone changed it; systemd has no lock, so this check is best-effort.",
+                "dim",
+            )
             yield Static(verdict, classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Write anyway (y)" if errors else "Write and restart (y)", id="yes",
-                             variant="error" if errors else "primary")
+                yield Button(
+                    "Write anyway (y)" if errors else "Write and restart (y)",
+                    id="yes",
+                    variant="error" if errors else "primary",
+                )
                 yield Button("Cancel (n)", id="no")

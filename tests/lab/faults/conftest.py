@@ -82,8 +82,10 @@ def fault_lab() -> Iterator[LabHandle]:
     (handle.units_dir / "ticker.py").write_text(TICKER_SCRIPT)
     info = handle.up(progress=lambda m: print(m, file=sys.stderr), release=LAB_RELEASE)
     lab = LabHandle(FAULT_LAB, info)
-    lab.wait_for(lambda: "tick 20" in lab.ssh("journalctl", "-u", TICKER, "-o", "cat", check=False).stdout,
-                 what="the ticker's lines")
+    lab.wait_for(
+        lambda: "tick 20" in lab.ssh("journalctl", "-u", TICKER, "-o", "cat", check=False).stdout,
+        what="the ticker's lines",
+    )
     try:
         yield lab
     finally:
@@ -105,5 +107,5 @@ def lost_and_duplicated(delivered: list[str], truth: list[str]) -> tuple[int, in
     """Entries of `truth` up to the last one delivered that never arrived, and arrivals twice."""
     seen = set(delivered)
     last = max((i for i, c in enumerate(truth) if c in seen), default=-1)
-    lost = sum(1 for c in truth[:last + 1] if c not in seen)
+    lost = sum(1 for c in truth[: last + 1] if c not in seen)
     return lost, len(delivered) - len(seen)

@@ -43,8 +43,11 @@ FORGER = (
 @pytest.fixture
 def hostile_unit(fault_lab: LabHandle) -> Iterator[str]:
     description = "SGLang \x1b[2Jtricky\x07 unit ends in a record separator\x1e"
-    fault_lab.ssh("tee", f"{DIR}/{HOSTILE}",
-                  input=f"[Unit]\nDescription={description}\n[Service]\nExecStart=/bin/sleep infinity\n")
+    fault_lab.ssh(
+        "tee",
+        f"{DIR}/{HOSTILE}",
+        input=f"[Unit]\nDescription={description}\n[Service]\nExecStart=/bin/sleep infinity\n",
+    )
     fault_lab.ssh("systemctl", "daemon-reload")
     fault_lab.ssh("systemctl", "start", HOSTILE)
     yield description
@@ -54,15 +57,20 @@ def hostile_unit(fault_lab: LabHandle) -> Iterator[str]:
 
 
 def test_a_control_byte_in_the_description_is_shown_not_a_crash(fault_lab: LabHandle, hostile_unit: str) -> None:
-    out = subprocess.run([COCKPIT, "status", "--host", fault_lab.name, "--unit", HOSTILE, "--json"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [COCKPIT, "status", "--host", fault_lab.name, "--unit", HOSTILE, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.stderr == "" and out.returncode == 0  # the lab's stand-in answers the default /health
     data = json.loads(out.stdout)
     assert data["description"] == hostile_unit and data["active_state"] == "active"
 
 
-async def test_the_app_shows_the_status_of_a_unit_with_a_hostile_description(fault_lab: LabHandle,
-                                                                              hostile_unit: str) -> None:
+async def test_the_app_shows_the_status_of_a_unit_with_a_hostile_description(
+    fault_lab: LabHandle, hostile_unit: str
+) -> None:
     app = CockpitApp(Config(), Target(fault_lab.name, HOSTILE), read_only=True)
     async with app.run_test(size=(140, 30)):
         pane = app.status_pane
@@ -77,13 +85,17 @@ async def test_the_app_shows_the_status_of_a_unit_with_a_hostile_description(fau
 def forged_unit(fault_lab: LabHandle) -> Iterator[str]:
     fault_lab.ssh("sh", "-c", f"umask 077 && echo '{SECRET}' > /root/secret.txt")
     fault_lab.ssh("tee", "/usr/local/lib/forger.py", input=FORGER)
-    fault_lab.ssh("tee", f"{DIR}/{FORGED}",
-                  input="[Unit]\nDescription=prints a forged traceback\n[Service]\n"
-                        "ExecStart=/usr/bin/python3 -u /usr/local/lib/forger.py\n")
+    fault_lab.ssh(
+        "tee",
+        f"{DIR}/{FORGED}",
+        input="[Unit]\nDescription=prints a forged traceback\n[Service]\n"
+        "ExecStart=/usr/bin/python3 -u /usr/local/lib/forger.py\n",
+    )
     fault_lab.ssh("systemctl", "daemon-reload")
     fault_lab.ssh("systemctl", "restart", FORGED)
-    fault_lab.wait_for(lambda: "forged" in fault_lab.ssh("journalctl", "-u", FORGED, "-o", "cat").stdout,
-                       what="the forged traceback")
+    fault_lab.wait_for(
+        lambda: "forged" in fault_lab.ssh("journalctl", "-u", FORGED, "-o", "cat").stdout, what="the forged traceback"
+    )
     yield "/root/secret.txt"
     fault_lab.ssh("systemctl", "stop", FORGED, check=False)
     fault_lab.ssh("rm", "-f", f"{DIR}/{FORGED}", "/root/secret.txt", check=False)
@@ -109,13 +121,21 @@ async def test_a_file_outside_the_python_roots_is_not_read(fault_lab: LabHandle,
         await host.close()
 
 
-def test_the_incident_note_quotes_nothing_from_outside_the_roots(fault_lab: LabHandle, forged_unit: str,
-                                                                  tmp_path: Path) -> None:
-    out = subprocess.run([COCKPIT, "snapshot", "--host", fault_lab.name, "--unit", FORGED, "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=180)
+def test_the_incident_note_quotes_nothing_from_outside_the_roots(
+    fault_lab: LabHandle, forged_unit: str, tmp_path: Path
+) -> None:
+    out = subprocess.run(
+        [COCKPIT, "snapshot", "--host", fault_lab.name, "--unit", FORGED, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr
-    written = {p.name: p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()
-               and p.suffix in (".md", ".txt", ".svg")}
+    written = {
+        p.name: p.read_text(errors="replace")
+        for p in tmp_path.rglob("*")
+        if p.is_file() and p.suffix in (".md", ".txt", ".svg")
+    }
     assert "incident.md" in written
     assert not [name for name, text in written.items() if "hunter2" in text]
     assert "outside the service's Python roots" in written["incident.md"]

@@ -41,9 +41,11 @@ def keys(fault_lab: LabHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         if global_ is not None:
             global_path.write_text(global_)
         cfg = tmp_path / "ssh_config"
-        cfg.write_text(f"Host keytest\n  HostName {info.address}\n  User root\n  IdentityFile {lab.client_key}\n"
-                       f"  UserKnownHostsFile {user_path if user is not None else 'none'}\n"
-                       f"  GlobalKnownHostsFile {global_path if global_ is not None else 'none'}\n")
+        cfg.write_text(
+            f"Host keytest\n  HostName {info.address}\n  User root\n  IdentityFile {lab.client_key}\n"
+            f"  UserKnownHostsFile {user_path if user is not None else 'none'}\n"
+            f"  GlobalKnownHostsFile {global_path if global_ is not None else 'none'}\n"
+        )
         monkeypatch.setenv("COCKPIT_SSH_CONFIG", str(cfg))
         return cfg
 
@@ -52,8 +54,11 @@ def keys(fault_lab: LabHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def _openssh_refuses(cfg: Path) -> bool:
-    proc = subprocess.run(["ssh", "-F", str(cfg), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-                           "keytest", "true"], capture_output=True, timeout=30)
+    proc = subprocess.run(
+        ["ssh", "-F", str(cfg), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "keytest", "true"],
+        capture_output=True,
+        timeout=30,
+    )
     return proc.returncode == 255
 
 
@@ -66,8 +71,11 @@ class Prompt:
         return self.answer
 
 
-@pytest.mark.parametrize("user,global_", [("wrong", ""), ("", "wrong"), (None, "wrong"), ("right", "wrong")],
-                         ids=["user-file", "global-file", "UserKnownHostsFile-none", "user-right-global-wrong"])
+@pytest.mark.parametrize(
+    "user,global_",
+    [("wrong", ""), ("", "wrong"), (None, "wrong"), ("right", "wrong")],
+    ids=["user-file", "global-file", "UserKnownHostsFile-none", "user-right-global-wrong"],
+)
 async def test_a_key_that_contradicts_any_file_is_refused_as_changed(keys, user, global_) -> None:
     text = {"wrong": keys.wrong, "right": keys.right, "": "", None: None}
     cfg = keys(text[user], text[global_])

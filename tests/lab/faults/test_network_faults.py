@@ -41,8 +41,12 @@ class Sample:
     @property
     def troubled(self) -> bool:
         """The screen admits that what it shows is not live."""
-        return ("✗" in self.status or self.status.startswith("○") or not self.title.endswith("following")
-                or "not following" in self.title)
+        return (
+            "✗" in self.status
+            or self.status.startswith("○")
+            or not self.title.endswith("following")
+            or "not following" in self.title
+        )
 
 
 def _ss(*argv: str) -> None:
@@ -58,10 +62,16 @@ def server_reset(lab: LabHandle) -> None:
 
 
 def sshd_restart(lab: LabHandle) -> None:
-    lab.ssh("systemd-run", "--on-active=1", "--timer-property=AccuracySec=10ms",
-            f"--unit=sshd-bounce-{time.monotonic_ns()}", "sh", "-c",
-            # OpenSSH 9.8 and later serve each session from an `sshd-session` process
-            "systemctl stop ssh; pkill -KILL -x sshd; pkill -KILL -x sshd-session; sleep 1; systemctl start ssh")
+    lab.ssh(
+        "systemd-run",
+        "--on-active=1",
+        "--timer-property=AccuracySec=10ms",
+        f"--unit=sshd-bounce-{time.monotonic_ns()}",
+        "sh",
+        "-c",
+        # OpenSSH 9.8 and later serve each session from an `sshd-session` process
+        "systemctl stop ssh; pkill -KILL -x sshd; pkill -KILL -x sshd-session; sleep 1; systemctl start ssh",
+    )
 
 
 def _freezer(lab: LabHandle) -> str:
@@ -105,17 +115,22 @@ async def _until(predicate: Callable[[], bool], timeout: float, what: str) -> fl
 
 def _live(app: CockpitApp) -> bool:
     pane, view = app.status_pane, app.journal_view
-    return (pane.status is not None and pane.status.ready is True and pane.trouble() is None
-            and view.feed_trouble is None)
+    return (
+        pane.status is not None and pane.status.ready is True and pane.trouble() is None and view.feed_trouble is None
+    )
 
 
 def _delivered(app: CockpitApp) -> list[str]:
     return [r.entry.cursor for r in app.journal_view.model.records if isinstance(r, Line) and r.entry.cursor]
 
 
-async def run_attack(lab: LabHandle, name: str, attack: Callable[[LabHandle], None],
-                     restore: Callable[[LabHandle], None] | None,
-                     hold_s: float) -> tuple[FaultRow, list[Sample], float]:
+async def run_attack(
+    lab: LabHandle,
+    name: str,
+    attack: Callable[[LabHandle], None],
+    restore: Callable[[LabHandle], None] | None,
+    hold_s: float,
+) -> tuple[FaultRow, list[Sample], float]:
     """Attack while the app follows the ticker, hold, restore, wait for live data, count lines;
     returns the row, the screen samples and when the restore began (seconds after the attack)."""
     app = CockpitApp(Config(), Target(lab.name, TICKER, url=f"http://127.0.0.1:{TICKER_PORT}"), read_only=True)
@@ -131,8 +146,9 @@ async def run_attack(lab: LabHandle, name: str, attack: Callable[[LabHandle], No
 
         async def sample() -> None:
             while sampling:
-                samples.append(Sample(time.monotonic() - t0, str(app.status_pane.render()),
-                                      app.journal_view.title_text()))
+                samples.append(
+                    Sample(time.monotonic() - t0, str(app.status_pane.render()), app.journal_view.title_text())
+                )
                 await asyncio.sleep(0.2)
 
         sampler = asyncio.create_task(sample())
@@ -158,8 +174,9 @@ async def run_attack(lab: LabHandle, name: str, attack: Callable[[LabHandle], No
         words = re.sub(r"\b\d+ s\b", "N s", words)  # one row per kind of message, not per second
         if words not in said:
             said.append(words)
-    row = FaultRow(name, lost, dup, len(delivered), said[:4], round(trouble[0].at, 2) if trouble else None,
-                   round(recovered, 2))
+    row = FaultRow(
+        name, lost, dup, len(delivered), said[:4], round(trouble[0].at, 2) if trouble else None, round(recovered, 2)
+    )
     return row, samples, restore_at
 
 
@@ -175,9 +192,15 @@ NETWORK_ATTACKS = [
 
 
 @pytest.mark.parametrize("name,attack,restore,hold,goes_stale", NETWORK_ATTACKS, ids=[a[0] for a in NETWORK_ATTACKS])
-async def test_network_fault(fault_lab: LabHandle, fault_report: list[FaultRow], name: str,
-                             attack: Callable[[LabHandle], None], restore: Callable[[LabHandle], None] | None,
-                             hold: float, goes_stale: bool) -> None:
+async def test_network_fault(
+    fault_lab: LabHandle,
+    fault_report: list[FaultRow],
+    name: str,
+    attack: Callable[[LabHandle], None],
+    restore: Callable[[LabHandle], None] | None,
+    hold: float,
+    goes_stale: bool,
+) -> None:
     row, samples, restore_at = await run_attack(fault_lab, name, attack, restore, hold)
     fault_report.append(row)
     assert (row.lost, row.duplicated) == (0, 0), row

@@ -28,8 +28,10 @@ BIGGER = TEXT.replace("infinity", "infinity " + " ".join(f"--pad-{i}" for i in r
 
 
 def _hosts(lab: LabHandle) -> dict[str, SSHHost]:
-    return {"root": SSHHost(HostConfig(name=lab.name)),
-            "sudo": SSHHost(HostConfig(name=f"{lab.name}-operator", user="operator", sudo=True))}
+    return {
+        "root": SSHHost(HostConfig(name=lab.name)),
+        "sudo": SSHHost(HostConfig(name=f"{lab.name}-operator", user="operator", sudo=True)),
+    }
 
 
 @pytest.fixture
@@ -48,8 +50,12 @@ def small_unit_dir(target: LabHandle) -> Iterator[LabHandle]:
     """/etc/systemd/system on a tmpfs of 1 MiB with its files copied in, filled until two pages
     remain: room for the backup (one page), not for the bigger unit's temp file (two)."""
     lab = target
-    lab.ssh("sh", "-c", f"rm -rf /root/sys-save && cp -a {DIR} /root/sys-save && "
-                        f"mount -t tmpfs -o size=1m,mode=0755 tmpfs {DIR} && cp -a /root/sys-save/. {DIR}/")
+    lab.ssh(
+        "sh",
+        "-c",
+        f"rm -rf /root/sys-save && cp -a {DIR} /root/sys-save && "
+        f"mount -t tmpfs -o size=1m,mode=0755 tmpfs {DIR} && cp -a /root/sys-save/. {DIR}/",
+    )
     free_kb = int(lab.ssh("sh", "-c", f"df -Pk {DIR} | tail -n 1 | awk '{{print $4}}'").stdout)
     lab.ssh("fallocate", "-l", f"{(free_kb - 8) * 1024}", f"{DIR}/filler")
     yield lab
@@ -150,7 +156,7 @@ async def test_backups_on_a_sudo_host_are_pruned_and_never_share_a_name(target: 
         names = lab.ssh("sh", "-c", f"ls {UNIT}.cockpit-bak.*").stdout.split()
         assert len(names) == BACKUPS_KEPT == len(set(names))
         kept = [lab.ssh("cat", n).stdout for n in sorted(names)]
-        assert kept == ([TEXT] + texts)[-BACKUPS_KEPT - 1:-1]  # the newest ten, in order
+        assert kept == ([TEXT] + texts)[-BACKUPS_KEPT - 1 : -1]  # the newest ten, in order
         assert lab.ssh("stat", "-c", "%U %a", UNIT).stdout.strip() == "root 644"
     finally:
         await host.close()
