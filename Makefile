@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 APT_PACKAGES := python3-venv debootstrap systemd-container openssh-client iproute2 \
                 librsvg2-bin fonts-dejavu-core tmux
 
-.PHONY: deps venv demo test lab-up lab-down bench clean
+.PHONY: deps venv demo lint test lab-up lab-down bench clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -27,9 +27,16 @@ venv: deps $(VENV)/.installed
 demo: venv
 	$(VENV)/bin/cockpit lab demo
 
+# The house's habits: lint, format, types and the layers contract (pyproject.toml says which).
+lint: venv
+	$(VENV)/bin/ruff check cockpit tests benchmarks
+	$(VENV)/bin/ruff format --check cockpit tests benchmarks
+	$(VENV)/bin/mypy cockpit
+	$(VENV)/bin/lint-imports
+
 # The whole suite on a bookworm lab, then the lab tests again on a trixie lab (systemd 257,
 # Python 3.13, OpenSSH 10), as GPU hosts run both generations.
-test: venv
+test: venv lint
 	$(PY) -m pytest -p no:cacheprovider
 	COCKPIT_LAB_RELEASE=trixie $(PY) -m pytest -p no:cacheprovider -m lab
 

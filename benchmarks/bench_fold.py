@@ -45,36 +45,38 @@ CMDLINE = (
     "--served-model-name llama-3.1-8b-instruct --tp-size 8 --mem-fraction-static 0.85 "
     "--host 127.0.0.1 --port 30000"
 )
-TRACEBACK = """Traceback (most recent call last):
-  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2876, in run_scheduler_process
+SITE = "/opt/sglang/venv/lib/python3.11/site-packages"
+TRACEBACK = f"""Traceback (most recent call last):
+  File "{SITE}/sglang/srt/managers/scheduler.py", line 2876, in run_scheduler_process
     scheduler.event_loop_overlap()
-  File "/opt/sglang/venv/lib/python3.11/site-packages/torch/utils/_contextlib.py", line 116, in decorate_context
+  File "{SITE}/torch/utils/_contextlib.py", line 116, in decorate_context
     return func(*args, **kwargs)
            ^^^^^^^^^^^^^^^^^^^^^
-  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 1005, in event_loop_overlap
+  File "{SITE}/sglang/srt/managers/scheduler.py", line 1005, in event_loop_overlap
     batch_result = self.run_batch(batch)
                    ^^^^^^^^^^^^^^^^^^^^^
-  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2083, in run_batch
+  File "{SITE}/sglang/srt/managers/scheduler.py", line 2083, in run_batch
     batch_result = self.model_worker.forward_batch_generation(model_worker_batch)
                    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
-  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/speculative/eagle_worker.py", line 288, in forward_batch_generation
+  File "{SITE}/sglang/srt/speculative/eagle_worker.py", line 288, in forward_batch_generation
     self.verify(batch, spec_info)
-  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/speculative/eagle_worker.py", line 702, in verify
+  File "{SITE}/sglang/srt/speculative/eagle_worker.py", line 702, in verify
     assert spec_info.draft_token_num == self.speculative_num_draft_tokens
            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
 AssertionError
 """.splitlines()
-CHAINED = """Traceback (most recent call last):
-  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/model_executor/model_runner.py", line 1902, in forward
+CHAINED = f"""Traceback (most recent call last):
+  File "{SITE}/sglang/srt/model_executor/model_runner.py", line 1902, in forward
     return self.forward_decode(forward_batch)
-  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/model_executor/model_runner.py", line 1791, in forward_decode
+  File "{SITE}/sglang/srt/model_executor/model_runner.py", line 1791, in forward_decode
     return self.model.forward(
-torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.11 GiB of which 1.02 GiB is free.
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. \
+GPU 3 has a total capacity of 79.11 GiB of which 1.02 GiB is free.
 
 During handling of the above exception, another exception occurred:
 
 Traceback (most recent call last):
-  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2876, in run_scheduler_process
+  File "{SITE}/sglang/srt/managers/scheduler.py", line 2876, in run_scheduler_process
     scheduler.event_loop_overlap()
 RuntimeError: CUDA error: an illegal memory access was encountered
 CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
@@ -161,7 +163,10 @@ REDUCED = {
 
 
 def cursor(i: int, t: int) -> str:
-    return f"s=792f500fc10f4056bea50b49be1e0811;i={i:x};b={BOOT};m={t - 1796030000000000:x};t={t:x};x={i * 2654435761 % 2**64:x}"
+    return (
+        f"s=792f500fc10f4056bea50b49be1e0811;i={i:x};b={BOOT};m={t - 1796030000000000:x};t={t:x};"
+        f"x={i * 2654435761 % 2**64:x}"
+    )
 
 
 def stamp(t: int) -> str:

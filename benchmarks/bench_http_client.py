@@ -12,7 +12,6 @@ import time
 
 from _common import emit, free_port, start_standin
 
-
 PER_STREAM, CAPACITY, OUTPUT = 20.0, 2000.0, 64
 
 

@@ -41,7 +41,8 @@ def synthetic(n: int, start: int = 0) -> list[JournalEntry]:
             for line in range(6):
                 for rank in range(8):
                     text = [
-                        f"[2026-11-30 10:00:00 TP{rank}] Scheduler hit an exception: Traceback (most recent call last):",
+                        f"[2026-11-30 10:00:00 TP{rank}] Scheduler hit an exception: "
+                        "Traceback (most recent call last):",
                         '  File "/opt/x/scheduler.py", line 1017, in event_loop_normal',
                         "    result = self.run_batch(batch)",
                         '  File "/opt/x/model_runner.py", line 2210, in forward',
@@ -118,7 +119,7 @@ async def source_open(lab_name: str) -> dict:
     app = CockpitApp(Config(), Target(lab_name, "sglang-demo.service"), live=False)
     big = "/tmp/big_module.py"
     async with app.run_test(size=(160, 50)):
-        host = app.pool.get(lab_name)
+        host = app.session.pool.get(lab_name)
         src = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py"
         await host.run(
             [
@@ -141,13 +142,23 @@ async def source_open(lab_name: str) -> dict:
 
         view.set_highlighted = note_highlighted
 
+        shown_changed = asyncio.Event()
+        show = view.show
+
+        def note_shown(shown, text, lines) -> None:
+            show(shown, text, lines)
+            shown_changed.set()
+
+        view.show = note_shown
+
         async def open_and_wait(path: str, line: int) -> tuple[float, float]:
             """Seconds from the request to the file shown at its line, and to its colours."""
             highlighted.clear()
             t = time.perf_counter()
             app.open_frame(_FakeTraceback([Frame(path, line, "f", None)]), 0)
             while view.shown is None or view.shown.path != path or view.shown.line != line:
-                await asyncio.sleep(0.002)
+                shown_changed.clear()
+                await shown_changed.wait()
             shown = time.perf_counter() - t
             if view.highlighted is None:
                 await highlighted.wait()

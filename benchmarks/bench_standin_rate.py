@@ -24,19 +24,24 @@ CASES = [
 ]
 
 
+def wait_listening(port: int, timeout: float = 20) -> None:
+    """Block until something accepts on loopback `port`; the last OSError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 async def run_case(conc: int, requests: int, rate: float, capacity: float, accept: float) -> dict:
     port = free_port()
     proc = start_standin(port, tokens_per_s=rate, capacity=capacity, accept_len=accept)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        await asyncio.to_thread(wait_listening, port)
         await asyncio.sleep(0.5)
         cfg = LoadConfig(
             url=f"http://127.0.0.1:{port}",

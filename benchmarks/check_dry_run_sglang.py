@@ -21,7 +21,8 @@ guidellm's 6 GB; about 25 s each to install):
         starlette openai partial-json-parser torchvision sentencepiece compressed-tensors gguf
 
     python3 -m venv /tmp/sglang-venv-0523
-    echo /tmp/guidellm-venv/lib/python3.11/site-packages > /tmp/sglang-venv-0523/lib/python3.11/site-packages/zz-guidellm.pth
+    echo /tmp/guidellm-venv/lib/python3.11/site-packages \
+        > /tmp/sglang-venv-0523/lib/python3.11/site-packages/zz-guidellm.pth
     /tmp/sglang-venv-0523/bin/pip install --no-deps sglang==0.5.23 orjson psutil pybase64 requests urllib3 \
         pillow starlette msgspec pyzmq ipython traitlets aiohttp attrs yarl propcache aiohappyeyeballs \
         aiosignal frozenlist torchvision apache-tvm-ffi==0.1.11 sentencepiece compressed-tensors gguf
@@ -72,9 +73,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from _common import emit
 

@@ -623,7 +623,8 @@ def main() -> int:
         install_peer(peer, venv)
     if not (venv / "bin" / spec["exe"]).exists():
         print(
-            f"no {peer} in {venv}: python3 -m venv {venv} && {venv}/bin/pip install '{spec['package']}{spec.get('extras', '')}=={spec['version']}'"
+            f"no {peer} in {venv}: python3 -m venv {venv} && "
+            f"{venv}/bin/pip install '{spec['package']}{spec.get('extras', '')}=={spec['version']}'"
             "  (or pass --install)",
             file=sys.stderr,
         )

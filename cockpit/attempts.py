@@ -17,7 +17,6 @@ from typing import Any
 
 from cockpit.statedir import safe_name, state_dir
 
-
 UNSET = "(unset)"
 
 

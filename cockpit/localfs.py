@@ -12,9 +12,8 @@ import os
 import secrets
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
-
 
 STALE_PREFIX = ".stale-"
 

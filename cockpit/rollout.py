@@ -7,16 +7,17 @@ same way and lands in the attempt log with its outcome.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from cockpit.attempts import Attempt, AttemptLog
 from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host
 from cockpit.sglang.flags import Catalog
+from cockpit.sglang.logparse import READY_TEXT
 from cockpit.sglang.preflight import Finding, check_static, given_flags
-from cockpit.systemd.deploy import restart_and_watch, write_files
+from cockpit.systemd.deploy import UnitFeed, restart_and_watch, write_files
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.unit import Unit
 from cockpit.systemd.unit_syntax import parse_unit_file
@@ -31,7 +32,8 @@ def preflight(unit: Unit, catalog: Catalog | None) -> list[Finding]:
 
 def flags_of(unit: Unit, catalog: Catalog | None) -> dict[str, str | list[str] | None]:
     if catalog is not None:
-        return given_flags(unit.exec(), catalog)
+        given: dict[str, str | list[str] | None] = {**given_flags(unit.exec(), catalog)}
+        return given
     return {i.name: i.json_value for i in unit.flags() if i.name is not None}
 
 
@@ -59,6 +61,8 @@ async def apply(
     read_only: bool = False,
     timeout: float = 900.0,
     on_entries: Callable[[list[JournalEntry]], None] | None = None,
+    feed: UnitFeed | None = None,
+    address: tuple[str, int] | None = None,
 ) -> Attempt:
     """Write `edited` over `loaded` (refused when the host's files changed meanwhile), restart,
     watch, and record the attempt whatever happens."""
@@ -78,7 +82,14 @@ async def apply(
             raise CockpitError(f"{cfg.name} is read-only here: nothing was written")
         attempt.backups = await write_files(host, cfg, target.unit, changed, previous)
         watch = await restart_and_watch(
-            host, cfg, target.unit, target.url_host_port, timeout=timeout, on_entries=on_entries
+            host,
+            cfg,
+            target.unit,
+            address or target.url_host_port,
+            ready_line=lambda entry: READY_TEXT in entry.message,
+            feed=feed,
+            timeout=timeout,
+            on_entries=on_entries,
         )
     except CockpitError as e:
         attempt.outcome, attempt.detail = "failed", str(e)

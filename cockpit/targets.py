@@ -9,7 +9,6 @@ from cockpit.config import Config, UnitConfig
 from cockpit.errors import UsageError
 from cockpit.suggest import closest
 
-
 DEFAULT_URL = "http://127.0.0.1:30000"
 
 

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,13 +39,30 @@ time.tzset()
 def pytest_configure(config: pytest.Config) -> None:
     if not FIXTURES.is_dir():
         raise pytest.UsageError(f"the shared fixtures are missing: {FIXTURES} (set COCKPIT_SHARED)")
+    _reach_the_labs(config)
+
+
+def _reach_the_labs(config: pytest.Config) -> None:
+    """Tests build `SSHHost(HostConfig(name=lab.name))` directly, below the session that would
+    hand the labs' ssh_config to the host pool: one ssh_config that includes every lab's, on
+    $COCKPIT_SSH_CONFIG, reaches the labs the tests boot (a test that sets the variable itself
+    replaces it for that test)."""
+    from cockpit.lab.paths import state_root
+
+    fd, include = tempfile.mkstemp(prefix="cockpit-test-ssh_config-")
+    with os.fdopen(fd, "w") as f:
+        f.write(f"Include {state_root()}/*/ssh_config\n")
+    config.add_cleanup(lambda: os.unlink(include))
+    os.environ["COCKPIT_SSH_CONFIG"] = ":".join(p for p in (os.environ.get("COCKPIT_SSH_CONFIG"), include) if p)
 
 
 LAB_FIXTURES = {"lab", "fault_lab", "four_labs"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that uses a lab is a lab test, wherever it lives: `-m "not lab"` runs none of them."""
+    """A test that uses a lab is a lab test, wherever it lives: `-m "not lab"` runs none of them.
+    Lab tests belong in tests/lab, which marks each by where it lives (tests/lab/conftest.py);
+    tests/unit/test_layering.py checks that `-m lab` finds none elsewhere."""
     for item in items:
         if LAB_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.lab)

@@ -27,15 +27,17 @@ import time
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO, TextIO
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from cockpit.load.gpu import (
+# E402: these come after the sys.path insert above, which puts the checkout's package first.
+from cockpit.load.gpu import (  # noqa: E402
     QUERY_FIELDS,
     GpuNotice,
     GpuSample,
-    GpuSampler,  # noqa: E402
+    GpuSampler,
     fields_from_header,
     parse_line,
 )
@@ -56,11 +58,11 @@ def stats(values: list[float]) -> dict[str, float]:
     return {"n": len(values), "mean": round(statistics.fmean(values), 3), "min": min(values), "max": max(values)}
 
 
-async def record(args: argparse.Namespace, out: Path) -> dict:
+async def record(args: argparse.Namespace, out: Path, log: TextIO, raw_file: BinaryIO) -> dict:
+    """Sampler rows and notices to `log` (JSON lines), nvidia-smi's own CSV to `raw_file`."""
     host = LocalHost(socket.gethostname())
     samples: list[GpuSample] = []
     notices: list[dict] = []
-    log = open(out / "sampler.jsonl", "w")
 
     def on_samples(batch: list[GpuSample]) -> None:
         for s in batch:
@@ -71,11 +73,14 @@ async def record(args: argparse.Namespace, out: Path) -> dict:
         notices.append({"kind": "notice", "at": time.time(), **asdict(n)})
         log.write(json.dumps(notices[-1]) + "\n")
 
-    raw_file = open(out / "nvidia-smi-raw.csv", "wb")
-    raw = subprocess.Popen(
-        ["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv", "-lms", "500"],
+    raw = await asyncio.create_subprocess_exec(
+        "nvidia-smi",
+        f"--query-gpu={','.join(QUERY_FIELDS)}",
+        "--format=csv",
+        "-lms",
+        "500",
         stdout=raw_file,
-        stderr=subprocess.STDOUT,
+        stderr=asyncio.subprocess.STDOUT,
     )
     sampler = asyncio.create_task(GpuSampler(host).run(on_samples, on_notice))
     await asyncio.sleep(args.idle)
@@ -94,8 +99,11 @@ async def record(args: argparse.Namespace, out: Path) -> dict:
     first = await load.stdout.readline()  # {"event": "load_start"}: warm, ballast held
     print("load:", first.decode().strip(), flush=True)
     await asyncio.sleep(args.load / 2)
-    q = subprocess.run(
-        ["nvidia-smi", "-q", "-d", "UTILIZATION,MEMORY,POWER,CLOCK,TEMPERATURE"], capture_output=True, text=True
+    q = await asyncio.to_thread(
+        subprocess.run,
+        ["nvidia-smi", "-q", "-d", "UTILIZATION,MEMORY,POWER,CLOCK,TEMPERATURE"],
+        capture_output=True,
+        text=True,
     )
     (out / "q-load.txt").write_text(q.stdout + q.stderr)
     await load.communicate()
@@ -103,13 +111,11 @@ async def record(args: argparse.Namespace, out: Path) -> dict:
     sampler.cancel()
     await asyncio.gather(sampler, return_exceptions=True)
     raw.terminate()
-    raw.wait()
-    raw_file.close()
+    await raw.wait()
 
     # The failure paths against the real program: a query it refuses, and no program at all.
     on_notice(await GpuSampler(host, fields=("index", "no.such.field")).run_once(lambda b: None, on_notice))
     on_notice(await GpuSampler(host, nvidia_smi="/nonexistent/nvidia-smi").run_once(lambda b: None, on_notice))
-    log.close()
     return {"samples": samples, "notices": notices}
 
 
@@ -129,7 +135,7 @@ def compare(samples: list[GpuSample], raw_lines: list[str], load: dict) -> dict:
         t = stamp_time(s.stamp)
         _, r = min(ref_t, key=lambda x: abs(x[0] - t))
         pairs.append((s, r, abs(stamp_time(r.stamp) - t)))
-    gaps = [b.time - a.time for a, b in zip(samples, samples[1:])]
+    gaps = [b.time - a.time for a, b in zip(samples, samples[1:], strict=False)]
     lag = [s.time - stamp_time(s.stamp) for s in samples if s.stamp]
 
     def both(attr: str) -> dict:
@@ -179,7 +185,8 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    got = asyncio.run(record(args, out))
+    with open(out / "sampler.jsonl", "w") as log, open(out / "nvidia-smi-raw.csv", "wb") as raw_file:
+        got = asyncio.run(record(args, out, log, raw_file))
     load = json.loads((out / "load.json").read_text())
     summary = compare(got["samples"], (out / "nvidia-smi-raw.csv").read_text().splitlines(), load)
     summary.update(notices=got["notices"], tz=os.environ.get("TZ") or time.strftime("%Z"))

@@ -9,6 +9,7 @@ removes the namespace and the cgroups; it is safe to run twice.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -76,10 +77,8 @@ def _cgroup_dirs(name: str) -> list[Path]:
 def _pids_in(cgroup: Path) -> set[int]:
     pids: set[int] = set()
     for procs in cgroup.rglob("cgroup.procs"):
-        try:
+        with contextlib.suppress(OSError):
             pids.update(int(p) for p in procs.read_text().split())
-        except OSError:
-            pass
     return pids
 
 
@@ -87,14 +86,10 @@ def _remove_cgroup(cgroup: Path) -> None:
     if not cgroup.exists():
         return
     for d in sorted((p for p in cgroup.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-        try:
+        with contextlib.suppress(OSError):
             d.rmdir()
-        except OSError:
-            pass
-    try:
+    with contextlib.suppress(OSError):
         cgroup.rmdir()
-    except OSError:
-        pass
 
 
 def _is_lab_process(pid: int, name: str) -> bool:
@@ -292,8 +287,7 @@ class Lab:
             for cg in cgroups:
                 (cg / "cgroup.procs").write_text(f"{os.getpid()}\n")
 
-        console = open(self.run_dir / "console.log", "wb")
-        with console:
+        with open(self.run_dir / "console.log", "wb") as console:
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -345,10 +339,8 @@ class Lab:
         _require_root()
         stopped = False
         pid = None
-        try:
+        with contextlib.suppress(OSError, ValueError):
             pid = int((self.run_dir / "pid").read_text())
-        except (OSError, ValueError):
-            pass
         if pid is not None and _is_lab_process(pid, self.name):
             stopped = True
             os.kill(pid, signal.SIGTERM)  # nspawn powers the container off cleanly
@@ -358,15 +350,11 @@ class Lab:
         cgroups = _cgroup_dirs(self.name)
         for cg in cgroups:
             for leftover in _pids_in(cg):  # only processes started inside this lab's cgroup
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(leftover, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         if pid is not None:
-            try:
+            with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
         try:
             index = int((self.run_dir / "index").read_text())
         except (OSError, ValueError):

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Any, Literal
 
 from cockpit.remote.base import Host, HostError, LineStream
 
@@ -118,10 +119,12 @@ def parse_line(line: str | bytes, fields: Sequence[str] = QUERY_FIELDS, now: flo
     cols = text.split(", ")
     if len(cols) != len(fields):
         raise GpuLineError(f"expected {len(fields)} columns, got {len(cols)}: {text[:200]!r}")
-    values: dict[str, object] = {}
+    # GpuSample's keyword arguments, named at run time from _NUMERIC (float values) and _TEXT
+    # (str values): no static type says which name gets which, so the values are Any.
+    values: dict[str, Any] = {}
     missing: list[str] = []
     index: int | None = None
-    for field, raw in zip(fields, cols):
+    for field, raw in zip(fields, cols, strict=True):
         raw = raw.strip()
         if raw.startswith("[") or raw == "N/A":
             missing.append(f"{field}: {raw}")

@@ -19,8 +19,9 @@ import asyncio
 import collections
 import json
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator, Literal
+from typing import Literal
 
 from cockpit.remote.base import Host, HostError
 from cockpit.sglang.logparse import DecodeStats, parse

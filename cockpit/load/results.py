@@ -11,8 +11,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 
 @dataclass
@@ -42,7 +43,8 @@ class RequestResult:
         if not self.chunk_gaps_s:
             return []
         if len(self.chunk_tokens) == len(self.chunk_gaps_s) + 1:
-            return [g / n for g, n in zip(self.chunk_gaps_s, self.chunk_tokens[1:]) if n > 0 for _ in range(n)]
+            gaps_and_tokens = zip(self.chunk_gaps_s, self.chunk_tokens[1:], strict=True)
+            return [g / n for g, n in gaps_and_tokens if n > 0 for _ in range(n)]
         # Only the total is known: the first chunk holds the prefill's one token.
         per_chunk = max(1.0, (self.output_tokens - 1) / len(self.chunk_gaps_s))
         return [g / per_chunk for g in self.chunk_gaps_s]

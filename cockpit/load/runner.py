@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import aiohttp
 import msgspec

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,12 @@ def label(record: dict[str, Any]) -> str:
     return f"{when} · {algo}" + (f" · {record['note']}" if record.get("note") else "")
 
 
+def _ratio(base: dict[str, Any], level: dict[str, Any], key: str) -> float | None:
+    """`level`'s `key` over `base`'s, to 3 places; None when either is missing or zero."""
+    x, y = base.get(key), level.get(key)
+    return round(y / x, 3) if x and y else None
+
+
 def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     """Per concurrency level both runs have: output tok/s, per-stream tok/s and TTFT, and b/a."""
     by_level = {lv["concurrency"]: lv for lv in a.get("levels", [])}
@@ -50,11 +57,6 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
         base = by_level.get(lv["concurrency"])
         if base is None:
             continue
-
-        def ratio(key: str) -> float | None:
-            x, y = base.get(key), lv.get(key)
-            return round(y / x, 3) if x and y else None
-
         rows.append(
             {
                 "concurrency": lv["concurrency"],
@@ -62,10 +64,31 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
                 "b_tok_s": lv["output_tokens_per_s"],
                 "a_per_stream": base.get("output_tokens_per_s_per_stream"),
                 "b_per_stream": lv.get("output_tokens_per_s_per_stream"),
-                "speedup": ratio("output_tokens_per_s"),
-                "per_stream_speedup": ratio("output_tokens_per_s_per_stream"),
+                "speedup": _ratio(base, lv, "output_tokens_per_s"),
+                "per_stream_speedup": _ratio(base, lv, "output_tokens_per_s_per_stream"),
                 "a_ttft_p50_ms": (base.get("ttft_ms") or {}).get("p50"),
                 "b_ttft_p50_ms": (lv.get("ttft_ms") or {}).get("p50"),
             }
         )
     return rows
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """A saved run as a picker lists it."""
+
+    label: str
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two runs side by side: A the baseline, B against it, per concurrency level both ran."""
+
+    a: SavedRun
+    b: SavedRun
+    rows: list[dict[str, Any]]
+
+
+def comparison(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
+    return Comparison(SavedRun(label(a), a), SavedRun(label(b), b), compare(a, b))

@@ -8,9 +8,9 @@ process (cancelling a reader alone would leave `journalctl -f` running forever).
 from __future__ import annotations
 
 import abc
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import AsyncIterator, Awaitable, Callable, Sequence
 
 from cockpit.errors import CockpitError
 

@@ -4,11 +4,30 @@ a local socket): enough for `/health` and `/server_info` without a forwarded lis
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
+
+
+class ByteReader(Protocol):
+    """What the exchange reads from: asyncio's StreamReader, or asyncssh's SSHReader of bytes."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+    async def readline(self) -> bytes: ...
+
+    async def readexactly(self, n: int) -> bytes: ...
+
+
+class ByteWriter(Protocol):
+    """What the exchange writes to: asyncio's StreamWriter, or asyncssh's SSHWriter of bytes."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
 
 
 async def exchange(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
+    reader: ByteReader,
+    writer: ByteWriter,
     method: str,
     host: str,
     port: int,
@@ -31,7 +50,7 @@ async def exchange(
         raise ConnectionError(f"a cut or malformed HTTP response from {host}:{port}: {e}") from None
 
 
-async def _response(reader: asyncio.StreamReader, host: str, port: int) -> tuple[int, bytes]:
+async def _response(reader: ByteReader, host: str, port: int) -> tuple[int, bytes]:
     status_line = await reader.readline()
     parts = status_line.decode("latin-1").split(" ", 2)
     if len(parts) < 2 or not parts[1].isdigit():

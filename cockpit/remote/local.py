@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from typing import AsyncIterator, Callable, Sequence, TypeVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TypeVar
 
 from cockpit.remote import http
 from cockpit.remote.base import FileMissing, FileStat, Host, HostError, LineStream, RunResult

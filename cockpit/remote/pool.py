@@ -1,8 +1,12 @@
-"""One Host object, hence one connection, per host name, shared by every pane and command."""
+"""One Host object, hence one connection, per host name, shared by every pane and command.
+
+`ssh_configs` are ssh_config files beyond the user's own (the session passes the running labs'),
+so this layer needs to know nothing of where they come from."""
 
 from __future__ import annotations
 
-from typing import Callable
+import functools
+from collections.abc import Callable, Sequence
 
 from cockpit.config import Config
 from cockpit.errors import UsageError
@@ -18,8 +22,10 @@ class HostPool:
         *,
         trust_prompt: TrustPrompt | None = None,
         on_state: Callable[[str, str, str | None], None] | None = None,
+        ssh_configs: Sequence[str] = (),
     ) -> None:
         self.config = config
+        self.ssh_configs = tuple(ssh_configs)
         self.trust_prompt = trust_prompt
         self.on_state = on_state
         self._hosts: dict[str, Host] = {}
@@ -38,7 +44,8 @@ class HostPool:
                 cfg,
                 trust_prompt=self.trust_prompt,
                 jump=jump if isinstance(jump, SSHHost) else None,
-                on_state=(lambda state, detail, n=name: self.on_state(n, state, detail)) if self.on_state else None,
+                on_state=functools.partial(self.on_state, name) if self.on_state else None,
+                ssh_configs=self.ssh_configs,
             )
         self._hosts[name] = host
         return host

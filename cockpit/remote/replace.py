@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import secrets
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from cockpit.remote.base import FileMissing, Host, HostError, RunResult
 from cockpit.remote.sudo import explain_failure, privileged

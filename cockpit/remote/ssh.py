@@ -26,20 +26,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import os
 import posixpath
 import secrets
 import shlex
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import asyncssh
 
 from cockpit.config import HostConfig
-from cockpit.lab.paths import ssh_configs
 from cockpit.remote import http
 from cockpit.remote.base import (
     ConnectionLost,
@@ -71,11 +71,23 @@ TRANSPORT_ERRORS = (asyncssh.Error, OSError, EOFError)
 T = TypeVar("T")
 
 
-def config_paths() -> list[str]:
-    """~/.ssh/config, the running labs' ssh_config, and any in $COCKPIT_SSH_CONFIG (colon-separated)."""
-    extra = [Path(p).expanduser() for p in os.environ.get("COCKPIT_SSH_CONFIG", "").split(":") if p]
-    paths = [p for p in (*extra, Path("~/.ssh/config").expanduser()) if p.is_file()]
-    return [str(p) for p in paths + ssh_configs()]
+def config_paths(extra: Sequence[str] = ()) -> list[str]:
+    """Any in $COCKPIT_SSH_CONFIG (colon-separated), ~/.ssh/config, then `extra`: the files the
+    caller knows of (the session adds the running labs' ssh_config; this layer knows no lab)."""
+    given = [Path(p).expanduser() for p in os.environ.get("COCKPIT_SSH_CONFIG", "").split(":") if p]
+    paths = [p for p in (*given, Path("~/.ssh/config").expanduser(), *map(Path, extra)) if p.is_file()]
+    return [str(p) for p in dict.fromkeys(paths)]
+
+
+def _as_bytes(data: bytes | str | None) -> bytes:
+    """A process's output as bytes (asyncssh types it `bytes | str` whatever the encoding asked)."""
+    return data.encode() if isinstance(data, str) else bytes(data or b"")
+
+
+def _append_known_host(known_hosts: Path, line: str) -> None:
+    known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(known_hosts, "a") as f:
+        f.write(line + "\n")
 
 
 def _expand(name: str, user: str | None) -> Path:
@@ -173,8 +185,10 @@ class SSHHost(Host):
         jump: SSHHost | None = None,
         on_state: Callable[[str, str | None], None] | None = None,
         max_sessions: int = MAX_SESSIONS,
+        ssh_configs: Sequence[str] = (),
     ) -> None:
         self.config = config
+        self.ssh_configs = tuple(ssh_configs)
         self.name = config.name
         self.trust_prompt = trust_prompt
         self.jump = jump
@@ -207,7 +221,7 @@ class SSHHost(Host):
     def _options(self, **extra: Any) -> asyncssh.SSHClientConnectionOptions:
         c = self.config
         kwargs: dict[str, Any] = dict(
-            config=config_paths(),
+            config=config_paths(self.ssh_configs),
             keepalive_interval=KEEPALIVE_INTERVAL,
             keepalive_count_max=KEEPALIVE_COUNT,
             connect_timeout=CONNECT_TIMEOUT,
@@ -256,20 +270,18 @@ class SSHHost(Host):
             known = load_known_hosts([*user_files, *global_files], "\n".join(self._session_keys))
             options = self._options(known_hosts=known)  # checking stays on whatever ssh_config says
             self._key_problem, self._unknown_key = None, None
-            tunnel = await self.jump.connection() if self.jump is not None else ()
+            tunnel = await self.jump.connection() if self.jump is not None else None
+            client = functools.partial(_Client, self, known, [*user_files, *global_files], names, port)
             try:
-                conn, _ = await asyncssh.create_connection(
-                    lambda: _Client(self, known, [*user_files, *global_files], names, port),
-                    target,
-                    options=options,
-                    **({"tunnel": tunnel} if tunnel != () else {}),
-                )
+                if tunnel is not None:
+                    conn, _ = await asyncssh.create_connection(client, target, options=options, tunnel=tunnel)
+                else:
+                    conn, _ = await asyncssh.create_connection(client, target, options=options)
                 return conn
             except (asyncssh.HostKeyNotVerifiable, asyncssh.KeyExchangeFailed, ValueError) as e:
                 problem = self._key_problem
-                if isinstance(problem, HostKeyUnknown) and attempt == 0:
-                    if await self._ask_trust(problem, user_files):
-                        continue
+                if isinstance(problem, HostKeyUnknown) and attempt == 0 and await self._ask_trust(problem, user_files):
+                    continue
                 if problem is not None:
                     raise problem from None
                 raise HostError(f"SSH to {self.name} failed: {e}") from None
@@ -313,10 +325,7 @@ class SSHHost(Host):
         if not user_files:  # `UserKnownHostsFile none`: nowhere to keep it but this process
             self._session_keys.append(line)
             return True
-        known_hosts = user_files[0]
-        known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(known_hosts, "a") as f:
-            f.write(line + "\n")
+        await asyncio.to_thread(_append_known_host, user_files[0], line)
         return True
 
     def _lost(self, error: BaseException, conn: asyncssh.SSHClientConnection | None) -> ConnectionLost:
@@ -354,7 +363,7 @@ class SSHHost(Host):
             except (asyncio.TimeoutError, TimeoutError):
                 raise HostError(f"`{argv[0]}` on {self.name} did not finish within {timeout:.0f} s") from None
         rc = result.exit_status if result.exit_status is not None else 255
-        return RunResult(tuple(argv), rc, bytes(result.stdout or b""), bytes(result.stderr or b""))
+        return RunResult(tuple(argv), rc, _as_bytes(result.stdout), _as_bytes(result.stderr))
 
     async def query(self, argv: Sequence[str], *, timeout: float = 10.0) -> RunResult:
         async with self._query_lock:

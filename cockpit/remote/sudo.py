@@ -7,7 +7,7 @@ anyway), so a missing sudoers rule becomes one sentence, never a hang.
 from __future__ import annotations
 
 import posixpath
-from typing import Sequence
+from collections.abc import Sequence
 
 from cockpit.remote.base import RunResult
 

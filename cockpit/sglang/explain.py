@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from cockpit.sglang.flags import Catalog
-from cockpit.sglang.pysource import parse, source_lines
+from cockpit.sglang.pysource import parse
+from cockpit.textlines import source_lines
 from cockpit.traceback.model import Traceback
 
 _ARGS_NAMES = {"server_args", "args", "sa"}
@@ -203,7 +204,7 @@ def explain(
     bound = _bound_names(func, cls.name if cls else None)
     target = chain[-1]
     guard_node = None
-    for outer, inner in zip(reversed(chain[:-1]), reversed(chain[1:])):
+    for outer, inner in zip(reversed(chain[:-1]), reversed(chain[1:]), strict=True):
         if isinstance(outer, ast.If) and inner is not outer.test:
             guard_node = outer.test if inner in outer.body else ast.UnaryOp(ast.Not(), outer.test)
             break

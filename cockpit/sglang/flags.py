@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from cockpit.sglang.pysource import parse
+from cockpit.sglang.pysource import parse, parse_expression
 from cockpit.suggest import closest
 
 # argparse actions that never take a value.
@@ -139,10 +140,10 @@ def catalog_from_sources(sources: dict[str, str], version: str | None) -> Catalo
     modules = {path: parse(text, path) for path, text in sources.items()}
     env = _Env(modules.values())
     flags: dict[str, Flag] = {}
-    for path, tree in modules.items():
+    for tree in modules.values():
         for f in _dataclass_flags(tree, env):
             flags.setdefault(f.name, f)
-    for path, tree in modules.items():
+    for tree in modules.values():
         for f in _add_argument_flags(tree, env):
             flags.setdefault(f.name, f)
     return Catalog(version=version, flags=list(flags.values()))
@@ -174,8 +175,13 @@ class _Env:
             if isinstance(item, ast.FunctionDef) and item.name == "__init__":
                 args = item.args
                 positional = args.posonlyargs + args.args
-                defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults))
-                defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+                # The defaults belong to the last positional parameters; kw_defaults holds one entry
+                # (None for no default) per keyword-only parameter: both zips pair equal lengths.
+                with_default = positional[len(positional) - len(args.defaults) :]
+                defaults = dict(zip([a.arg for a in with_default], args.defaults, strict=True))
+                defaults.update(
+                    {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
+                )
                 if "nargs" in defaults:
                     self.action_nargs[node.name] = self.literal(defaults["nargs"])
 
@@ -203,7 +209,9 @@ class _Env:
                 return sorted(inner) if node.func.id == "sorted" else list(inner)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self.literal(node.left), self.literal(node.right)
-            if isinstance(left, (list, str)) and type(left) is type(right):
+            if isinstance(left, list) and isinstance(right, list):
+                return left + right
+            if isinstance(left, str) and isinstance(right, str):
                 return left + right
         return _UNKNOWN
 
@@ -264,10 +272,10 @@ def _add_argument_flags(tree: ast.Module, env: _Env) -> Iterable[Flag]:
         long_names.sort(key=lambda n: ("ServerArgs", n.lstrip("-").replace("-", "_")) not in env.class_defaults)
         dest = env.literal(kw.get("dest")) if "dest" in kw else long_names[0].lstrip("-").replace("-", "_")
         action = kw.get("action")
-        action_name = None
+        action_name: str | None = None
         nargs: Any = env.literal(kw["nargs"]) if "nargs" in kw else None
         if isinstance(action, ast.Constant):
-            action_name = action.value
+            action_name = action.value if isinstance(action.value, str) else None
         elif action is not None:
             action_name = _type_name(action)
             if "nargs" not in kw and action_name in env.action_nargs:
@@ -294,14 +302,17 @@ def _add_argument_flags(tree: ast.Module, env: _Env) -> Iterable[Flag]:
 # --- style 2: annotated namespace fields (0.5.19 on) ------------------------------------------
 
 
-def _is_annotated(node: ast.AST) -> bool:
-    return (
+def _annotated_parts(node: ast.AST) -> list[ast.expr] | None:
+    """The elements of an `Annotated[type, meta, ...]` (or `A[...]`) annotation; None for any other."""
+    if (
         isinstance(node, ast.Subscript)
         and isinstance(node.value, ast.Name)
         and node.value.id in ("A", "Annotated")
         and isinstance(node.slice, ast.Tuple)
         and len(node.slice.elts) >= 2
-    )
+    ):
+        return node.slice.elts
+    return None
 
 
 def _unwrap_type(node: ast.AST, env: _Env) -> tuple[str | None, tuple[Any, ...] | None, bool]:
@@ -324,7 +335,7 @@ def _unwrap_type(node: ast.AST, env: _Env) -> tuple[str | None, tuple[Any, ...] 
                 return _unwrap_type(side, env)
     if isinstance(node, ast.Constant) and isinstance(node.value, str):  # string annotation
         try:
-            return _unwrap_type(ast.parse(node.value, mode="eval").body, env)
+            return _unwrap_type(parse_expression(node.value).body, env)
         except SyntaxError:
             return None, None, False
     return _type_name(node), None, False
@@ -333,11 +344,12 @@ def _unwrap_type(node: ast.AST, env: _Env) -> tuple[str | None, tuple[Any, ...] 
 def _dataclass_flags(tree: ast.Module, env: _Env) -> Iterable[Flag]:
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         for item in cls.body:
-            if not (
-                isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and _is_annotated(item.annotation)
-            ):
+            if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
                 continue
-            type_node, meta = item.annotation.slice.elts[0], item.annotation.slice.elts[1]
+            parts = _annotated_parts(item.annotation)
+            if parts is None:
+                continue
+            type_node, meta = parts[0], parts[1]
             flag = _field_flag(item.target.id, type_node, meta, item.value, env)
             if flag is not None:
                 yield flag

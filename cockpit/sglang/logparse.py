@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 from cockpit.traceback.grammar import RANKS, STAMP
 
@@ -147,7 +147,7 @@ class ErrorMarker:
     message: str
 
 
-LogEvent = Union[DecodeStats, PrefillStats, Ready, Milestone, ErrorMarker]
+LogEvent = DecodeStats | PrefillStats | Ready | Milestone | ErrorMarker
 
 _ERRORS: tuple[tuple[str, ErrorKind], ...] = (
     ("Scheduler hit an exception", "scheduler_exception"),

@@ -11,11 +11,12 @@ but no torch) is said once, and the static layer stands alone.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
 
 from cockpit.remote.base import Host, HostError, RunResult
 from cockpit.sglang.explain import explain_traceback
@@ -299,10 +300,8 @@ async def dry_run(
     except HostError as e:
         return f"not run: {e}", []
     finally:
-        try:
+        with contextlib.suppress(HostError):
             await host.run(["rm", "-rf", cache], timeout=10)
-        except HostError:
-            pass
     if result.returncode == 124:
         return f"not run: the dry run took longer than {int(timeout)} s", []
     return await read_dry_run(host, python, result, argv, catalog)
@@ -330,9 +329,9 @@ async def read_dry_run(
     if tb is None:
         last = (result.error_text or result.text).strip().splitlines()[-1:] or ["no output"]
         refusal = _ARGPARSE_REFUSAL.search(last[0])
-        flags = _known_flags(refusal.group(1).split("/"), catalog) if refusal else []
+        refused = _known_flags(refusal.group(1).split("/"), catalog) if refusal else []
         return "failed", [
-            Finding(ERROR, "dry-run", flags, f"The dry run failed: {last[0]}", f"SystemExit({result.returncode})")
+            Finding(ERROR, "dry-run", refused, f"The dry run failed: {last[0]}", f"SystemExit({result.returncode})")
         ]
     frame = tb.failing_frame
     if tb.exception in ("ModuleNotFoundError", "ImportError"):

@@ -9,19 +9,6 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures
-import re
-
-_PY_EOL = re.compile("\r\n|\r|\n")
-
-
-def source_lines(text: str) -> list[str]:
-    """A file's lines as Python and its tracebacks number them: a line ends at \\n, \\r\\n or
-    \\r only. str.splitlines() also ends lines at a form feed (\\x0c, found in real sources),
-    \\x1c-\\x1e and \\x85, which would shift every later line number."""
-    lines = _PY_EOL.split(text)
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 def parse(source: str, filename: str = "<unknown>") -> ast.Module:
@@ -30,3 +17,13 @@ def parse(source: str, filename: str = "<unknown>") -> ast.Module:
     except SystemError:
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(ast.parse, source, filename).result()
+
+
+def parse_expression(source: str) -> ast.Expression:
+    """`ast.parse(source, mode="eval")` with the same fallback (a string annotation was seen to
+    hit the same SystemError once the catalog was read inside the app's event loop)."""
+    try:
+        return ast.parse(source, mode="eval")
+    except SystemError:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(ast.parse, source, "<unknown>", "eval").result()

@@ -7,8 +7,8 @@ decide whether to die the way the real release dies.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 
@@ -99,7 +99,10 @@ def eagle_violation(version: str, flags: Mapping[str, str | None]) -> Violation 
                 "('>' not supported between NoneType and int): --speculative-num-steps is set "
                 "but --speculative-eagle-topk is not."
             ),
-            fix="Set --speculative-eagle-topk (1 for a linear draft, 4 or 8 for a tree) next to --speculative-num-steps.",
+            fix=(
+                "Set --speculative-eagle-topk (1 for a linear draft, 4 or 8 for a tree) "
+                "next to --speculative-num-steps."
+            ),
         )
     return None
 

@@ -4,7 +4,6 @@ host config asks for it. A password prompt or a refusal becomes one sentence, ne
 
 from __future__ import annotations
 
-
 from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, RunResult

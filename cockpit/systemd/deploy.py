@@ -15,8 +15,9 @@ import asyncio
 import posixpath
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import Protocol
 
 from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
@@ -25,10 +26,9 @@ from cockpit.remote.replace import FileChanged, replace_file
 from cockpit.remote.sudo import explain_failure, privileged
 from cockpit.systemd import journal
 from cockpit.systemd.control import ControlError, UnitControl
-from cockpit.sglang.logparse import READY_TEXT
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.readiness import is_ready
-from cockpit.systemd.status import fetch
+from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.systemd.unit import decode, encode
 
 BACKUPS_KEPT = 10
@@ -140,39 +140,93 @@ async def _prune(host: Host, cfg: HostConfig, path: str) -> None:
             raise ControlError(explain_failure(host.name, cfg.user, argv, result))
 
 
+class UnitFeed(Protocol):
+    """Where a restart watch hears the unit: the session's one journal feed and status poll, so
+    a restart opens no second follow and no second poll beside them."""
+
+    def subscribe(self, on_entries: Callable[[list[JournalEntry]], None]) -> Callable[[], None]:
+        """Call `on_entries` with each batch from now on; returns the unsubscribe."""
+        ...
+
+    async def next_status(self) -> UnitStatus:
+        """The next status the poll reads."""
+        ...
+
+
+class OwnFeed:
+    """A UnitFeed of its own, for a caller that has no session: a follower from the journal's
+    current end and a status read every half second."""
+
+    def __init__(self, host: Host, unit: str) -> None:
+        self.host, self.unit = host, unit
+        self._task: asyncio.Task[None] | None = None
+        self._subscribers: list[Callable[[list[JournalEntry]], None]] = []
+
+    async def start(self) -> None:
+        last = await journal.tail(self.host, self.unit, 1)
+        follower = journal.JournalFollower(
+            self.host, self.unit, backlog=0, after_cursor=last[-1].cursor if last else None
+        )
+        self._task = asyncio.create_task(follower.run(self._deliver))
+
+    def _deliver(self, batch: list[JournalEntry]) -> None:
+        for subscriber in list(self._subscribers):
+            subscriber(batch)
+
+    def subscribe(self, on_entries: Callable[[list[JournalEntry]], None]) -> Callable[[], None]:
+        self._subscribers.append(on_entries)
+        return lambda: self._subscribers.remove(on_entries)
+
+    async def next_status(self) -> UnitStatus:
+        await asyncio.sleep(0.5)
+        return await fetch(self.host, self.unit)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
 async def restart_and_watch(
     host: Host,
     cfg: HostConfig,
     unit: str,
     url_host_port: tuple[str, int],
     *,
+    ready_line: Callable[[JournalEntry], bool],
+    feed: UnitFeed | None = None,
     timeout: float = 900.0,
     on_entries: Callable[[list[JournalEntry]], None] | None = None,
 ) -> Watch:
-    """daemon-reload, restart, then follow the new invocation until it is ready or dies."""
+    """daemon-reload, restart, then watch the new invocation until it is ready or dies: ready
+    is the server's own ready line (`ready_line`, which the caller knows; systemd does not)
+    and then a 200 from /health."""
     control = UnitControl(host, cfg)
     await control.daemon_reload()
     before = await fetch(host, unit)
-    started = time.monotonic()
-    last = await journal.tail(host, unit, 1)
-    cursor = last[-1].cursor if last else None
-    await control.act("restart", unit)
+    own: OwnFeed | None = None
+    source: UnitFeed
+    if feed is None:
+        source = own = OwnFeed(host, unit)
+        await own.start()
+    else:
+        source = feed
     entries: list[JournalEntry] = []
     seen_ready = False
 
     def collect(batch: list[JournalEntry]) -> None:
         nonlocal seen_ready
         entries.extend(batch)
-        seen_ready = seen_ready or any(READY_TEXT in e.message for e in batch)
+        seen_ready = seen_ready or any(ready_line(e) for e in batch)
         if on_entries is not None:
             on_entries(batch)
 
-    follower = journal.JournalFollower(host, unit, backlog=0, after_cursor=cursor)
-    follow = asyncio.create_task(follower.run(collect))
+    unsubscribe = source.subscribe(collect)
+    started = time.monotonic()
     try:
+        await control.act("restart", unit)
         while time.monotonic() - started < timeout:
-            await asyncio.sleep(0.5)
-            status = await fetch(host, unit)
+            status = await source.next_status()
             new_invocation = status.invocation_id != before.invocation_id
             died = status.active_state in ("failed", "inactive") or status.sub_state == "auto-restart"
             if new_invocation and (died or (status.n_restarts > before.n_restarts and not seen_ready)):
@@ -187,5 +241,6 @@ async def restart_and_watch(
                 return Watch("ready", time.monotonic() - started, list(entries))
         return Watch("timeout", time.monotonic() - started, list(entries), f"not ready after {timeout:.0f} s")
     finally:
-        follow.cancel()
-        await asyncio.gather(follow, return_exceptions=True)
+        unsubscribe()
+        if own is not None:
+            await own.stop()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 from msgspec import UNSET, UnsetType, field
@@ -52,22 +52,24 @@ class JournalEntry(msgspec.Struct, gc=False):
 
 
 _MEMO_LIMIT = 65536
-_strings: dict[str, str] = {}  # one copy of each unit name, identifier, invocation ID
+# One copy of each unit name, identifier, invocation ID; parse_entry's fast path shares a
+# missing field too, so None is a key (mapped to itself).
+_strings: dict[str | None, str | None] = {}
 _share = _strings.setdefault
 
 
 class _Wire(msgspec.Struct, gc=False):
     """The fields of a line the cockpit reads. UNIT is only on systemd's messages about a unit."""
 
-    message: Union[str, list, None, UnsetType] = field(name="MESSAGE", default=UNSET)
-    cursor: Union[str, None] = field(name="__CURSOR", default=None)
-    realtime_us: Union[int, None] = field(name="__REALTIME_TIMESTAMP", default=None)
-    pid: Union[int, None] = field(name="_PID", default=None)
-    priority: Union[int, None] = field(name="PRIORITY", default=None)
-    invocation_id: Union[str, None] = field(name="_SYSTEMD_INVOCATION_ID", default=None)
-    unit: Union[str, None] = field(name="_SYSTEMD_UNIT", default=None)
-    identifier: Union[str, None] = field(name="SYSLOG_IDENTIFIER", default=None)
-    about_unit: Union[str, None, UnsetType] = field(name="UNIT", default=UNSET)
+    message: str | list | None | UnsetType = field(name="MESSAGE", default=UNSET)
+    cursor: str | None = field(name="__CURSOR", default=None)
+    realtime_us: int | None = field(name="__REALTIME_TIMESTAMP", default=None)
+    pid: int | None = field(name="_PID", default=None)
+    priority: int | None = field(name="PRIORITY", default=None)
+    invocation_id: str | None = field(name="_SYSTEMD_INVOCATION_ID", default=None)
+    unit: str | None = field(name="_SYSTEMD_UNIT", default=None)
+    identifier: str | None = field(name="SYSLOG_IDENTIFIER", default=None)
+    about_unit: str | None | UnsetType = field(name="UNIT", default=UNSET)
 
 
 _decode_wire = msgspec.json.Decoder(_Wire, strict=False).decode  # strict=False: "4100" -> 4100

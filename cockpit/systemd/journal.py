@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.remote.source import SourceRoots
-from cockpit.sglang.flags import Catalog
 from cockpit.systemd.status import UnitStatus
 from cockpit.systemd.unit import Unit, is_glob, load_unit
+from cockpit.systemd.unit_args import FlagTable
 
 
-async def load_remote_unit(host: Host, status: UnitStatus, catalog: Catalog | None = None) -> Unit:
+async def load_remote_unit(host: Host, status: UnitStatus, catalog: FlagTable | None = None) -> Unit:
     if not status.fragment_path:
         raise CockpitError(f"{status.unit} on {host.name} has no unit file (a transient or generated unit)")
     texts: dict[str, bytes] = {}
@@ -72,8 +72,3 @@ async def service_python(host: Host, python: str, unit: Unit | None = None) -> S
     return ServicePython(
         python, purelib if isinstance(purelib, str) else None, SourceRoots(tuple(d for d in roots if d != "/"))
     )
-
-
-async def site_packages(host: Host, python: str) -> str | None:
-    """Where the service's Python installs packages: where its SGLang lives."""
-    return (await service_python(host, python)).purelib

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import FileMissing, Host
@@ -192,7 +193,9 @@ async def show(host: Host, units: Sequence[str]) -> list[UnitStatus]:
         raise CockpitError(f"could not read `systemctl show` from {host.name}: {e}") from None
     if len(statuses) != len(units):
         raise CockpitError(f"`systemctl show` on {host.name} answered for {len(statuses)} of {len(units)} units")
-    return [status if status.unit else replace(status, unit=asked) for asked, status in zip(units, statuses)]
+    return [
+        status if status.unit else replace(status, unit=asked) for asked, status in zip(units, statuses, strict=True)
+    ]
 
 
 _RUNNING = ("active", "activating", "deactivating", "reloading")

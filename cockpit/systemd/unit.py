@@ -17,15 +17,22 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cockpit.errors import CockpitError
-from cockpit.sglang.flags import Catalog
-from cockpit.systemd.unit_args import Item, Value, flag_name, parse_items, same_flag
+from cockpit.systemd.exec_plan import (
+    ExecPlan,
+    UnitError,
+    Where,
+    exec_items,
+    final_eol,
+    kept_comments,
+    key_part,
+    trailing_blank,
+)
+from cockpit.systemd.unit_args import FlagTable, Item, Value, flag_name
 from cockpit.systemd.unit_env import Assignment, parse_assignments, parse_env_file, quote_assignment
 from cockpit.systemd.unit_exec import (
     Arg,
@@ -34,34 +41,12 @@ from cockpit.systemd.unit_exec import (
     expand_env,
     name_specifiers,
     parse_commands,
-    quote_word,
     resolve_specifiers,
 )
+from cockpit.systemd.unit_paths import SYSTEM_UNIT_PATH, dropin_dirs, search_path_for, select_dropins
 from cockpit.systemd.unit_syntax import Entry, UnitFile, UnitSyntaxError, parse_unit_file
 
-# The system manager's unit search path (systemd 252, `systemd-analyze unit-paths`), highest
-# precedence first; /lib/systemd/system is where split-/usr builds such as Debian's look too.
-SYSTEM_UNIT_PATH = (
-    "/etc/systemd/system.control",
-    "/run/systemd/system.control",
-    "/run/systemd/transient",
-    "/run/systemd/generator.early",
-    "/etc/systemd/system",
-    "/etc/systemd/system.attached",
-    "/run/systemd/system",
-    "/run/systemd/system.attached",
-    "/run/systemd/generator",
-    "/usr/local/lib/systemd/system",
-    "/usr/lib/systemd/system",
-    "/lib/systemd/system",
-    "/run/systemd/generator.late",
-)
 SECTION = "Service"
-INDENT = "    "
-
-
-class UnitError(CockpitError):
-    """An edit or a question the unit cannot answer; `str()` is one sentence."""
 
 
 def decode(data: str | bytes) -> str:
@@ -73,57 +58,6 @@ def encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-# --- where drop-ins live -------------------------------------------------------------------
-
-
-def _dropin_names(name: str) -> list[str]:
-    """unit_file_find_dirs(): the unit, its template, then its dash prefixes, most specific first
-    (`a-b-c.service` -> `a-b-.service`, `a-.service`)."""
-    stem, _, kind = name.rpartition(".")
-    prefix, at, instance = stem.partition("@")
-    names = [name]
-    if at and instance:
-        names += _dropin_names(f"{prefix}@.{kind}")
-    chopped = False
-    while True:
-        dash = prefix.rfind("-")
-        if dash <= 0:
-            return names
-        if dash + 1 < len(prefix) or chopped:
-            prefix = prefix[: dash + 1]
-            break
-        prefix, chopped = prefix[:dash], True
-    return names + _dropin_names(f"{prefix}@{instance}.{kind}" if at and instance else f"{prefix}.{kind}")
-
-
-def dropin_dirs(name: str, search_path: Sequence[str] = SYSTEM_UNIT_PATH) -> list[str]:
-    """Every directory whose `*.conf` files are drop-ins of `name`, in precedence order: of two
-    drop-ins with the same file name, the one in the earlier directory wins."""
-    kind = name.rpartition(".")[2]
-    dirs = [f"{base}/{n}.d" for base in search_path for n in _dropin_names(name)]
-    return dirs + [f"{base}/{kind}.d" for base in search_path]
-
-
-def select_dropins(name: str, paths: Sequence[str], search_path: Sequence[str] = SYSTEM_UNIT_PATH) -> list[str]:
-    """Of `paths`, the drop-ins systemd applies to `name`, in the order it applies them: sorted by
-    file name whatever their directory, a name in a higher-precedence directory masking the same
-    name in a lower one."""
-    rank = {d: i for i, d in reversed(list(enumerate(dropin_dirs(name, search_path))))}
-    best: dict[str, tuple[int, str]] = {}
-    for path in paths:
-        parent, base = os.path.split(path)
-        if base.endswith(".conf") and parent in rank:
-            if base not in best or rank[parent] < best[base][0]:
-                best[base] = (rank[parent], path)
-    return [best[base][1] for base in sorted(best)]
-
-
-def _search_path_for(fragment: str, search_path: Sequence[str]) -> tuple[str, ...]:
-    """systemd-analyze verify FILE also searches the file's own directory, first."""
-    here = os.path.dirname(fragment) or "."
-    return tuple(search_path) if here in search_path else (here, *search_path)
-
-
 def read_local(unit_file: str | Path, search_path: Sequence[str] = ()) -> dict[str, str]:
     """The texts `load_unit` needs, from this machine: the unit file, its drop-ins (beside it in
     `UNIT.d/` and in `search_path`) and the environment files it names that exist here (a
@@ -131,7 +65,7 @@ def read_local(unit_file: str | Path, search_path: Sequence[str] = ()) -> dict[s
     fragment = str(unit_file)
     name = os.path.basename(fragment)
     texts = {fragment: decode(Path(fragment).read_bytes())}
-    for directory in dropin_dirs(name, _search_path_for(fragment, search_path)):
+    for directory in dropin_dirs(name, search_path_for(fragment, search_path)):
         if os.path.isdir(directory):
             for conf in sorted(Path(directory).glob("*.conf")):
                 texts[str(conf)] = decode(conf.read_bytes())
@@ -158,7 +92,7 @@ def load_unit(
     *,
     name: str | None = None,
     search_path: Sequence[str] = SYSTEM_UNIT_PATH,
-    catalog: Catalog | None = None,
+    catalog: FlagTable | None = None,
 ) -> Unit:
     """The unit whose file is `texts[fragment]`, with the drop-ins among `texts` that systemd
     applies to it; the other texts are there for `EnvironmentFile=`. Raises UnitSyntaxError
@@ -167,7 +101,7 @@ def load_unit(
     if fragment not in decoded:
         raise UnitError(f"{fragment}: no such unit file among the files given")
     unit_name = name or os.path.basename(fragment)
-    paths = select_dropins(unit_name, list(decoded), _search_path_for(fragment, search_path))
+    paths = select_dropins(unit_name, list(decoded), search_path_for(fragment, search_path))
     files = tuple(parse_unit_file(p, decoded[p]) for p in [fragment, *paths])
     return Unit(unit_name, files, decoded, catalog)
 
@@ -182,21 +116,13 @@ class EnvironmentFile:
 
 
 @dataclass(frozen=True)
-class Where:
-    """A directive of the unit: which file, which entry of it."""
-
-    file: int  # index into Unit.files
-    entry: int  # index into that file's entries
-
-
-@dataclass(frozen=True)
 class Unit:
     """A unit file and its drop-ins, in the order systemd applies them; edits return a new Unit."""
 
     name: str
     files: tuple[UnitFile, ...]  # the unit file first, then the drop-ins
     texts: Mapping[str, str]  # every text given, as given (environment files among them)
-    catalog: Catalog | None = None
+    catalog: FlagTable | None = None
     _specifiers: dict[str, str] = field(init=False, repr=False, compare=False)
     _memo: dict[str, Any] = field(init=False, repr=False, compare=False)  # what reading derives, once
 
@@ -319,7 +245,7 @@ class Unit:
     def working_directory(self) -> str | None:
         """The last `WorkingDirectory=` (its `-` prefix dropped); None when unset or `~`."""
         values = [e.value for _, e in self._directives("WorkingDirectory")]
-        value = values[-1].lstrip("-") if values else ""
+        value = (values[-1] or "").lstrip("-") if values else ""
         try:
             path, _ = resolve_specifiers(value, self._specifiers) if value else ("", None)
         except ExecSyntaxError:
@@ -347,7 +273,7 @@ class Unit:
 
     def items(self) -> list[Item]:
         """The flags and positional arguments after the program, in order."""
-        return _items(self._args()[1], self.catalog)[1]
+        return exec_items(self._args()[1], self.catalog)[1]
 
     def flags(self) -> list[Item]:
         return [i for i in self.items() if i.is_flag]
@@ -383,14 +309,14 @@ class Unit:
         """Set `--name` to `value` (None: a switch; a sequence: a flag that takes several values),
         in place when the command has it (its last occurrence), else appended."""
         name = flag_name(name)
-        plan = _Plan.of(self)
+        plan = ExecPlan.of(self.files, *self._command(), self.environment(), self.catalog)
         matches = plan.occurrences(name)
         value = tuple(value) if isinstance(value, (list, tuple)) else value
         if matches:
             item = plan.items[matches[-1]]
             if item.value == value:
                 return self
-            plan.replace(matches[-1], plan.flag_words(item.name, value, item.inline, matches[-1]))
+            plan.replace(matches[-1], plan.flag_words(item.name or name, value, item.inline, matches[-1]))
         else:
             plan.append(plan.flag_words(name, value, False, None))
         return self._edited(plan.where, plan.render())
@@ -398,7 +324,7 @@ class Unit:
     def unset_flag(self, name: str) -> Unit:
         """Remove every occurrence of `--name` and its values."""
         name = flag_name(name)
-        plan = _Plan.of(self)
+        plan = ExecPlan.of(self.files, *self._command(), self.environment(), self.catalog)
         matches = plan.occurrences(name)
         if not matches:
             raise UnitError(f"{self.name} has no flag {name}")
@@ -450,8 +376,8 @@ class Unit:
         assignments = parse_assignments(entry.value or "", self._specifiers)
         kept = [words.get(k, a.raw) for k, a in enumerate(assignments)]
         kept = [w for w in kept if w]
-        line = _key_part(entry) + " ".join(kept) + _final_eol(entry) if kept else ""
-        return _kept_comments(entry) + line + _trailing_blank(entry)
+        line = key_part(entry) + " ".join(kept) + final_eol(entry) if kept else ""
+        return kept_comments(entry) + line + trailing_blank(entry)
 
     def _insert_env_line(self, line: str) -> Unit:
         environment = self._directives("Environment")
@@ -466,149 +392,8 @@ class Unit:
         f = self.files[where.file]
         anchor = f.entries[where.entry]
         eol = f.eol()
-        if offset and not anchor.lines[-1].eol:  # the anchor is the file's last line, without a newline
-            text = eol + line
-        else:
-            text = line + eol
+        # When the anchor is the file's last line, without a newline, the new line goes after one.
+        text = eol + line if offset and not anchor.lines[-1].eol else line + eol
         files = list(self.files)
         files[where.file] = f.replaced({}, {where.entry + offset: text})
         return replace(self, files=tuple(files))
-
-
-def _items(args: list[Arg], catalog: Catalog | None) -> tuple[int, list[Item]]:
-    return parse_items([a.value for a in args], catalog, frozenset(i for i, a in enumerate(args) if a.opaque))
-
-
-# --- rendering an edited directive ----------------------------------------------------------
-
-
-def _key_part(entry: Entry) -> str:
-    """`ExecStart=` as written on the directive's first line (spacing around `=` kept)."""
-    m = re.match(r"[^=]*=[ \t]*", entry.lines[0].text)
-    return m.group() if m else f"{entry.key}="
-
-
-def _final_eol(entry: Entry) -> str:
-    """The line ending after the directive's last line of text ("" at the end of a file)."""
-    content = [line for line in entry.lines if not line.is_comment and not line.is_blank] or list(entry.lines)
-    return content[-1].eol
-
-
-def _kept_comments(entry: Entry) -> str:
-    return "".join(line.text + line.eol for line in entry.lines[1:] if line.is_comment)
-
-
-def _trailing_blank(entry: Entry) -> str:
-    """A blank line that ended the continuation belongs to the entry; keep it after the new text."""
-    last = entry.lines[-1]
-    return last.text + last.eol if len(entry.lines) > 1 and last.is_blank else ""
-
-
-@dataclass
-class _Group:
-    """Words of the command written on one line: the program part, one item, or a word that
-    expands to nothing; `origin` is the physical line of the entry it came from."""
-
-    raws: list[str]
-    items: frozenset[int]
-    origin: int | None
-
-
-@dataclass
-class _Plan:
-    """The edited command, one group per output line, with the comments found inside it."""
-
-    unit: Unit
-    where: Where
-    command: Command
-    args: list[Arg]
-    items: list[Item]
-    groups: list[_Group]
-
-    def occurrences(self, name: str) -> list[int]:
-        """The items that are `name` (any spelling the release accepts for it)."""
-        return [
-            k for k, item in enumerate(self.items) if item.is_flag and same_flag(item.name, name, self.unit.catalog)
-        ]
-
-    @classmethod
-    def of(cls, unit: Unit) -> _Plan:
-        where, command = unit._command()
-        args, _ = expand_env(command, unit.environment())
-        head, items = _items(args, unit.catalog)
-        owner: dict[int, set[int]] = {}
-        for k, item in enumerate(items):
-            for a in item.args:
-                owner.setdefault(args[a].word, set()).add(k)
-        in_head = {args[a].word for a in range(head)} | {0, 1 if "@" in command.prefix else 0}
-        entry = unit.files[where.file].entries[where.entry]
-        groups: list[_Group] = []
-        for index, word in enumerate(command.words):
-            key = frozenset() if index in in_head else frozenset(owner.get(index, {-1 - index}))
-            if groups and groups[-1].items == key:
-                groups[-1].raws.append(word.raw)
-            else:
-                groups.append(_Group([word.raw], key, entry.line_of(word.start)))
-        return cls(unit, where, command, args, items, groups)
-
-    def _group_of(self, k: int) -> int:
-        item = self.items[k]
-        shared = [self.args[a].variable for a in item.args if self.args[a].variable]
-        if shared:
-            raise UnitError(f"{item.name} comes from ${shared[0]}: edit that variable instead")
-        for g, group in enumerate(self.groups):
-            if group.items == frozenset({k}):
-                return g
-        raise UnitError(f"{item.name} shares a word with another argument; edit the unit by hand")
-
-    def flag_words(self, name: str, value: Value, inline: bool, k: int | None) -> list[str]:
-        env = self.command.expands_env
-        try:
-            if value is None:
-                return [quote_word(name, expand_env=env)]
-            values = value if isinstance(value, tuple) else (value,)
-            if isinstance(value, str) and (inline or value.startswith("-")):
-                return [quote_word(f"{name}={value}", expand_env=env)]
-            if any(v.startswith("--") for v in values):
-                raise UnitError(f"{name}: a value of a several-valued flag cannot start with '--'")
-            name_raw = (
-                self.groups[self._group_of(k)].raws[0]
-                if k is not None and not self.items[k].inline
-                else quote_word(name, expand_env=env)
-            )
-            return [name_raw, *(quote_word(v, expand_env=env) for v in values)]
-        except ValueError as e:
-            raise UnitError(f"{name}: {e}") from None
-
-    def replace(self, k: int, raws: list[str]) -> None:
-        self.groups[self._group_of(k)].raws = raws
-
-    def remove(self, k: int) -> None:
-        self.groups[self._group_of(k)].raws = []
-
-    def append(self, raws: list[str]) -> None:
-        """A new flag goes last, but before an argparse `--` that ends the options."""
-        at = len(self.groups)
-        for g, group in enumerate(self.groups):
-            if any(self.items[k].name is None and self.items[k].value == "--" for k in group.items if k >= 0):
-                at = g
-                break
-        self.groups.insert(at, _Group(raws, frozenset({len(self.items)}), None))
-
-    def render(self) -> str:
-        """The directive, the program part on its first line and one item per continuation line;
-        comment lines that sat inside the old continuation stay before the item they preceded."""
-        f = self.unit.files[self.where.file]
-        entry = f.entries[self.where.entry]
-        eol = entry.lines[0].eol or f.eol()
-        comments = [(i, line.text + line.eol) for i, line in enumerate(entry.lines) if line.is_comment]
-        lines = [g for g in self.groups if g.raws]
-        out: list[str] = []
-        for n, group in enumerate(lines):
-            while n and comments and group.origin is not None and comments[0][0] < group.origin:
-                out.append(comments.pop(0)[1])
-            text = (_key_part(entry) if n == 0 else INDENT) + " ".join(group.raws)
-            out.append(text + (" \\" + eol if n + 1 < len(lines) else ""))
-        out.append(_final_eol(entry))
-        out += [c for _, c in comments]
-        return "".join(out) + _trailing_blank(entry)

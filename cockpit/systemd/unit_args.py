@@ -2,16 +2,33 @@
 will read them, found after the program and whatever precedes the first `--flag`
 (`python -u -m sglang.launch_server` is all program).
 
-Whether `--x` takes the next word is decided by the release's flag catalog when there is one,
-else by the heuristic "the next word does not start with `--`". Words that are neither a flag nor
-a flag's value stay positional, in place."""
+Whether `--x` takes the next word is decided by a flag table when there is one (SGLang's flag
+catalog of the release is one: this module needs only the argparse shape of each flag, so it
+names a protocol and knows nothing of SGLang), else by the heuristic "the next word does not
+start with `--`". Words that are neither a flag nor a flag's value stay positional, in place."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from cockpit.sglang.flags import Catalog
+
+class FlagShape(Protocol):
+    """What argparse needs of a flag to read its values."""
+
+    @property
+    def takes_value(self) -> bool: ...
+
+    @property
+    def nargs(self) -> str | int | None: ...
+
+
+class FlagTable(Protocol):
+    """Flags by any of their spellings (`cockpit.sglang.flags.Catalog` is one)."""
+
+    def get(self, name: str) -> FlagShape | None: ...
+
 
 Value = str | tuple[str, ...] | None
 
@@ -40,7 +57,7 @@ def flag_name(name: str) -> str:
     return name if name.startswith("-") else "--" + name
 
 
-def same_flag(a: str, b: str, catalog: Catalog | None) -> bool:
+def same_flag(a: str, b: str, catalog: FlagTable | None) -> bool:
     """The same flag, by spelling or, with a catalog, as aliases of one flag (`--tp`, `--tp-size`)."""
     if a == b:
         return True
@@ -51,7 +68,7 @@ def same_flag(a: str, b: str, catalog: Catalog | None) -> bool:
 
 
 def _value_count(
-    name: str, argv: Sequence[str], start: int, opaque: Sequence[bool], catalog: Catalog | None
+    name: str, argv: Sequence[str], start: int, opaque: Sequence[bool], catalog: FlagTable | None
 ) -> tuple[int, bool]:
     """How many of the words from argv[start] are this flag's values, and whether it takes
     several. Counted in place: slicing the rest of argv for each flag made long command
@@ -72,7 +89,7 @@ def _value_count(
 
 
 def parse_items(
-    argv: Sequence[str], catalog: Catalog | None = None, opaque: frozenset[int] = frozenset()
+    argv: Sequence[str], catalog: FlagTable | None = None, opaque: frozenset[int] = frozenset()
 ) -> tuple[int, list[Item]]:
     """(head, items): argv[:head] is the program part; items cover argv[head:] in order.
     Indices in `opaque` (an unknown `$VAR`) are never taken as a flag's value."""

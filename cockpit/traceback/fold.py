@@ -53,7 +53,7 @@ _OPENING_TAILS = (HEADER, *GROUP_TAILS)  # how the lines that may open a traceba
 
 class Change(NamedTuple):
     kind: str  # "appended" or "updated"
-    index: int  # into Folder.records
+    index: int  # type: ignore[assignment]  # into Folder.records; a field named like tuple.index, read by name
 
 
 class BatchChanges(NamedTuple):
@@ -256,7 +256,7 @@ class Folder:
             elif not (text.endswith(HEADER) or is_log_line(text)):
                 # a message line Python 3.11's printer left without the box's margin
                 return self._add(op, text, entry)
-        elif state == MESSAGE or state == GROUP:  # after the last exception line (or box)
+        elif state in (MESSAGE, GROUP):  # after the last exception line (or box)
             if text in RELATIONS:  # the journal has no blank line before it: journald drops them
                 op.state = MARKER
                 tb.complete = False
@@ -293,7 +293,7 @@ class Folder:
         tb = op.tb
         tb.lines.append(text)
         tb.times.append(entry.realtime_us)
-        if entry is not TEXT_SOURCE and entry.priority < tb.priority:
+        if entry is not TEXT_SOURCE and (tb.priority is None or entry.priority < tb.priority):
             tb.priority = entry.priority
         self._updated.add(op.index)
         return True

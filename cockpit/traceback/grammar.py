@@ -96,3 +96,17 @@ def headerless_group_at(line: str) -> int:
 def continues_frames(line: str) -> bool:
     """A frame, a code or caret line under it, or a recursion summary."""
     return line.startswith("    ") or line.startswith('  File "') or line.startswith("  [Previous line repeated ")
+
+
+_SITE = re.compile(r'^\s*(?:\| )?\s*File "([^"]+)", line (\d+)')
+
+
+def is_frame_line(line: str) -> bool:
+    """`  File "...", line N`, also inside an exception group's `| ` margins."""
+    return line.lstrip(" |").startswith("File ")
+
+
+def frame_site(line: str) -> tuple[str, int] | None:
+    """(path, line number) of a printed frame line, margins and all; None for any other line."""
+    m = _SITE.match(line)
+    return (m.group(1), int(m.group(2))) if m else None

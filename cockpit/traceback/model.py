@@ -13,7 +13,7 @@ from typing import Any
 
 from cockpit.systemd.entry import JournalEntry
 from cockpit.traceback.frames import Frame, Location
-from cockpit.traceback.grammar import log_rank
+from cockpit.traceback.grammar import frame_site, is_frame_line, log_rank
 from cockpit.traceback.structure import Part, parse_block
 
 __all__ = ["TEXT_SOURCE", "Frame", "Line", "Location", "Traceback"]
@@ -176,6 +176,27 @@ class Traceback:
         """What the source pane can open, in printed order: the frames, then the location."""
         location = self.location
         return [*self.frames, location] if location is not None else list(self.frames)
+
+    def frame_of_line(self, k: int) -> tuple[Traceback, int] | None:
+        """Which frame `self.lines[k]` prints: (the traceback or chained part holding it, its
+        index in that part's `sites`); None for a line that is no frame. A SyntaxError's
+        location counts, so it opens as its failing line."""
+        site = frame_site(self.lines[k]) if 0 <= k < len(self.lines) else None
+        if site is None:
+            return None
+        for tb in (self, *self.chained, *self.sub_exceptions):
+            for index, at in enumerate(tb.sites):
+                if (at.file, at.line) == site:
+                    return tb, index
+        return None
+
+    def failing_frame_line(self) -> int:
+        """The index in `lines` of the last frame line (0 when none): where the journal puts
+        the cursor when the traceback unfolds, so Enter opens the failing frame."""
+        for k in range(len(self.lines) - 1, -1, -1):
+            if is_frame_line(self.lines[k]):
+                return k
+        return 0
 
     @property
     def failing_frame(self) -> Frame | Location | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cockpit.traceback.frames import Frame, Location
 from cockpit.traceback.grammar import (
     EXCEPTION,
     FRAME,
@@ -24,7 +25,6 @@ from cockpit.traceback.grammar import (
     is_group_closing,
     is_group_line,
 )
-from cockpit.traceback.frames import Frame, Location
 
 
 @dataclass(slots=True)
@@ -167,7 +167,7 @@ def _plain(texts: list[str]) -> Part:
         elif text[:1] not in ("", " ", "\t") and (m := EXCEPTION.match(text)):
             exception = m[1]
             message.append(m[2] or "")
-    for site, code in zip(sites, codes):
+    for site, code in zip(sites, codes, strict=True):  # appended together, one code list per site
         site.code = "\n".join(stripped for c in code if (stripped := c.strip())) or None
     while message and message[-1] == "":
         message.pop()

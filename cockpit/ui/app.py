@@ -1,16 +1,17 @@
-"""The cockpit app: the panes of one unit, and the workers that feed them.
+"""The cockpit app: the panes of one unit, drawn from what its session hands them.
 
-Everything long runs in workers with `exit_on_error=False`: a failed SSH call or a lost host
-shows in the status pane and the app keeps running. Panes only draw what they are handed,
-so tests can hand them recorded data (`live=False`).
+The app reaches the core through one `Session` (cockpit.session): it owns the host
+connection, the status poll, the journal feed and the deployment's facts, and does the work
+(opening a frame's source, writing an edit, a load run, an incident). The app listens and
+draws. Long calls run in workers with `exit_on_error=False`: a failed call shows in a notice
+and the app keeps running. Tests and snapshots hand the app a `RecordedSession`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import time
-from dataclasses import replace
+from typing import Any
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -18,31 +19,16 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import ContentSwitcher, Footer, Input
 
-from cockpit.attempts import AttemptLog
 from cockpit.config import Config
-from cockpit.fmt import duration
 from cockpit.errors import CockpitError
-from cockpit.remote.pool import HostPool
-from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, staleness
-from cockpit.sglang.catalogs import CatalogCache, package_root_of
-from cockpit.load.gpu import GpuSampler
-from cockpit.load.passive import ThroughputSeries
-from cockpit.load.results import LevelResult, RequestResult
-from cockpit.load.runner import LoadConfig, Runner, run_record, server_args
-from cockpit.load.store import load_runs, save_run
-from cockpit.rollout import apply, with_files
-from cockpit.sglang.explain import explain
-from cockpit.sglang.flags import Catalog
-from cockpit.sglang.preflight import given_flags
-from cockpit.systemd import journal
-from cockpit.systemd.remote_unit import load_remote_unit, service_python
-from cockpit.systemd.unit import Unit
-from cockpit.systemd.control import UnitControl
-from cockpit.feeds import StatusPoll, supervise
-from cockpit.systemd.readiness import server_info
-from cockpit.systemd.status import fetch, main_exit_of
-from cockpit.sglang.endpoint import serving_address
-from cockpit.targets import DEFAULT_URL, Target, all_targets
+from cockpit.fmt import duration
+from cockpit.load.passive import ThroughputPoint
+from cockpit.load.results import LevelResult
+from cockpit.load.store import SavedRun
+from cockpit.session import FrameView, JournalBatch, Listener, RecordedSession, Session
+from cockpit.sglang.deployment import Deployment
+from cockpit.systemd.status import UnitStatus
+from cockpit.targets import Target, all_targets
 from cockpit.traceback.groups import crash_loop, group
 from cockpit.traceback.model import Traceback
 from cockpit.ui.panes.attempts import AttemptsPane
@@ -54,19 +40,51 @@ from cockpit.ui.panes.throughput import ThroughputPane
 from cockpit.ui.panes.tracebacks import TracebackList
 from cockpit.ui.screens.confirm import ConfirmModal
 from cockpit.ui.screens.help import HelpScreen
-from cockpit.ui.screens.runs import RunPicker
 from cockpit.ui.screens.picker import PickerScreen
+from cockpit.ui.screens.runs import RunPicker
 from cockpit.ui.screens.trust import trust_modal
 from cockpit.ui.screens.write import WriteModal
 from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
-
-BACKLOG = 2000  # entries shown at first; older ones are paged from journald on demand
 
 _ACTION_TEXT = {
     "restart": ("Restart", "SGLang stops serving now and loads the model again; requests in flight fail."),
     "stop": ("Stop", "SGLang stops serving until you start it again."),
     "start": ("Start", "SGLang starts and loads the model."),
 }
+
+
+class _Panes(Listener):
+    """The session's news, drawn: each call lands on the pane it is about."""
+
+    def __init__(self, app: CockpitApp) -> None:
+        self.app = app
+
+    def status(self, status: UnitStatus) -> None:
+        self.app.status_pane.show_status(status)
+
+    def problem(self, kind: str, sentence: str) -> None:
+        self.app.status_pane.show_problem(kind, sentence)
+
+    def connection(self, state: str, detail: str | None) -> None:
+        if self.app.is_running:
+            self.app.status_pane.show_connection(state, detail)
+            self.app.check_freshness()
+
+    def journal(self, batch: JournalBatch) -> None:
+        self.app.journal_view.show_added(batch.added, batch.rows_before)
+
+    def journal_state(self, state: str, detail: str | None) -> None:
+        self.app.check_freshness()
+
+    def throughput(self, point: ThroughputPoint) -> None:
+        self.app.throughput_pane.passive(point.gen_throughput, point.accept_len)
+
+    def deployment(self, deployment: Deployment | None, problems: list[str]) -> None:
+        for problem in problems:
+            self.app.notify(f"cannot read {problem}", severity="warning", timeout=8)
+
+    def failed(self, what: str, detail: str) -> None:
+        self.app.notify(f"{what} failed: {detail}", severity="error", timeout=10)
 
 
 class CockpitApp(App[None]):
@@ -87,29 +105,33 @@ class CockpitApp(App[None]):
         Binding("S", "snapshot", "Snapshot", id="snapshot"),
     ]
 
-    def __init__(self, config: Config, target: Target | None, *, read_only: bool = False, live: bool = True) -> None:
+    def __init__(
+        self,
+        config: Config,
+        target: Target | None = None,
+        *,
+        read_only: bool = False,
+        live: bool = True,
+        session: Session | None = None,
+    ) -> None:
+        """`session`: the session to draw; by default a live one of `target` (`live=False`: a
+        recorded one, which follows nothing)."""
         super().__init__()
         self.config = config
-        self.target = target
-        self.read_only = read_only
-        self.live = live
-        self.pool = HostPool(config, trust_prompt=self._ask_trust, on_state=self._host_state)
-        self.sources = SourceCache()
-        self.roots = PACKAGE_DIRS  # until the unit is read: where a traceback's file may be opened from
-        self.catalogs = CatalogCache()
+        if session is None:
+            session = (
+                Session(config, target, read_only=read_only, trust_prompt=self._ask_trust)
+                if live
+                else RecordedSession(config, target, read_only=read_only)
+            )
+        self.session = session
+        session.listener = _Panes(self)
         self._prompt_kind: str | None = None
-        self.unit_model: Unit | None = None
-        self.catalog: Catalog | None = None
-        self.backlog = BACKLOG
-        self.passive = ThroughputSeries()
-        self._journal_feed = "connecting"
-        self._poll: StatusPoll | None = None
-        self.address: tuple[str, int] | None = None  # the server's, from the unit's --host/--port
         self._gpu_started = False
         themes, self.theme_problems = discover()
         for theme in themes:
             self.register_theme(theme)
-        wanted = remembered() if live else None
+        wanted = remembered() if session.live else None
         wanted = wanted or config.ui.theme or DEFAULT_THEME
         self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
         if wanted not in self.available_themes:
@@ -118,6 +140,10 @@ class CockpitApp(App[None]):
 
     # -- layout ---------------------------------------------------------------------------
 
+    @property
+    def target(self) -> Target | None:
+        return self.session.target
+
     def compose(self) -> ComposeResult:
         host, unit = (self.target.host, self.target.unit) if self.target else ("-", "no unit")
         self._status = StatusPane(host, unit, id="status")
@@ -125,14 +151,16 @@ class CockpitApp(App[None]):
         with Horizontal(id="main"):
             with Vertical(id="journal-box"):
                 self._journal = JournalView(id="journal")
+                self._journal.attach(self.session.rows)
                 yield self._journal
                 yield Input(id="prompt")
             yield TracebackList(id="tracebacks")
         with ContentSwitcher(id="detail"):
             yield SourcePane(id="source")
-            yield FlagsPane(id="flags")
+            yield FlagsPane(self.session.preflight, id="flags")
             yield AttemptsPane(id="attempts")
-            yield ThroughputPane(id="throughput")
+            self._throughput = ThroughputPane(id="throughput")
+            yield self._throughput
         yield Footer()
 
     @property
@@ -145,8 +173,13 @@ class CockpitApp(App[None]):
     def journal_view(self) -> JournalView:
         return self._journal
 
+    @property
+    def throughput_pane(self) -> ThroughputPane:
+        """Held, as the status pane is: a decode line a second reaches it, never a query."""
+        return self._throughput
+
     def on_mount(self) -> None:
-        self.set_interval(0.5, self._check_freshness)
+        self.set_interval(0.5, self.check_freshness)
         for problem in self.theme_problems:
             self.notify(problem, severity="warning", timeout=10)
         unknown = sorted(set(self.config.ui.keys) - self.binding_ids())
@@ -158,102 +191,60 @@ class CockpitApp(App[None]):
         if self.target is not None:
             self.journal_view.set_label(f"journal · {self.target.unit}")
         self.journal_view.focus()
-        if not self.live:
-            return
         if self.target is None:
-            self.action_pick()
-        else:
-            self._start_feeds()
+            if self.session.live:
+                self.action_pick()
+            return
+        self._start()
 
-    def _start_feeds(self) -> None:
-        self.workers.cancel_group(self, "feeds")
-        assert self.target is not None
-        self.sub_title = f"{self.target.unit} @ {self.target.host}"
-        self.journal_view.set_label(f"journal · {self.target.unit}")
-        self.poll_status()
-        self.follow_journal()
-        self.load_unit_model()
-
-    # -- feeds ----------------------------------------------------------------------------
-
-    @work(group="feeds", exit_on_error=False)
-    async def poll_status(self) -> None:
-        """The one status poll, supervised: it never stops while the app shows this unit."""
+    def _start(self) -> None:
         target = self.target
         assert target is not None
-        pane = self.status_pane
-        pane.watching = True
-        poll = self._poll = StatusPoll(
-            self.pool.get(target.host),
-            target.unit,
-            target.url_host_port,
-            on_status=pane.show_status,
-            on_problem=pane.show_problem,
-        )
-        await supervise(poll.run, lambda detail: pane.show_problem("error", f"the status poll failed: {detail}"))
+        self.sub_title = f"{target.unit} @ {target.host}"
+        self.journal_view.set_label(f"journal · {target.unit}")
+        self.status_pane.watching = self.session.live
+        self.session.start()
 
-    @work(group="feeds", exit_on_error=False)
-    async def follow_journal(self) -> None:
-        """The one journal feed, supervised; it resumes after the last cursor it delivered."""
-        target = self.target
-        assert target is not None
-        follower = journal.JournalFollower(
-            self.pool.get(target.host), target.unit, backlog=self.backlog, on_state=self._journal_state
-        )
-        await supervise(
-            lambda: follower.run(self.on_journal_batch), lambda detail: self._journal_state("reconnecting", detail)
-        )
-
-    def on_journal_batch(self, entries: list) -> None:
-        self.journal_view.append_entries(entries)
-        if self._poll is not None:  # systemd's word on how the main process ended outlives the restart
-            for entry in entries:
-                if entry.pid == 1 and (how := main_exit_of(entry.message)) is not None:
-                    self._poll.note_exit(how, entry.realtime_us / 1e6 if entry.realtime_us else None)
-        pane = self.query_one(ThroughputPane)
-        for entry in entries:
-            point = self.passive.add_entry(entry)
-            if point is not None:
-                pane.passive(point.gen_throughput, point.accept_len)
-
-    def _journal_state(self, state: str, detail: str | None) -> None:
-        self._journal_feed = state
-        self._check_freshness()
-
-    def _check_freshness(self) -> None:
+    def check_freshness(self) -> None:
         """The journal's title says when its lines stopped being live: the follower is
-        reconnecting, or the host has answered nothing (status included) for two polls."""
-        if not self.live or self.target is None or not self.is_running:
+        reconnecting, or the host has answered nothing (status included) for two polls. A
+        recorded session is as old as it was recorded: it is never called stale."""
+        if not self.session.live or self.target is None or not self.is_running:
             return
         pane = self.status_pane
         state, _ = pane.connection
+        feed = self.session.journal.state
         trouble = None
-        if self._journal_feed == "connecting":
+        if feed == "connecting":
             trouble = "connecting…"
-        elif state in ("reconnecting", "error", "disconnected") or self._journal_feed != "following":
+        elif state in ("reconnecting", "error", "disconnected") or feed != "following":
             trouble = "not following (connection lost)"
         elif pane.stale():
             trouble = f"not following (no answer from {self.target.host} for {pane.age():.0f} s)"
         self.journal_view.show_feed(trouble)
 
-    def _host_state(self, host: str, state: str, detail: str | None) -> None:
-        if self.target is not None and host == self.target.host and self.is_running:
-            self.status_pane.show_connection(state, detail)
-            self._check_freshness()
-
     async def _ask_trust(self, host: str, fingerprint: str) -> bool:
-        return bool(await self.push_screen_wait(trust_modal(host, fingerprint)))
+        """The session asks from its own tasks, which are no Textual workers: the answer comes
+        back through the modal's callback."""
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def answered(yes: bool | None) -> None:
+            if not answer.done():
+                answer.set_result(bool(yes))
+
+        self.push_screen(trust_modal(host, fingerprint), answered)
+        return await answer
 
     # -- actions --------------------------------------------------------------------------
 
     def action_unit_action(self, action: str) -> None:
-        if self.target is None:
+        target = self.target
+        if target is None:
             return
         if self.changes_refused():
-            self.notify(f"{self.target.host} is read-only here: nothing was {action}ed", severity="error")
+            self.notify(f"{target.host} is read-only here: nothing was {action}ed", severity="error")
             return
         verb, effect = _ACTION_TEXT[action]
-        target = self.target
 
         def confirmed(yes: bool | None) -> None:
             if yes:
@@ -263,9 +254,10 @@ class CockpitApp(App[None]):
 
     @work(exit_on_error=False)
     async def run_unit_action(self, action: str, target: Target) -> None:
-        control = UnitControl(self.pool.get(target.host), self.config.host(target.host), read_only=self.read_only)
+        if target != self.target:
+            return  # the user switched units while the modal was up
         try:
-            await control.act(action, target.unit)
+            await self.session.act(action)
         except CockpitError as e:
             self.notify(str(e), title=f"{action} failed", severity="error", timeout=10)
             return
@@ -283,17 +275,16 @@ class CockpitApp(App[None]):
 
         status = self.status_pane.status
         known = {(self.target.host, self.target.unit): status} if self.target and status else {}
-        self.push_screen(PickerScreen(self.pool, targets, hosts, known=known), picked)
+        self.push_screen(PickerScreen(self.session, targets, hosts, known=known), picked)
 
-    def switch_target(self, target: Target) -> None:
-        self.target = target
+    @work(exclusive=True, group="switch", exit_on_error=False)
+    async def switch_target(self, target: Target) -> None:
         self.status_pane.reset(target.host, target.unit)
-        self._journal_feed = "connecting"
-        self.journal_view.clear()
         self.query_one(TracebackList).show([])
         self.query_one("#detail").display = False
-        self.unit_model, self.catalog, self.roots, self.address = None, None, PACKAGE_DIRS, None
-        self._start_feeds()
+        await self.session.switch(target)
+        self.journal_view.attach(self.session.rows)
+        self._start()
 
     # -- tracebacks and source ---------------------------------------------------------------
 
@@ -311,17 +302,19 @@ class CockpitApp(App[None]):
         )
 
     def on_journal_view_need_older(self, event: JournalView.NeedOlder) -> None:
-        if self.live and self.target is not None:
+        if self.target is not None:
             self.page_older(event.cursor)
 
     @work(group="feeds", exit_on_error=False)
     async def page_older(self, cursor: str) -> None:
-        assert self.target is not None
         try:
-            entries = await journal.older(self.pool.get(self.target.host), self.target.unit, cursor, 2000)
+            entries = await self.session.older(cursor)
         except CockpitError as e:
             self.journal_view.paging_failed()
             self.notify(f"cannot page the journal back: {e}", severity="warning")
+            return
+        if entries is None:
+            self.journal_view.paging_failed()
             return
         self.journal_view.prepend_entries(entries)
 
@@ -350,106 +343,46 @@ class CockpitApp(App[None]):
 
     @work(exclusive=True, group="source", exit_on_error=False)
     async def open_frame(self, traceback: Traceback, index: int, anyway: bool = False) -> None:
-        """Open a frame's file from the host: under the service's Python roots only, unless
-        the user asked for this file (`O` on the refusal)."""
+        """The session reads the frame's file (under the service's Python roots only, unless
+        the user asked for this file: `O` on the refusal); the pane draws it."""
         pane = self.query_one(SourcePane)
-        sites = traceback.sites
-        frame = sites[index]
         pane.traceback, pane.frame = traceback, index
         self.show_detail("source")
+        site = traceback.sites[index]
         what = (
             "the error's location"
-            if frame is traceback.location
-            else f"frame {index + 1} of {len(traceback.frames)} · {frame.function}"
+            if site is traceback.location
+            else f"frame {index + 1} of {len(traceback.frames)} · {site.function}"
         )
-        pane.set_title(f"{frame.file}:{frame.line} · {what}")
-        if self.target is None or frame.line is None:
+        pane.set_title(f"{site.file}:{site.line} · {what}")
+        if self.target is None or site.line is None:
             return
-        host = self.pool.get(self.target.host)
         pane.refused = False
-        try:
-            source = await self.sources.get(host, frame.file, roots=None if anyway else self.roots)
-        except SourceError as e:
-            pane.view.show(Shown(host.name, frame.file, 0, 1, 1, 1), "", None)
-            pane.refused = isinstance(e, OutsideRoots)
-            pane.set_message(f"{e}. Press O to open it anyway." if pane.refused else str(e))
+        view: FrameView = await self.session.frame(traceback, index, anyway=anyway)
+        source = view.source
+        if source is None:
+            pane.view.show(Shown(self.target.host, view.path, 0, 1, 1, 1), "", None)
+            pane.refused = view.refused
+            pane.set_message(view.message)
             return
-        last = index == len(sites) - 1
-        try:
-            root = package_root_of(frame.file)
-            catalog = await self.catalogs.get(host, root) if root else None
-        except CockpitError:
-            catalog = None
-        try:
-            explained = explain(
-                source.text,
-                frame.file,
-                frame.line,
-                exception=(traceback.exception or "") if last else "",
-                message=traceback.message if last else "",
-                catalog=catalog,
-            )
-            start, end = explained.start_line, explained.end_line
-            values = given_flags(self.unit_model.exec(), catalog) if self.unit_model and catalog else None
-            message = explained.sentence(values) if last else f"Frame {index + 1}: `{explained.statement.strip()}`"
-            pane.flags = explained.flags
-        except (SyntaxError, ValueError) as e:
-            start = end = frame.line
-            message = f"Could not read the statement: {e}"
-        started = self.status_pane.status.exec_main_start if self.status_pane.status else None
-        crashed = traceback.times[0] / 1e6 if traceback.times and traceback.times[0] else None
-        warning = staleness(source, min(t for t in (started, crashed) if t) if (started or crashed) else None)
+        pane.flags = view.flags
         key = (source.host, source.path, source.mtime)
-        pane.view.show(Shown(*key, frame.line, start, end), source.text, cached_highlight(key))
-        pane.set_message(
-            (f"⚠ {warning}\n" if warning else "") + f"{traceback.exception}: {traceback.message}\n" + message
-            if last
-            else message
-        )
+        pane.view.show(Shown(*key, site.line, view.start, view.end), source.text, cached_highlight(key))
+        pane.set_message(view.message)
         pane.view.focus()
         if cached_highlight(key) is None:
             pane.highlight_in_thread(key, source.text, "monokai" if self.current_theme.dark else "friendly")
 
     # -- the flag editor and attempts --------------------------------------------------------
 
-    @work(group="feeds", exit_on_error=False)
-    async def load_unit_model(self) -> None:
-        """The unit's files and the release's flag catalog, for the editor and the explanations."""
-        target = self.target
-        assert target is not None
-        host = self.pool.get(target.host)
-        try:
-            status = await fetch(host, target.unit)
-            unit = await load_remote_unit(host, status)
-            python = target.python or next(iter(unit.exec()), None)
-            facts = await service_python(host, python, unit) if python else None
-            root = facts.purelib if facts else None
-            if facts is not None:
-                self.roots = facts.roots
-        except CockpitError as e:
-            self.unit_model, self.catalog = None, None
-            self.notify(f"cannot load the unit's flags: {e}", severity="warning", timeout=8)
-            return
-        try:
-            catalog = await self.catalogs.get(host, root) if root else None
-        except CockpitError as e:  # the unit is still shown and editable, without SGLang's flag list
-            catalog = None
-            self.notify(
-                f"SGLang's flag list could not be read ({e}): the editor checks nothing", severity="warning", timeout=8
-            )
-        self.unit_model, self.catalog = replace(unit, catalog=catalog), catalog
-        if target.url == DEFAULT_URL:  # no url in the config: where the unit's own flags say it listens
-            self.address = serving_address((i.name, i.value) for i in unit.flags())
-            if self._poll is not None:
-                self._poll.url_host_port = self.address
-
     def action_edit_flags(self, focus: list[str] | None = None) -> None:
-        if self.unit_model is None:
+        unit = self.session.unit
+        if unit is None:
             self.notify("the unit file is not loaded yet (or could not be read)", severity="warning")
             return
         pane = self.query_one(FlagsPane)
         if pane.loaded is None or pane.edited is None or not pane.edited.changed():
-            pane.load(self.unit_model, self.catalog, focus)
+            pane.load(unit, self.session.deployment.catalog if self.session.deployment else None, focus)
         self.show_detail("flags")
         pane.query_one("#flag-list").focus()
 
@@ -460,7 +393,7 @@ class CockpitApp(App[None]):
         if self.target is None:
             return
         pane = self.query_one(AttemptsPane)
-        pane.show(AttemptLog(self.target.host, self.target.unit).load())
+        pane.show(self.session.attempts())
         self.show_detail("attempts")
         pane.focus()
 
@@ -468,7 +401,6 @@ class CockpitApp(App[None]):
         target = self.target
         if target is None:
             return
-        cfg = self.config.host(target.host)
         if self.changes_refused():
             self.notify(f"{target.host} is read-only here: nothing is written", severity="error")
             return
@@ -477,19 +409,20 @@ class CockpitApp(App[None]):
             if yes:
                 self.run_attempt(event.loaded, event.edited, "")
 
+        sudo = self.config.host(target.host).sudo
         self.push_screen(
-            WriteModal(target.host, target.unit, event.loaded, event.edited, event.findings, cfg.sudo), confirmed
+            WriteModal(target.host, target.unit, event.loaded, event.edited, event.findings, sudo), confirmed
         )
 
     def on_attempts_pane_rollback(self, event: AttemptsPane.Rollback) -> None:
-        target, current = self.target, self.unit_model
+        target, current = self.target, self.session.unit
         if target is None or current is None:
             return
         if self.changes_refused():
             self.notify(f"{target.host} is read-only here: nothing is rolled back", severity="error")
             return
-        edited = with_files(current, event.attempt.texts)
-        if not edited.changed():
+        edited = self.session.rollback_of(event.attempt)
+        if edited is None:
             self.notify(f"the unit already is as attempt #{event.attempt.number} wrote it", timeout=4)
             return
 
@@ -497,36 +430,22 @@ class CockpitApp(App[None]):
             if yes:
                 self.run_attempt(current, edited, f"rollback to attempt #{event.attempt.number}")
 
-        self.push_screen(
-            WriteModal(target.host, target.unit, current, edited, [], self.config.host(target.host).sudo), confirmed
-        )
+        sudo = self.config.host(target.host).sudo
+        self.push_screen(WriteModal(target.host, target.unit, current, edited, [], sudo), confirmed)
 
     @work(exclusive=True, group="attempt", exit_on_error=False)
-    async def run_attempt(self, loaded: Unit, edited: Unit, note: str) -> None:
+    async def run_attempt(self, loaded: Any, edited: Any, note: str) -> None:
         target = self.target
         assert target is not None
-        host = self.pool.get(target.host)
         self.notify(f"writing {target.unit} on {target.host} and restarting it…", timeout=4)
-        attempt = await apply(
-            host,
-            self.config.host(target.host),
-            target,
-            loaded,
-            edited,
-            catalog=self.catalog,
-            log=AttemptLog(target.host, target.unit),
-            note=note,
-            read_only=self.read_only,
-        )
-        severity = "information" if attempt.outcome == "ready" else "error"
+        attempt = await self.session.apply(loaded, edited, note)
         took = f" in {attempt.seconds:.1f} s" if attempt.seconds is not None else ""
         self.notify(
             f"attempt #{attempt.number}: {attempt.outcome}{took}" + (f": {attempt.detail}" if attempt.detail else ""),
-            severity=severity,
+            severity="information" if attempt.outcome == "ready" else "error",
             timeout=10,
         )
         self.query_one(FlagsPane).loaded = None  # the next `e` starts from the unit as now written
-        await self.load_unit_model().wait()
         self.action_attempts()
 
     # -- throughput and load runs --------------------------------------------------------------
@@ -534,23 +453,22 @@ class CockpitApp(App[None]):
     def action_throughput(self) -> None:
         self.show_detail("throughput")
         self.query_one(ThroughputPane).focus()
-        if not self._gpu_started and self.target is not None and self.live:
+        if not self._gpu_started and self.target is not None:
             self._gpu_started = True
             self.sample_gpus()
 
     @work(group="feeds", exit_on_error=False)
     async def sample_gpus(self) -> None:
-        assert self.target is not None
         pane = self.query_one(ThroughputPane)
-        await GpuSampler(self.pool.get(self.target.host)).run(pane.gpu_samples, lambda n: pane.gpu_notice(n.message))
+        await self.session.sample_gpus(pane.gpu_samples, lambda n: pane.gpu_notice(n.message))
 
     def watch_theme(self, theme: str) -> None:
-        if self.live:
+        if self.session.live:
             remember(theme)
 
     def changes_refused(self) -> bool:
         """Read-only: `--read-only`, or the host's `read_only = true`."""
-        return self.read_only or (self.target is not None and self.config.host(self.target.host).read_only)
+        return self.session.changes_refused()
 
     def key_sections(self) -> list[tuple[str, list]]:
         return [
@@ -602,7 +520,7 @@ class CockpitApp(App[None]):
         from cockpit.ui.screenshot import write_incident
 
         try:
-            folder = await write_incident(self)
+            folder = await write_incident(self, self.session)
         except (OSError, CockpitError) as e:
             self.notify(f"snapshot failed: {e}", severity="error", timeout=10)
             return
@@ -641,74 +559,37 @@ class CockpitApp(App[None]):
 
     @work(exclusive=True, group="load", exit_on_error=False)
     async def load_run_worker(self) -> None:
-        target = self.target
-        assert target is not None
-        profile = self.config.profile(target.profile)
         pane = self.query_one(ThroughputPane)
-        host = self.pool.get(target.host)
-        addr, port = self.address or target.url_host_port
-        pane.begin(
-            profile.concurrency,
-            profile.requests,
-            f"profile {profile.name}: concurrency {','.join(map(str, profile.concurrency))}, "
-            f"{profile.requests} requests, {profile.input_len} in / {profile.output_len} out",
-        )
-        levels: list[LevelResult] = []
+        done: list[LevelResult] = []
+
+        def level_done(level: LevelResult) -> None:
+            done.append(level)
+            pane.level_done(level)
+
         try:
-            async with host.forward_port(addr, port) as local:
-                config = LoadConfig(
-                    url=f"http://127.0.0.1:{local}",
-                    concurrency=profile.concurrency,
-                    requests=profile.requests,
-                    warmup=profile.warmup,
-                    input_len=profile.input_len,
-                    output_len=profile.output_len,
-                    endpoint=profile.endpoint,
-                )
-                started = time.time()
-
-                def on_level(level: LevelResult) -> None:
-                    levels.append(level)
-                    pane.level_done(level)
-
-                def on_request(concurrency: int, result: RequestResult) -> None:
-                    pane.request_done(concurrency, result)
-
-                await Runner(config, on_request=on_request, on_level=on_level).run()
+            levels, path = await self.session.load_run(pane.begin, level_done, pane.request_done)
         except asyncio.CancelledError:
-            pane.end(f"cancelled after {len(levels)} level(s); no request is left running")
+            pane.end(f"cancelled after {len(done)} level(s); no request is left running")
             raise
         except (CockpitError, OSError) as e:
             pane.end(f"load run failed: {e}")
             return
-        info = await server_info(host, addr, port) or {}
-        record = run_record(
-            config,
-            levels,
-            started_at=started,
-            host=target.host,
-            unit=target.unit,
-            sglang_version=info.get("version"),
-            server_args=server_args(info),
-            flags=given_flags(self.unit_model.exec(), self.catalog) if self.unit_model and self.catalog else None,
-        )
-        record["config"]["url"] = target.url
-        path = save_run(target.host, target.unit, record)
         pane.end(f"done: {len(levels)} levels; saved {path.name} (c compares runs)")
 
     def on_throughput_pane_compare(self) -> None:
         if self.target is None:
             return
-        runs = load_runs(self.target.host, self.target.unit)
+        runs = self.session.saved_runs()
         if len(runs) < 2:
             self.notify("two saved load runs are needed to compare (b starts one)", severity="warning")
             return
 
-        def picked(pair: tuple[dict, dict] | None) -> None:
+        def picked(pair: tuple[SavedRun, SavedRun] | None) -> None:
             if pair is not None:
-                self.query_one(ThroughputPane).show_comparison(*pair)
+                a, b = pair
+                self.query_one(ThroughputPane).show_comparison(self.session.compare_runs(a.record, b.record))
 
-        self.push_screen(RunPicker([r for _, r in runs]), picked)
+        self.push_screen(RunPicker(runs), picked)
 
     # -- the prompt line ---------------------------------------------------------------------
 
@@ -761,4 +642,4 @@ class CockpitApp(App[None]):
             event.stop()
 
     async def on_unmount(self) -> None:
-        await self.pool.close()
+        await self.session.close()

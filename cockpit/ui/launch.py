@@ -1,31 +1,22 @@
-"""`cockpit` with no subcommand: load the config, pick the unit, run the app."""
+"""`cockpit` with no subcommand: the app on the unit the command line names, on a terminal."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
-from cockpit import config as config_mod
 from cockpit.config import Config
 from cockpit.errors import UsageError
-from cockpit.targets import Target, all_targets, resolve
+from cockpit.targets import Target, all_targets
 
 
-def run_app(args: argparse.Namespace) -> int:
-    cfg = config_mod.load(args.config)
-    return open_app(cfg, args.unit, host=args.host, read_only=args.read_only)
-
-
-def open_app(cfg: Config, unit: str | None, *, host: str | None = None, read_only: bool = False) -> int:
+def open_app(cfg: Config, target: Target | None, *, read_only: bool = False) -> int:
+    """The app on `target`; with none given, on the config's one unit, or the picker for several."""
     from cockpit.ui.app import CockpitApp
 
-    target: Target | None
-    if host or unit:
-        target = resolve(cfg, host, unit)
-    else:
+    if target is None:
         targets = all_targets(cfg)
-        target = targets[0] if len(targets) == 1 else None  # several: the picker opens
+        target = targets[0] if len(targets) == 1 else None
     use_the_terminal()
     CockpitApp(cfg, target, read_only=read_only).run()
     return 0

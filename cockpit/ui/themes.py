@@ -17,7 +17,9 @@ from cockpit.statedir import state_dir
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
-    import tomli as tomllib
+    # mypy checks this branch (python_version 3.10), but a venv on 3.11+ has no tomli: its
+    # dependency marker is python_version < '3.11'. Where tomli is installed the ignore is unused.
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 DEFAULT_THEME = "cockpit-dark"
 SHIPPED = Path(__file__).resolve().with_name("theme_files")

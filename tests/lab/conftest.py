@@ -11,5 +11,5 @@ HERE = Path(__file__).parent
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if HERE in Path(str(item.fspath)).parents:
+        if HERE in item.path.parents:
             item.add_marker(pytest.mark.lab)

@@ -3,6 +3,7 @@ failing line: the journal's cursor lands on it and Enter opens it in the source 
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +19,13 @@ async def test_enter_on_a_syntax_errors_location_opens_it(tmp_path: Path) -> Non
     plugin = tmp_path / "site-packages" / "grammar_backend.py"
     plugin.parent.mkdir()
     plugin.write_text("def ok():\n    x = (1,\n")
-    printed = subprocess.run(
-        [sys.executable, "-c", f"import runpy; runpy.run_path({str(plugin)!r})"], capture_output=True, text=True
-    ).stderr.splitlines()
+    crashed = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", f"import runpy; runpy.run_path({str(plugin)!r})"],
+        capture_output=True,
+        text=True,
+    )
+    printed = crashed.stderr.splitlines()
     entries = [
         JournalEntry(line, cursor=f"c{k}", realtime_us=1796000000000000 + k, pid=42, priority=3)
         for k, line in enumerate(printed)

@@ -25,7 +25,8 @@ def test_with_stdout_piped_the_app_draws_at_the_terminals_size(tmp_path: Path) -
             "200",
             "-y",
             "50",
-            f"env -u COLUMNS -u LINES {COCKPIT} --host no-such-host.invalid --unit sglang-demo | tee {tmp_path / 'log'}",
+            f"env -u COLUMNS -u LINES {COCKPIT} --host no-such-host.invalid --unit sglang-demo"
+            f" | tee {tmp_path / 'log'}",
         ],
         check=True,
     )

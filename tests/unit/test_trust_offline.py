@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.cli import main
+from cockpit.cli.fold import Printer, escape_controls, stream_fold
 from cockpit.localfs import STALE_PREFIX, build_once, is_complete, remove_stale
 from cockpit.remote.base import RunResult
 from cockpit.remote.source import PACKAGE_DIRS, SourceRoots
@@ -25,7 +26,6 @@ from cockpit.systemd import unit_args
 from cockpit.systemd.deploy import backup_name
 from cockpit.systemd.status import parse_show
 from cockpit.systemd.unit_syntax import parse_unit_file
-from cockpit.traceback.cli import Printer, escape_controls, stream_fold
 
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))
 
@@ -108,7 +108,8 @@ def test_fold_memory_is_bounded_by_the_open_traceback_not_the_input() -> None:
     peaks = []
     for data in (small, large):
         tracemalloc.start()
-        stream_fold(io.BufferedReader(io.BytesIO(data)), Printer(open(os.devnull, "wb"), as_json=False))
+        with open(os.devnull, "wb") as sink:
+            stream_fold(io.BufferedReader(io.BytesIO(data)), Printer(sink, as_json=False))
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     assert peaks[1] < 2 * peaks[0] + (1 << 20), peaks  # ten times the input, about the same memory
@@ -156,9 +157,9 @@ def test_concurrent_builds_of_one_cache_never_delete_it(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert len(made) == 1 and is_complete(target)  # the others waited, then took the first one's
-    reader = open(target / "rootfs" / "file")  # a running lab holds it
-    build_once(target, make, "k")
-    assert (target / "rootfs" / "file").read_text() == made[0] and reader.read() == made[0]
+    with open(target / "rootfs" / "file") as reader:  # a running lab holds it
+        build_once(target, make, "k")
+        assert (target / "rootfs" / "file").read_text() == made[0] and reader.read() == made[0]
 
 
 def test_an_incomplete_leftover_is_moved_aside_not_deleted(tmp_path: Path) -> None:
@@ -267,7 +268,7 @@ def test_a_hostile_description_parses(tmp_path: Path) -> None:
 
 
 def test_source_lines_are_numbered_as_python_numbers_them() -> None:
-    from cockpit.sglang.pysource import source_lines
+    from cockpit.textlines import source_lines
 
     text = "a = 1\n\x0c\ndef f():\x1c\n    assert x\r\nb = 2\rc = 3\n"
     lines = source_lines(text)

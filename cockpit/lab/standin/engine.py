@@ -12,8 +12,8 @@ import asyncio
 import collections
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from cockpit.lab.standin.log import Logger
 

@@ -12,8 +12,9 @@ import os
 import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from cockpit.sglang.flags import Catalog, Flag, load_catalog
 from cockpit.sglang.rules import eagle_violation

@@ -10,6 +10,7 @@ non-streaming `/v1/completions` and `/v1/chat/completions`, `/metrics` with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -137,10 +138,8 @@ class Standin:
             if proc.stdin is not None:
                 proc.stdin.write(b"crash\n")
         await asyncio.gather(*(p.stdin.drain() for p in self.workers if p.stdin is not None), return_exceptions=True)
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.gather(*(p.wait() for p in self.workers)), timeout=10)
-        except asyncio.TimeoutError:
-            pass
         self.log.info("Received sigquit from a child process. It usually means the child failed.")
         os.kill(os.getpid(), signal.SIGKILL)  # SGLang's kill_process_tree ends with the parent
 
@@ -156,7 +155,8 @@ class Standin:
                 status = await self._route(method, path, body, writer)
                 if self.settings.access_log:
                     self.log.plain(
-                        f'INFO:     {peer[0]}:{peer[1]} - "{method} {path} {version}" {status} {_REASONS.get(status, "")}'
+                        f'INFO:     {peer[0]}:{peer[1]} - "{method} {path} {version}" '
+                        f"{status} {_REASONS.get(status, '')}"
                     )
                 if headers.get("connection", "").lower() == "close" or version == "HTTP/1.0":
                     break

@@ -7,8 +7,9 @@ only real SGLang flags and every cockpit check sees a real SGLang command line.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Mapping
+from typing import Any
 
 PREFIX = "COCKPIT_STANDIN_"
 
@@ -31,12 +32,12 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        values = {}
+        values: dict[str, Any] = {}
         for f in fields(cls):
             raw = env.get(PREFIX + f.name.upper())
             if raw is None:
                 continue
-            kind = type(f.default)
+            kind: type[Any] = type(f.default)  # every field has a default: float, int, str or bool
             try:
                 if kind is bool:
                     values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")

@@ -8,6 +8,7 @@ frames of this file and logs it the way SGLang's scheduler does
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import time
@@ -68,7 +69,8 @@ def main(argv: list[str]) -> int:
     rank, tp_size, streams = int(argv[0]), int(argv[1]), argv[2]
     startup_s, arch, status_fd = float(argv[3]), argv[4], int(argv[5])
     own = streams == "own" and connect_own_journal_stream(f"sglang-tp{rank}")
-    sys.stdout.reconfigure(line_buffering=False)
+    if isinstance(sys.stdout, io.TextIOWrapper):  # always, for the process the server starts
+        sys.stdout.reconfigure(line_buffering=False)
     log = Logger(rank_prefix(rank, tp_size))
     start_up(log, startup_s, arch)
     os.write(status_fd, b"ready\n")

@@ -63,9 +63,7 @@ class AttemptsPane(OptionList):
         self.border_title = f"attempts ({len(self.attempts)})"
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "rollback" and getattr(self.app, "changes_refused", lambda: False)():
-            return False
-        return True
+        return not (action == "rollback" and getattr(self.app, "changes_refused", lambda: False)())
 
     def action_rollback(self) -> None:
         if self.highlighted is not None and getattr(self, "attempts", None):

@@ -7,6 +7,8 @@ the mistake shows before anything is written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,7 +19,6 @@ from textual.widgets.option_list import Option
 
 from cockpit.errors import CockpitError
 from cockpit.sglang.flags import Catalog, Flag
-from cockpit.rollout import preflight
 from cockpit.sglang.preflight import ERROR, WARNING, Finding
 from cockpit.suggest import closest, score
 from cockpit.systemd.unit import Unit
@@ -87,7 +88,9 @@ _MISSING = object()
 
 
 def _items(unit: Unit) -> list[tuple[str, object]]:
-    return [(i.name or "", i.value) for i in unit.flags()] + [(f"env:{k}", v) for k, v in unit.environment().items()]
+    items: list[tuple[str, object]] = [(i.name or "", i.value) for i in unit.flags()]
+    items += [(f"env:{k}", v) for k, v in unit.environment().items()]
+    return items
 
 
 def _value_text(value: object) -> str:
@@ -117,8 +120,10 @@ class FlagsPane(Vertical):
     class Closed(Message):
         pass
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, check: Callable[[Unit, Catalog | None], list[Finding]], **kwargs) -> None:
+        """`check`: the pre-flight of an edited unit (the session's), run at every change."""
         super().__init__(**kwargs)
+        self.check = check
         self.loaded: Unit | None = None
         self.edited: Unit | None = None
         self.catalog: Catalog | None = None
@@ -155,7 +160,7 @@ class FlagsPane(Vertical):
     def _refresh(self, select: str | None = None) -> None:
         if self.edited is None:
             return
-        self.findings = preflight(self.edited, self.catalog)
+        self.findings = self.check(self.edited, self.catalog)
         options = self.query_one("#flag-list", OptionList)
         keep = select or (self._selected_name())
         options.clear_options()
@@ -251,14 +256,14 @@ class FlagsPane(Vertical):
         if event.option_list.id == "flag-list":
             self._show_help()
 
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+    async def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         """Enter on the list: the list takes the key before the pane's binding does."""
         if event.option_list.id == "flag-list":
             event.stop()
             self.action_edit()
         elif event.option_list.id == "flag-suggestions":
             event.stop()
-            self.query_one("#flag-input", Input).action_submit()
+            await self.query_one("#flag-input", Input).action_submit()  # async in Textual: it posts Submitted
 
     def _show_raw(self) -> None:
         assert self.edited is not None
@@ -404,8 +409,8 @@ class FlagsPane(Vertical):
                 choices, matching = self._choices
                 if picked and picked.startswith("choice:") and text.strip() not in choices and matching:
                     text = picked[len("choice:") :]  # the highlighted choice, unless a value was typed whole
-                value = tuple(text.split()) if flag is not None and flag.nargs in ("+", "*") else text
-                self.edited = self.edited.set_flag(editing, value)
+                several = flag is not None and flag.nargs in ("+", "*")
+                self.edited = self.edited.set_flag(editing, tuple(text.split()) if several else text)
         except CockpitError as e:
             self.notify(str(e), severity="error", timeout=8)
         self._end_prompt()
@@ -447,9 +452,8 @@ class FlagsPane(Vertical):
             self._refresh()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "write" and getattr(self.app, "changes_refused", lambda: False)():
-            return False  # read-only: the key is hidden, and the app refuses a write anyway
-        return True
+        # read-only: the key is hidden, and the app refuses a write anyway
+        return not (action == "write" and getattr(self.app, "changes_refused", lambda: False)())
 
     def action_write(self) -> None:
         if self.loaded is None or self.edited is None:

@@ -22,10 +22,11 @@ from textual.reactive import reactive
 from textual.strip import Strip
 
 from cockpit.systemd.entry import JournalEntry
+from cockpit.traceback.grammar import is_frame_line
+from cockpit.traceback.journal_rows import MAIN, SEPARATOR, Filter, JournalRows
 from cockpit.traceback.model import Traceback
 from cockpit.traceback.render import summary
 from cockpit.ui.panes.cursor import CursorView
-from cockpit.ui.panes.journal_rows import MAIN, SEPARATOR, Filter, JournalRows, is_frame_line
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 TIME_WIDTH = 16
@@ -131,9 +132,18 @@ class JournalView(CursorView):
     # -- data -----------------------------------------------------------------------------
 
     def append_entries(self, entries: list[JournalEntry]) -> None:
+        """Fold a batch into the view's own rows (a view without a session: tests, benchmarks)."""
+        before = len(self.model.rows)
+        self.show_added(self.model.add(entries), before)
+
+    def attach(self, model: JournalRows) -> None:
+        """Draw the session's rows: the session folds each batch once, for every subscriber."""
+        self.clear()
+        self.model = model
+
+    def show_added(self, added: int, rows_before: int) -> None:
+        """The model grew by `added` rows at the end (-1: it was rebuilt): draw them."""
         model = self.model
-        rows_before = len(model.rows)
-        added = model.add(entries)
         for i in range(len(model.rows) - max(0, added), len(model.rows)):
             self._widest = max(self._widest, len(model.text(i)))
         self._resize()
@@ -379,18 +389,10 @@ class JournalView(CursorView):
             if id(record) in self.model.expanded:
                 # Show the block, and put the cursor on the failing frame: Enter again opens it.
                 self.scroll_to(y=head, animate=False, immediate=True)
-                self._move_to(head + 1 + self._failing_frame_line(record))
+                self._move_to(head + 1 + record.failing_frame_line())
             else:
                 self._move_to(head)
             self.refresh()
-
-    @staticmethod
-    def _failing_frame_line(record: Traceback) -> int:
-        """The index in `record.lines` of its last `File "...", line N` line (0 when none)."""
-        for k in range(len(record.lines) - 1, -1, -1):
-            if is_frame_line(record.lines[k]):
-                return k
-        return 0
 
     def toggle_record(self, index: int, expanded: bool) -> None:
         record = self.model.record(index)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pygments.lexers import PythonLexer
-from pygments.styles import get_style_by_name
+# Pygments ships no type information and types-Pygments is not a dev dependency (yet); with
+# the stubs installed these imports check clean, hence unused-ignore as well.
+from pygments.lexers import PythonLexer  # type: ignore[import-untyped, unused-ignore]
+from pygments.styles import get_style_by_name  # type: ignore[import-untyped, unused-ignore]
 from rich.segment import Segment
 from rich.style import Style
 from textual import work
@@ -23,7 +25,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Static
 
-from cockpit.sglang.pysource import source_lines
+from cockpit.textlines import source_lines
 from cockpit.traceback.model import Traceback
 from cockpit.ui.panes.cursor import CursorView
 

@@ -10,14 +10,14 @@ line says why (`connection lost 12 s ago, reconnecting`).
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from cockpit.feeds import POLL_S
 from cockpit.fmt import duration, size
+from cockpit.session.feeds import POLL_S
 from cockpit.systemd.status import UnitStatus
 
 STALE_AFTER_S = 2 * POLL_S

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,7 +22,7 @@ from textual_plotext import PlotextPlot
 
 from cockpit.load.gpu import GpuSample
 from cockpit.load.results import LevelResult, RequestResult
-from cockpit.load.store import compare, label
+from cockpit.load.store import Comparison
 
 WINDOW_S = 2.0  # output tok/s of a level: tokens of the requests that ended in the last 2 s
 
@@ -83,7 +82,7 @@ class ThroughputPane(Vertical, can_focus=True):
         self._requests = 0
         self._level_started = 0.0
         self._done_in_level = 0
-        self._compare: tuple[dict[str, Any], dict[str, Any]] | None = None
+        self._compare: Comparison | None = None
         self.clock = time.monotonic  # recorded runs replay with their own clock
 
     def compose(self) -> ComposeResult:
@@ -205,14 +204,14 @@ class ThroughputPane(Vertical, can_focus=True):
         plt.title("output tok/s by concurrency")
         plt.xlabel("concurrency")
         if self._compare is not None:
-            a, b = self._compare
-            for run, name in ((a, "A"), (b, "B")):
-                levels = run.get("levels", [])
+            shown = self._compare
+            for run, name in ((shown.a, "A"), (shown.b, "B")):
+                levels = run.record.get("levels", [])
                 plt.plot(
                     [lv["concurrency"] for lv in levels],
                     [lv["output_tokens_per_s"] for lv in levels],
                     marker="braille",
-                    label=f"{name}: {label(run)}",
+                    label=f"{name}: {run.label}",
                 )
         elif self.levels_done:
             plt.plot(
@@ -222,11 +221,11 @@ class ThroughputPane(Vertical, can_focus=True):
             )
         chart.refresh()
 
-    def show_comparison(self, a: dict[str, Any], b: dict[str, Any]) -> None:
-        self._compare = (a, b)
-        rows = compare(a, b)
+    def show_comparison(self, shown: Comparison) -> None:
+        self._compare = shown
+        rows = shown.rows
         text = Text()
-        text.append(f"A: {label(a)}    B: {label(b)}\n", "bold")
+        text.append(f"A: {shown.a.label}    B: {shown.b.label}\n", "bold")
         text.append(
             f"{'conc':>5} {'A tok/s':>10} {'B tok/s':>10} {'×':>6} {'A /stream':>10} {'B /stream':>10} "
             f"{'×':>6} {'A TTFT':>8} {'B TTFT':>8}\n",

@@ -14,8 +14,8 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from cockpit.errors import CockpitError
-from cockpit.remote.pool import HostPool
-from cockpit.systemd.status import UnitStatus, list_units, show
+from cockpit.session import Session
+from cockpit.systemd.status import UnitStatus
 from cockpit.targets import Target
 
 _STATE_MARK = {
@@ -31,7 +31,7 @@ class PickerScreen(ModalScreen[Target | None]):
 
     def __init__(
         self,
-        pool: HostPool,
+        session: Session,
         targets: list[Target],
         hosts: list[str],
         *,
@@ -40,7 +40,7 @@ class PickerScreen(ModalScreen[Target | None]):
         """`known` seeds the states the app already holds (the open unit's last status), so the
         list is useful before the first probe answers."""
         super().__init__()
-        self.pool = pool
+        self.session = session
         self.targets = list(targets)
         self.hosts = hosts
         self.states: dict[tuple[str, str], UnitStatus | str] = dict(known or {})
@@ -83,13 +83,12 @@ class PickerScreen(ModalScreen[Target | None]):
             await asyncio.sleep(2.0)
 
     async def _host_states(self, name: str) -> None:
-        host = self.pool.get(name)
         try:
-            for unit in await list_units(host):
+            for unit in await self.session.list_units(name):
                 if not any(t.host == name and t.unit == unit for t in self.targets):
                     self.targets.append(Target(name, unit))
             units = [t.unit for t in self.targets if t.host == name]
-            for status in await show(host, units) if units else []:
+            for status in await self.session.show_units(name, units) if units else []:
                 self.states[(name, status.unit)] = status
         except CockpitError as e:
             for t in self.targets:

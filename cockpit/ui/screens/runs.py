@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -11,22 +9,24 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
-from cockpit.load.store import label
+from cockpit.load.store import SavedRun
 
 
-class RunPicker(ModalScreen[tuple[dict[str, Any], dict[str, Any]] | None]):
+class RunPicker(ModalScreen[tuple[SavedRun, SavedRun] | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="runs.close")]
 
-    def __init__(self, runs: list[dict[str, Any]]) -> None:
+    def __init__(self, runs: list[SavedRun]) -> None:
         super().__init__()
         self.runs = list(reversed(runs))  # newest first
-        self.first: dict[str, Any] | None = None
+        self.first: SavedRun | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="runs-dialog"):
             yield Label("Compare runs: pick A (the baseline), then B", classes="dialog-title", id="runs-title")
             options = [
-                Option(f"{label(r)} · {', '.join(str(lv['concurrency']) for lv in r.get('levels', []))}", id=str(i))
+                Option(
+                    f"{r.label} · {', '.join(str(lv['concurrency']) for lv in r.record.get('levels', []))}", id=str(i)
+                )
                 for i, r in enumerate(self.runs)
             ]
             yield OptionList(*options, id="runs")
@@ -38,6 +38,6 @@ class RunPicker(ModalScreen[tuple[dict[str, Any], dict[str, Any]] | None]):
         run = self.runs[int(event.option.id or 0)]
         if self.first is None:
             self.first = run
-            self.query_one("#runs-title", Label).update(f"A: {label(run)} · now pick B")
+            self.query_one("#runs-title", Label).update(f"A: {run.label} · now pick B")
         else:
             self.dismiss((self.first, run))

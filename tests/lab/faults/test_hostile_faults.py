@@ -145,7 +145,7 @@ async def test_the_source_pane_refuses_then_opens_on_request(fault_lab: LabHandl
     app = CockpitApp(Config(), Target(fault_lab.name, FORGED), read_only=True)
     async with app.run_test(size=(140, 40)) as pilot:
         deadline = time.monotonic() + 30
-        while app.unit_model is None or not app.journal_view.model.tracebacks():
+        while app.session.unit is None or not app.journal_view.model.tracebacks():
             assert time.monotonic() < deadline
             await asyncio.sleep(0.2)
         _, tb = app.journal_view.model.tracebacks()[0]  # the newest: each test restarted the unit

@@ -25,7 +25,8 @@ def _key_line(address: str, pub: Path) -> str:
 @pytest.fixture
 def keys(fault_lab: LabHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """`write(user=..., global_=...)`: an ssh_config for alias `keytest` naming those two files
-    (None: the option is `none`); returns the config's path. `right`/`wrong`: known_hosts lines."""
+    (None: the option is `none`, unless `user_file` names a user file that does not exist yet);
+    returns the config's path. `right`/`wrong`: known_hosts lines."""
     lab = Lab(fault_lab.name)
     info = lab.info()
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
@@ -43,7 +44,7 @@ def keys(fault_lab: LabHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         cfg = tmp_path / "ssh_config"
         cfg.write_text(
             f"Host keytest\n  HostName {info.address}\n  User root\n  IdentityFile {lab.client_key}\n"
-            f"  UserKnownHostsFile {user_path if user is not None else 'none'}\n"
+            f"  UserKnownHostsFile {user_path if user is not None or user_file is not None else 'none'}\n"
             f"  GlobalKnownHostsFile {global_path if global_ is not None else 'none'}\n"
         )
         monkeypatch.setenv("COCKPIT_SSH_CONFIG", str(cfg))
@@ -133,9 +134,7 @@ async def test_with_no_user_file_an_accepted_key_is_kept_for_the_session_only(ke
 
 async def test_an_accepted_key_creates_the_ssh_directory_private(keys, tmp_path: Path) -> None:
     user_file = tmp_path / "home" / ".ssh" / "known_hosts"
-    keys(None, "", user_file=user_file)
-    cfg = Path(tmp_path / "ssh_config")
-    cfg.write_text(cfg.read_text().replace("UserKnownHostsFile none", f"UserKnownHostsFile {user_file}"))
+    keys(None, "", user_file=user_file)  # named in the config, not made: the cockpit makes it and its directory
     host = SSHHost(HostConfig(name="keytest"), trust_prompt=Prompt(True))
     try:
         assert (await host.run(["true"])).ok

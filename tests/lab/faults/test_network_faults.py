@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import pytest
 
 from cockpit.config import Config
-from cockpit.feeds import POLL_S
 from cockpit.lab.lab import Lab
 from cockpit.lab.network import set_link
+from cockpit.session.feeds import POLL_S
 from cockpit.targets import Target
 from cockpit.traceback.model import Line
 from cockpit.ui.app import CockpitApp

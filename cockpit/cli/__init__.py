@@ -1,0 +1,119 @@
+"""`cockpit`: opens the app; its subcommands run the same core headless.
+
+Exit status everywhere: 0 ok, 1 the check found problems, 2 usage or connection error.
+Errors are one sentence on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from cockpit import __version__
+
+# One module per subcommand; each imports what its work needs only when it runs, so
+# `cockpit status` does not pay for Textual or the load runner.
+from cockpit.cli import bench, explain, fold, lab, preflight, snapshot, status, unit
+from cockpit.errors import CockpitError, UsageError
+
+EXAMPLES = """\
+examples:
+  cockpit                                   open the cockpit on the units of your config
+  cockpit --host gpu1 --unit sglang-k26     open it on one unit of an ssh_config host
+  cockpit lab up                            boot the local lab host (root) and its SGLang stand-in
+  cockpit lab ssh -- systemctl status sglang-demo
+  cockpit lab down
+
+config: --config FILE, $COCKPIT_CONFIG, ~/.config/cockpit/config.toml or ./cockpit.toml
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors exit 2 with one sentence, like every other error here."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="cockpit",
+        description="A keyboard-driven cockpit for SGLang servers run as systemd units.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
+    parser.add_argument("--config", help="the config file to read")
+    parser.add_argument("--host", help="a config host or an ssh_config alias")
+    parser.add_argument("--unit", help="a systemd unit on that host")
+    parser.add_argument("--read-only", action="store_true", help="refuse every action that changes a host")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    status.add_parser(sub)
+    fold.add_parser(sub)
+    explain.add_parser(sub)
+    bench.add_parser(sub)
+    unit.add_parser(sub)
+    preflight.add_parser(sub)
+    snapshot.add_parser(sub)
+    lab.add_parser(sub, _Parser)
+    return parser
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "status": status.run,
+    "fold": fold.run,
+    "explain": explain.run,
+    "bench": bench.run,
+    "unit": unit.run,
+    "preflight": preflight.run,
+    "snapshot": snapshot.run,
+    "lab": lab.run,
+}
+
+
+# Options whose value may itself begin with a dash: `--flag --tp-size=4`, `--since -30min`.
+DASHED_VALUES = ("--flag", "--unset", "--since")
+
+
+def join_dashed_values(argv: Sequence[str]) -> list[str]:
+    """`--flag --tp-size=4` as `--flag=--tp-size=4`: argparse would take the value for an option."""
+    out: list[str] = []
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            out += words[i:]
+            break
+        if word in DASHED_VALUES and i + 1 < len(words) and words[i + 1].startswith("-") and words[i + 1] != "--":
+            out.append(f"{word}={words[i + 1]}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(join_dashed_values(sys.argv[1:] if argv is None else argv))
+        if args.command is None:
+            from cockpit.cli.target import target_of
+            from cockpit.ui.launch import open_app  # the only path that loads Textual
+
+            cfg, target = target_of(args, unit=False)
+            if target is None and args.host:
+                raise UsageError("--unit is needed with --host")
+            return open_app(cfg, target, read_only=args.read_only)
+
+        return COMMANDS[args.command](args)
+    except UsageError as e:
+        print(f"cockpit: {e}", file=sys.stderr)
+        return 2
+    except CockpitError as e:
+        print(f"cockpit: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

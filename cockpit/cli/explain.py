@@ -1,0 +1,125 @@
+"""`cockpit explain TRACEBACK_FILE --source-root DIR | --host H`: the failing statement and
+the flags it reads, as JSON. The traceback may be plain text or `journalctl -o json`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from cockpit.errors import CockpitError, UsageError
+from cockpit.sglang.explain import Explanation, explain_traceback
+from cockpit.sglang.flags import Catalog, load_catalog
+from cockpit.traceback.fold import fold_lines
+from cockpit.traceback.model import Traceback
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "explain",
+        help="the failing statement of a traceback, and the flags it reads",
+        description="Reads a traceback (text or journalctl -o json), opens the failing "
+        "frame's source and prints the statement and the SGLang flags it reads.",
+    )
+    p.add_argument("file", metavar="TRACEBACK_FILE", help="the traceback (- for standard input)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--source-root",
+        metavar="DIR",
+        help="a local directory holding the release's site-packages (the frame paths are "
+        "mapped under it by their part after site-packages/)",
+    )
+    where.add_argument("--host", help="read the files from this host (a config host or ssh_config alias)")
+    p.add_argument(
+        "--index",
+        type=int,
+        metavar="N",
+        help="which traceback of the file, 1 for the first (default: the last); -1 is the last",
+    )
+    return p
+
+
+def pick_traceback(path: str, index: int | None = None) -> Traceback:
+    """The traceback to explain: the last one with a frame, or the `index`-th; with several in the
+    file, says on stderr which was picked and how to pick another."""
+    data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    found = [r for r in fold_lines(data.splitlines()).records if isinstance(r, Traceback) and r.sites]
+    if not found:
+        raise UsageError(f"{path}: no Python traceback with a frame in it")
+    k = len(found) if index in (None, -1) else index if index > 0 else len(found) + index + 1
+    if not 1 <= k <= len(found):
+        raise UsageError(f"--index {index}: {path} holds {len(found)} traceback{'s' * (len(found) != 1)} with frames")
+    tb = found[k - 1]
+    if len(found) > 1:
+        which = "the last" if k == len(found) else "the first" if k == 1 else f"number {k}"
+        print(
+            f"cockpit: {path} holds {len(found)} tracebacks; explaining {which} ({tb.exception}"
+            f"{' at ' + tb.start if tb.start else ''}); --index N picks another",
+            file=sys.stderr,
+        )
+    return tb
+
+
+def local_path(root: Path, remote: str) -> Path:
+    """The file under `root` for a frame path: the longest suffix of it that exists there."""
+    if "site-packages/" in remote:
+        candidate = root / remote.split("site-packages/", 1)[1]
+        if candidate.is_file():
+            return candidate
+    parts = Path(remote).parts
+    for i in range(1, len(parts)):
+        candidate = root.joinpath(*parts[i:])
+        if candidate.is_file():
+            return candidate
+    raise UsageError(f"{remote} is not under {root}")
+
+
+def _explain_local(tb: Traceback, root: Path) -> Explanation:
+    frame = tb.failing_frame
+    assert frame is not None and frame.line is not None
+    source = local_path(root, frame.file)
+    catalog: Catalog | None = None
+    if (root / "sglang" / "srt" / "server_args.py").is_file():
+        catalog = load_catalog(root)
+    return explain_traceback(source.read_text(errors="replace"), tb, catalog)
+
+
+async def _explain_remote(tb: Traceback, args: argparse.Namespace) -> Explanation:
+    from cockpit.cli.target import open_target
+    from cockpit.remote.source import PACKAGE_DIRS
+    from cockpit.sglang.catalogs import package_root_of
+
+    frame = tb.failing_frame
+    assert frame is not None and frame.line is not None
+    async with open_target(args, unit=False) as session:
+        host = session.host_named(args.host)
+        # A traceback can name any file: only one inside a site-packages or dist-packages
+        # directory (where SGLang lives) is read.
+        source = await session.sources.get(host, frame.file, roots=PACKAGE_DIRS)
+        root = package_root_of(frame.file)
+        catalog = await session.catalogs.get(host, root) if root else None
+    return explain_traceback(source.text, tb, catalog)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        tb = pick_traceback(args.file, args.index)
+        frame = tb.failing_frame
+        if frame is None or frame.line is None:
+            raise UsageError(f"{args.file}: the traceback's last frame names no line")
+        if args.source_root:
+            result = _explain_local(tb, Path(args.source_root))
+        else:
+            result = asyncio.run(_explain_remote(tb, args))
+    except OSError as e:
+        print(f"cockpit: cannot read {args.file}: {e.strerror or e}.", file=sys.stderr)
+        return 2
+    except (CockpitError, SyntaxError, ValueError) as e:
+        print(f"cockpit: {e}", file=sys.stderr)
+        return 2
+    out = result.to_json()
+    out["exception"] = tb.exception
+    print(json.dumps(out))
+    return 0

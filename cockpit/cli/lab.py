@@ -1,0 +1,113 @@
+"""`cockpit lab ...`: the local lab host, a real systemd in a container (root)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from cockpit.errors import UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.ArgumentParser]) -> None:
+    lab = sub.add_parser(
+        "lab",
+        help="the local lab host: a real systemd in a container (root)",
+        description="A disposable systemd host with sshd and the SGLang stand-in, "
+        "reachable as `--host cockpit-lab` once up.",
+    )
+    lab_sub = lab.add_subparsers(dest="lab_command", required=True, parser_class=parser_class)
+    up = lab_sub.add_parser("up", help="build the image once, boot the lab, write its ssh_config")
+    up.add_argument("--name", default=None, help="lab name and ssh alias (default cockpit-lab)")
+    up.add_argument(
+        "--sglang-version", default=None, help="SGLang release whose source the lab holds (0.5.23 or 0.5.9)"
+    )
+    up.add_argument(
+        "--release",
+        default="bookworm",
+        choices=["bookworm", "trixie"],
+        help="the Debian release the lab runs (bookworm: systemd 252, Python 3.11, OpenSSH 9.2; trixie: "
+        "systemd 257, Python 3.13, OpenSSH 10)",
+    )
+    up.add_argument("--json", action="store_true", help="print the lab's facts as JSON")
+    down = lab_sub.add_parser("down", help="stop the lab and remove its namespace and cgroups")
+    down.add_argument("--name", default=None)
+    status = lab_sub.add_parser("status", help="is the lab up, and where")
+    status.add_argument("--name", default=None)
+    status.add_argument("--json", action="store_true")
+    ssh = lab_sub.add_parser(
+        "ssh", help="ssh into the lab (`-- ARGV...` runs exactly that argv; one quoted string is a shell command)"
+    )
+    ssh.add_argument("--name", default=None)
+    ssh.add_argument("--user", default="root", choices=["root", "operator"])
+    ssh.add_argument("remote_command", nargs=argparse.REMAINDER, metavar="-- CMD")
+    crash = lab_sub.add_parser(
+        "crash", help="make every rank of the lab's stand-in crash at once (watch the tracebacks fold)"
+    )
+    crash.add_argument("--name", default=None)
+    crash.add_argument("--port", type=int, default=30000, help="the stand-in's --port (default 30000)")
+    demo = lab_sub.add_parser("demo", help="boot the lab and open the cockpit on its sglang-demo.service")
+    demo.add_argument("--name", default=None)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cockpit.lab.lab import DEFAULT_SGLANG, Lab, running_labs
+    from cockpit.lab.paths import DEFAULT_NAME
+
+    lab = Lab(args.name or DEFAULT_NAME)
+    if args.lab_command == "up":
+        info = lab.up(
+            sglang_version=args.sglang_version or DEFAULT_SGLANG,
+            release=args.release,
+            progress=lambda m: print(m, file=sys.stderr),
+        )
+        if args.json:
+            print(json.dumps(info.to_json()))
+        else:
+            print(
+                f"lab {info.name} is up at {info.address} (Debian {info.release}, SGLang {info.sglang_version} "
+                "source, stand-in server)"
+            )
+            print(f"  ssh -F {info.ssh_config} {info.name}")
+            print(f"  cockpit --host {info.name} --unit sglang-demo.service")
+        return 0
+    if args.lab_command == "down":
+        stopped = lab.down()
+        print(f"lab {lab.name} {'stopped' if stopped else 'was not running; cleaned up'}")
+        return 0
+    if args.lab_command == "status":
+        labs = running_labs() if args.name is None else [i for i in [lab.info()] if i]
+        if args.json:
+            print(json.dumps([i.to_json() for i in labs]))
+        elif not labs:
+            print("no lab is up" if args.name is None else f"lab {lab.name} is not up")
+        for info in labs if not args.json else []:
+            print(
+                f"{info.name}: up at {info.address}, pid {info.pid}, SGLang {info.sglang_version}, "
+                f"ssh_config {info.ssh_config}"
+            )
+        return 0 if labs else 1
+    if args.lab_command == "ssh":
+        command = args.remote_command[1:] if args.remote_command[:1] == ["--"] else args.remote_command
+        argv = lab.ssh_argv(args.user, command, shell=len(command) == 1)
+        os.execvp(argv[0], argv)
+    if args.lab_command == "crash":
+        from cockpit.lab.lab import crash
+
+        ranks = crash(lab, args.port)
+        print(
+            f"the stand-in on {lab.name} crashes on {ranks} rank{'s' * (ranks != 1)} now: each prints "
+            "`Scheduler hit an exception: Traceback ...`, the journal folds each into one row, and systemd "
+            "restarts the unit (Restart=on-failure)"
+        )
+        return 0
+    if args.lab_command == "demo":
+        from cockpit.lab.lab import demo_config
+        from cockpit.targets import resolve
+        from cockpit.ui.launch import open_app  # the only path here that loads Textual
+
+        info = lab.up(progress=lambda m: print(m, file=sys.stderr))
+        config = demo_config(info.name)
+        return open_app(config, resolve(config, None, "demo"))
+    raise UsageError(f"unknown lab command {args.lab_command}")

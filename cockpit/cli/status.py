@@ -1,0 +1,62 @@
+"""`cockpit status`: the unit's state, PID, restarts, last exit and readiness."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from dataclasses import replace
+
+from cockpit.cli.target import open_target
+from cockpit.fmt import duration
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "status",
+        help="the unit's state, PID, restarts, last exit and readiness",
+        description="Exit 0 when the unit is active and /health answers 200, 1 otherwise.",
+    )
+    p.add_argument("--host", help="a config host or an ssh_config alias")
+    p.add_argument("--unit", help="a systemd unit on that host, or the name of a [units] entry")
+    p.add_argument("--json", action="store_true", help="print the UnitStatus fields as JSON")
+
+
+async def _status(args: argparse.Namespace) -> int:
+    from cockpit.sglang.deployment import read_deployment
+    from cockpit.systemd.readiness import is_ready
+    from cockpit.systemd.status import fetch
+
+    async with open_target(args) as session:
+        target = session.target
+        assert target is not None
+        status = await fetch(session.host, target.unit)
+        ready = False
+        if status.active_state == "active":  # where it listens: the config's url, or the unit's own flags
+            found = await read_deployment(session.host, target, catalogs=session.catalogs, status=status, python=False)
+            ready = await is_ready(session.host, *found.address)
+    status = replace(status, ready=ready)
+    if args.json:
+        print(json.dumps(status.to_json()))
+    else:
+        state = f"{status.active_state} ({status.sub_state})"
+        print(f"{status.unit} on {status.host}: {state}, {'ready' if ready else 'not ready'}")
+        print(
+            f"  pid {status.main_pid or '-'}, up {duration(status.uptime())}, restarts {status.n_restarts}, "
+            f"last exit {status.last_exit or '-'}"
+        )
+        print(
+            f"  invocation {status.invocation_id or '-'}, unit file {status.fragment_path or '-'}"
+            + (" (changed on disk: daemon-reload needed)" if status.need_daemon_reload else "")
+        )
+    return 0 if status.active_state == "active" and ready else 1
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    import asyncio
+
+    return asyncio.run(_status(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_status(args))

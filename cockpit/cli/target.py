@@ -1,0 +1,49 @@
+"""The one set-up every subcommand that talks to a unit shares: the config, the target, a
+session over it (its host pool knows the running labs' ssh_config), and the close.
+
+Each subcommand wrote this itself before, five times, with its own idea of where the config
+came from and when the pool was closed."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from cockpit import config as config_mod
+from cockpit.config import Config
+from cockpit.errors import UsageError
+from cockpit.targets import Target, resolve
+
+if TYPE_CHECKING:
+    from cockpit.session import Session
+
+
+def target_of(args: argparse.Namespace, *, unit: bool = True) -> tuple[Config, Target | None]:
+    """The config and the unit `--host`/`--unit` name (or a [units] entry). With `unit=False`
+    and no `--unit`, no target: a command about `--host` alone (or, for the app, the picker)."""
+    cfg = config_mod.load(getattr(args, "config", None))
+    host, name = getattr(args, "host", None), getattr(args, "unit", None)
+    if unit or name:
+        return cfg, resolve(cfg, host, name)
+    return cfg, None
+
+
+@contextlib.asynccontextmanager
+async def open_target(
+    args: argparse.Namespace, *, unit: bool = True, read_only: bool = False
+) -> AsyncIterator[Session]:
+    """A session of the target (`target_of`); with `unit=False` and no `--unit`, a session of
+    the host alone (its `target` is None, `host_named(args.host)` reaches it). No trust prompt:
+    an unknown host key is an error here, not a question. The session is closed after."""
+    cfg, target = target_of(args, unit=unit)
+    if target is None and not getattr(args, "host", None):
+        raise UsageError("give --host")
+    from cockpit.session import Session  # asyncssh and the rest: only for a command that connects
+
+    session = Session(cfg, target, read_only=read_only or getattr(args, "read_only", False))
+    try:
+        yield session
+    finally:
+        await session.close()

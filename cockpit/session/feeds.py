@@ -1,0 +1,136 @@
+"""The live feeds of one unit, supervised: the status poll, and keeping any feed alive.
+
+A feed that stops silently is the worst failure the cockpit can have: the screen keeps
+showing the last state as if it were live. So a feed never ends on an error; `supervise`
+restarts whatever coroutine it runs (with backoff, reporting each failure), and the status
+poll reports every result, good or bad, with the time it was read, so the screen can say how
+old its data is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import NoReturn
+
+from cockpit.remote.base import Host
+from cockpit.systemd.readiness import is_ready
+from cockpit.systemd.status import UnitNotFound, UnitStatus, fetch, with_file_check
+
+POLL_S = 1.0
+READY_RECHECK_S = 15.0  # /health makes SGLang generate a token and log a line: ask sparingly once ready
+READY_TIMEOUT_S = 5.0
+RESTART_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+async def supervise(make: Callable[[], Awaitable[object]], on_failure: Callable[[str], None]) -> NoReturn:
+    """Run `make()` again whenever it ends or fails (cancel the task to stop); the backoff
+    starts over after a run that lasted a minute."""
+    failures = 0
+    while True:
+        started = time.monotonic()
+        try:
+            await make()
+            detail = "the feed ended"
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure of a feed means: start it again
+            detail = str(e) or type(e).__name__
+        if time.monotonic() - started > 60:
+            failures = 0
+        failures += 1
+        on_failure(detail)
+        await asyncio.sleep(RESTART_BACKOFF[min(failures, len(RESTART_BACKOFF)) - 1])
+
+
+class StatusPoll:
+    """`systemctl show` of one unit every POLL_S seconds, and `/health` when the answer may have
+    changed (not ready yet, a new invocation, or READY_RECHECK_S since the last ask). The health
+    check runs beside the poll, so a slow server never makes the status itself late.
+
+    Each good read goes to `on_status` (its `checked_at` is when it was read); a failure goes
+    to `on_problem(kind, sentence)` with kind "missing" (systemd knows no such unit now) or
+    "error" (the host or systemctl did not answer)."""
+
+    def __init__(
+        self,
+        host: Host,
+        unit: str,
+        url_host_port: tuple[str, int],
+        *,
+        on_status: Callable[[UnitStatus], None],
+        on_problem: Callable[[str, str], None],
+        interval: float = POLL_S,
+    ) -> None:
+        self.host, self.unit, self.url_host_port = host, unit, url_host_port
+        self.on_status, self.on_problem, self.interval = on_status, on_problem, interval
+        self._ready: bool | None = None
+        self._ready_for: str | None = None  # the invocation `_ready` was asked for
+        self._asked_at = 0.0
+        self._health: asyncio.Task[bool] | None = None
+        self._last: UnitStatus | None = None
+        self._exit: tuple[str | None, str, float | None] | None = None  # (invocation, how, when)
+
+    def note_exit(self, how: str, when: float | None) -> None:
+        """An exit the journal reported (systemd's `Main process exited` line), for a status
+        that no longer carries it."""
+        self._exit = (None, how, when)
+
+    async def run(self) -> NoReturn:
+        try:
+            while True:
+                await self.poll_once()
+                await asyncio.sleep(self.interval)
+        finally:
+            if self._health is not None:
+                self._health.cancel()
+
+    async def poll_once(self) -> None:
+        try:
+            status = await with_file_check(self.host, await fetch(self.host, self.unit))
+        except UnitNotFound as e:
+            self._last = None
+            self.on_problem("missing", str(e))
+            return
+        except Exception as e:  # noqa: BLE001 - the poll reports every failure and goes on
+            self._last = None
+            self.on_problem("error", str(e) or type(e).__name__)
+            return
+        status = self._with_previous_exit(status)
+        self._last = status
+        self.on_status(replace(status, ready=self._readiness(status)))
+
+    def _with_previous_exit(self, status: UnitStatus) -> UnitStatus:
+        if status.last_exit is not None:
+            self._exit = (status.invocation_id, status.last_exit, status.exec_main_exit)
+            return status
+        if self._exit is None or self._exit[0] == status.invocation_id:
+            return status
+        return replace(status, previous_exit=self._exit[1], previous_exit_at=self._exit[2])
+
+    def _readiness(self, status: UnitStatus) -> bool | None:
+        """What is known of readiness now; starts a health check when it may have changed."""
+        if status.active_state != "active":
+            self._ready, self._ready_for = False, status.invocation_id
+            return False
+        now = time.monotonic()
+        stale = (
+            self._ready is not True or status.invocation_id != self._ready_for or now - self._asked_at > READY_RECHECK_S
+        )
+        if stale and self._health is None:
+            self._asked_at = now
+            self._health = asyncio.create_task(self._ask(status.invocation_id))
+        return self._ready if status.invocation_id == self._ready_for else None
+
+    async def _ask(self, invocation: str | None) -> bool:
+        try:
+            ready = await is_ready(self.host, *self.url_host_port, timeout=READY_TIMEOUT_S)
+        finally:
+            self._health = None
+        self._ready, self._ready_for = ready, invocation
+        last = self._last
+        if last is not None and last.invocation_id == invocation:
+            self.on_status(replace(last, ready=ready))  # checked_at stays the poll's own
+        return ready

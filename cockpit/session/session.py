@@ -1,0 +1,534 @@
+"""One open unit, headless: the front door the app and every subcommand go through.
+
+A session owns the unit's host connection (through the host pool), its one status poll, its
+one journal feed, and the facts of its deployment (read once by `read_deployment`, with one
+error contract). It offers what a front end does with a unit: the view of a traceback's frame,
+an edit applied (pre-flight, write, restart, watch), a load run, an incident gathered, a
+systemctl action. A front end listens (`Listener`) and draws what it is handed; it never
+reaches a host itself.
+
+`RecordedSession` is the same object over recorded data: no feed starts, and a test (or a
+snapshot) delivers entries and statuses through the same pipeline the live feeds use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cockpit.attempts import Attempt, AttemptLog
+from cockpit.config import Config, HostConfig
+from cockpit.errors import CockpitError
+from cockpit.incident import Incident, attempts_in, gather, unit_events
+from cockpit.lab.paths import ssh_configs as lab_ssh_configs
+from cockpit.load.gpu import GpuSampler, NoticeCallback, SamplesCallback
+from cockpit.load.passive import ThroughputPoint, ThroughputSeries
+from cockpit.load.results import LevelResult, RequestResult
+from cockpit.load.store import Comparison, SavedRun, comparison, label, load_runs, save_run
+from cockpit.remote.base import Host, TrustPrompt
+from cockpit.remote.pool import HostPool
+from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, SourceFile, staleness
+from cockpit.rollout import apply, preflight, with_files
+from cockpit.session.feeds import POLL_S, StatusPoll, supervise
+from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed
+from cockpit.sglang.catalogs import CatalogCache, package_root_of
+from cockpit.sglang.deployment import Deployment, read_deployment
+from cockpit.sglang.explain import explain
+from cockpit.sglang.flags import Catalog
+from cockpit.sglang.preflight import Finding, given_flags
+from cockpit.systemd.control import UnitControl
+from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show
+from cockpit.systemd.unit import Unit
+from cockpit.targets import Target
+from cockpit.traceback.journal_rows import JournalRows
+from cockpit.traceback.model import Traceback
+
+GATHER_TIMEOUT_S = 120.0
+NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll before asking itself
+
+
+class Listener:
+    """What a front end hears from its session; each method does nothing unless overridden."""
+
+    def status(self, status: UnitStatus) -> None: ...
+
+    def problem(self, kind: str, sentence: str) -> None: ...
+
+    def connection(self, state: str, detail: str | None) -> None: ...
+
+    def journal(self, batch: JournalBatch) -> None: ...
+
+    def journal_state(self, state: str, detail: str | None) -> None: ...
+
+    def throughput(self, point: ThroughputPoint) -> None: ...
+
+    def deployment(self, deployment: Deployment | None, problems: list[str]) -> None: ...
+
+    def failed(self, what: str, detail: str) -> None:
+        """A background task failed (it was restarted where it is a feed)."""
+
+
+@dataclass
+class FrameView:
+    """A traceback's frame as the source pane shows it."""
+
+    title: str
+    path: str
+    line: int | None
+    source: SourceFile | None = None
+    start: int = 0
+    end: int = 0
+    message: str = ""
+    flags: list[str] = field(default_factory=list)
+    refused: bool = False  # outside the service's roots: `O` opens it anyway
+
+
+class Session:
+    live = True
+
+    def __init__(
+        self,
+        config: Config,
+        target: Target | None,
+        *,
+        read_only: bool = False,
+        trust_prompt: TrustPrompt | None = None,
+        ssh_configs: list[str] | None = None,
+        backlog: int = BACKLOG,
+    ) -> None:
+        self.config = config
+        self.target = target
+        self.read_only = read_only
+        self.backlog = backlog
+        self.listener = Listener()
+        configs = [str(p) for p in lab_ssh_configs()] if ssh_configs is None else ssh_configs
+        self.pool = HostPool(config, trust_prompt=trust_prompt, on_state=self._host_state, ssh_configs=configs)
+        self.sources = SourceCache()
+        self.catalogs = CatalogCache()
+        self.deployment: Deployment | None = None
+        self.status: UnitStatus | None = None
+        self.passive = ThroughputSeries()
+        self.journal = self._new_journal()
+        self.poll: StatusPoll | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._status_waiters: list[asyncio.Future[UnitStatus]] = []
+
+    # -- the feeds --------------------------------------------------------------------------
+
+    @property
+    def host(self) -> Host:
+        assert self.target is not None
+        return self.pool.get(self.target.host)
+
+    @property
+    def host_config(self) -> HostConfig:
+        assert self.target is not None
+        return self.config.host(self.target.host)
+
+    @property
+    def rows(self) -> JournalRows:
+        return self.journal.rows
+
+    def _new_journal(self) -> JournalFeed:
+        host = self.pool.get(self.target.host) if self.target is not None and self.live else None
+        feed = JournalFeed(
+            host,
+            self.target.unit if self.target else "",
+            backlog=self.backlog,
+            on_state=lambda state, detail: self.listener.journal_state(state, detail),
+            on_subscriber_failed=lambda detail: self.listener.failed("a journal subscriber", detail),
+        )
+        feed.subscribe(self._on_batch)
+        feed.subscribe(lambda batch: self.listener.journal(batch))
+        return feed
+
+    def _on_batch(self, batch: JournalBatch) -> None:
+        """The core's own subscribers: the poll's memory of exits, and the throughput series."""
+        for entry in batch.entries:
+            if entry.pid == 1 and self.poll is not None and (how := main_exit_of(entry.message)) is not None:
+                self.poll.note_exit(how, entry.realtime_us / 1e6 if entry.realtime_us else None)
+            point = self.passive.add_entry(entry)
+            if point is not None:
+                self.listener.throughput(point)
+
+    def start(self) -> None:
+        """Start the feeds of the target: the status poll, the journal, the deployment read."""
+        if self.target is None:
+            return
+        self._spawn(self._poll_status(), "the status poll")
+        self._spawn(self.journal.run(), "the journal feed")
+        self._spawn(self.reload(), "reading the unit")
+
+    def _spawn(self, work: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                self.listener.failed(what, str(t.exception()) or type(t.exception()).__name__)
+
+        task.add_done_callback(done)
+        return task
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def switch(self, target: Target) -> None:
+        await self.stop()
+        self.target = target
+        self.deployment, self.status, self.poll = None, None, None
+        self.passive = ThroughputSeries()
+        self.journal = self._new_journal()
+        self.start()
+
+    async def _poll_status(self) -> None:
+        target = self.target
+        assert target is not None
+        poll = self.poll = StatusPoll(
+            self.host, target.unit, target.url_host_port, on_status=self._status, on_problem=self._problem
+        )
+        await supervise(poll.run, lambda detail: self._problem("error", f"the status poll failed: {detail}"))
+
+    def _status(self, status: UnitStatus) -> None:
+        self.status = status
+        waiters, self._status_waiters = self._status_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(status)
+        self.listener.status(status)
+
+    def _problem(self, kind: str, sentence: str) -> None:
+        self.listener.problem(kind, sentence)
+
+    def _host_state(self, host: str, state: str, detail: str | None) -> None:
+        if self.target is not None and host == self.target.host:
+            self.listener.connection(state, detail)
+
+    # -- a restart watch hears the same feeds (cockpit.systemd.deploy.UnitFeed) ----------------
+
+    def subscribe(self, on_entries: Callable[[list[JournalEntry]], None]) -> Callable[[], None]:
+        return self.journal.subscribe(lambda batch: on_entries(batch.entries))
+
+    async def next_status(self) -> UnitStatus:
+        """The poll's next status; read directly when the poll has none for a while (the host
+        answers a watch's own question even while the poll reports trouble)."""
+        assert self.target is not None
+        waiter: asyncio.Future[UnitStatus] = asyncio.get_running_loop().create_future()
+        self._status_waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(waiter, NEXT_STATUS_WAIT_S)
+        except asyncio.TimeoutError:
+            return await fetch(self.host, self.target.unit)
+
+    # -- the deployment ---------------------------------------------------------------------
+
+    async def reload(self) -> Deployment | None:
+        """Read the deployment's facts again (after a write, or at start)."""
+        target = self.target
+        if target is None:
+            return None
+        try:
+            found = await read_deployment(self.host, target, catalogs=self.catalogs)
+        except CockpitError as e:
+            self.deployment = None
+            self.listener.deployment(None, [f"the unit: {e}"])
+            return None
+        self.deployment = found
+        if self.poll is not None:
+            self.poll.url_host_port = found.address
+        self.listener.deployment(found, found.problems)
+        return found
+
+    @property
+    def unit(self) -> Unit | None:
+        return self.deployment.unit if self.deployment is not None else None
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        return self.deployment.address if self.deployment is not None else None
+
+    def changes_refused(self) -> bool:
+        """Read-only: `--read-only`, or the host's `read_only = true`."""
+        return self.read_only or (self.target is not None and self.config.host(self.target.host).read_only)
+
+    # -- what a front end does with the unit --------------------------------------------------
+
+    async def older(self, cursor: str) -> list[JournalEntry] | None:
+        """Entries before `cursor` (empty: journald has nothing older; None: nothing can say)."""
+        return await self.journal.older(cursor)
+
+    async def act(self, action: str) -> None:
+        assert self.target is not None
+        control = UnitControl(self.host, self.host_config, read_only=self.read_only)
+        await control.act(action, self.target.unit)
+
+    async def frame(self, traceback: Traceback, index: int, *, anyway: bool = False) -> FrameView:
+        """The frame's file as the host has it now, its statement, and what it checks. Only a
+        file under the service's Python roots is read, unless the user asked (`anyway`)."""
+        sites = traceback.sites
+        site = sites[index]
+        what = (
+            "the error's location"
+            if site is traceback.location
+            else f"frame {index + 1} of {len(traceback.frames)} · {site.function}"
+        )
+        view = FrameView(f"{site.file}:{site.line} · {what}", site.file, site.line)
+        if self.target is None or site.line is None:
+            return view
+        host = self.host
+        roots = self.deployment.roots if self.deployment is not None else PACKAGE_DIRS
+        try:
+            source = await self.sources.get(host, site.file, roots=None if anyway else roots)
+        except SourceError as e:
+            view.refused = isinstance(e, OutsideRoots)
+            view.message = f"{e}. Press O to open it anyway." if view.refused else str(e)
+            return view
+        last = index == len(sites) - 1
+        try:
+            root = package_root_of(site.file)
+            catalog = await self.catalogs.get(host, root) if root else None
+        except CockpitError:
+            catalog = None
+        view.source, view.start, view.end = source, site.line, site.line
+        try:
+            explained = explain(
+                source.text,
+                site.file,
+                site.line,
+                exception=(traceback.exception or "") if last else "",
+                message=traceback.message if last else "",
+                catalog=catalog,
+            )
+            view.start, view.end = explained.start_line, explained.end_line
+            unit = self.unit
+            values = given_flags(unit.exec(), catalog) if unit is not None and catalog is not None else None
+            message = explained.sentence(values) if last else f"Frame {index + 1}: `{explained.statement.strip()}`"
+            view.flags = explained.flags
+        except (SyntaxError, ValueError) as e:
+            message = f"Could not read the statement: {e}"
+        started = self.status.exec_main_start if self.status else None
+        crashed = traceback.times[0] / 1e6 if traceback.times and traceback.times[0] else None
+        moments = [t for t in (started, crashed) if t]
+        warning = staleness(source, min(moments) if moments else None)
+        view.message = (
+            (f"⚠ {warning}\n" if warning else "") + f"{traceback.exception}: {traceback.message}\n" + message
+            if last
+            else message
+        )
+        return view
+
+    def preflight(self, unit: Unit, catalog: Catalog | None) -> list[Finding]:
+        """The static pre-flight of an edit, as the write will run it."""
+        return preflight(unit, catalog)
+
+    def attempts(self) -> list[Attempt]:
+        assert self.target is not None
+        return AttemptLog(self.target.host, self.target.unit).load()
+
+    def rollback_of(self, attempt: Attempt) -> Unit | None:
+        """The unit as `attempt` found it, as an edit of the unit now (None: nothing to change)."""
+        current = self.unit
+        if current is None:
+            return None
+        edited = with_files(current, attempt.texts)
+        return edited if edited.changed() else None
+
+    async def apply(self, loaded: Unit, edited: Unit, note: str = "") -> Attempt:
+        """Write, restart and watch through the session's own feeds; the deployment is read
+        again afterwards, so the next edit starts from the unit as now written."""
+        target = self.target
+        assert target is not None
+        attempt = await apply(
+            self.host,
+            self.host_config,
+            target,
+            loaded,
+            edited,
+            catalog=self.deployment.catalog if self.deployment else None,
+            log=AttemptLog(target.host, target.unit),
+            note=note,
+            read_only=self.read_only,
+            feed=self if self.live else None,
+            address=self.address,
+        )
+        await self.reload()
+        return attempt
+
+    async def load_run(
+        self,
+        on_begin: Callable[[tuple[int, ...], int, str], None],
+        on_level: Callable[[LevelResult], None],
+        on_request: Callable[[int, RequestResult], None],
+    ) -> tuple[list[LevelResult], Path]:
+        """The target's load profile through a forward to the server; the record is saved."""
+        from cockpit.load.runner import LoadConfig, Runner, run_record, server_args  # aiohttp: only now
+        from cockpit.systemd.readiness import server_info
+
+        target = self.target
+        assert target is not None
+        profile = self.config.profile(target.profile)
+        host = self.host
+        addr, port = self.address or target.url_host_port
+        on_begin(
+            tuple(profile.concurrency),
+            profile.requests,
+            f"profile {profile.name}: concurrency {','.join(map(str, profile.concurrency))}, "
+            f"{profile.requests} requests, {profile.input_len} in / {profile.output_len} out",
+        )
+        levels: list[LevelResult] = []
+
+        def level_done(level: LevelResult) -> None:
+            levels.append(level)
+            on_level(level)
+
+        async with host.forward_port(addr, port) as local:
+            config = LoadConfig(
+                url=f"http://127.0.0.1:{local}",
+                concurrency=profile.concurrency,
+                requests=profile.requests,
+                warmup=profile.warmup,
+                input_len=profile.input_len,
+                output_len=profile.output_len,
+                endpoint=profile.endpoint,
+            )
+            started = time.time()
+            await Runner(config, on_request=on_request, on_level=level_done).run()
+        info = await server_info(host, addr, port) or {}
+        unit, catalog = self.unit, self.deployment.catalog if self.deployment else None
+        record = run_record(
+            config,
+            levels,
+            started_at=started,
+            host=target.host,
+            unit=target.unit,
+            sglang_version=info.get("version"),
+            server_args=server_args(info),
+            flags=given_flags(unit.exec(), catalog) if unit is not None and catalog is not None else None,
+        )
+        record["config"]["url"] = target.url
+        path = await asyncio.to_thread(save_run, target.host, target.unit, record)
+        return levels, path
+
+    def saved_runs(self) -> list[SavedRun]:
+        if self.target is None:
+            return []
+        return [SavedRun(label(r), r) for _, r in load_runs(self.target.host, self.target.unit)]
+
+    async def list_units(self, host: str) -> list[str]:
+        """The SGLang units systemd knows on `host` (the picker's list)."""
+        return await list_units(self.pool.get(host))
+
+    async def show_units(self, host: str, units: list[str]) -> list[UnitStatus]:
+        return await show(self.pool.get(host), units)
+
+    def compare_runs(self, a: dict[str, Any], b: dict[str, Any]) -> Comparison:
+        return comparison(a, b)
+
+    async def sample_gpus(self, on_samples: SamplesCallback, on_notice: NoticeCallback) -> None:
+        await GpuSampler(self.host).run(on_samples, on_notice)
+
+    def host_named(self, name: str) -> Host:
+        """Another host through the same pool (a command about a host and no unit)."""
+        return self.pool.get(name)
+
+    async def gather_incident(self, since: str | None = None, load_run: dict[str, Any] | None = None) -> Incident:
+        """The note's facts, read over the session's connection; a CockpitError when the
+        status or the journal cannot be read."""
+        assert self.target is not None
+        return await gather(
+            self.host, self.target, since=since, load_run=load_run, sources=self.sources, catalogs=self.catalogs
+        )
+
+    async def incident(self, since: str | None = None) -> Incident:
+        """The incident note's facts, read over the session's own connection; what the session
+        holds in memory when the host cannot be read."""
+        target = self.target
+        if target is None or not self.live:
+            return self.incident_in_memory()
+        try:
+            return await asyncio.wait_for(self.gather_incident(since), GATHER_TIMEOUT_S)
+        except (CockpitError, asyncio.TimeoutError) as e:
+            incident = self.incident_in_memory()
+            reason = str(e) or f"no answer within {GATHER_TIMEOUT_S:.0f} s"
+            incident.problems.append(
+                f"{target.host} could not be read ({reason}): the tracebacks are those the cockpit held in memory"
+            )
+            return incident
+
+    def incident_in_memory(self) -> Incident:
+        """The note from what the session holds: its status, unit and journal window."""
+        target = self.target
+        host, unit = (target.host, target.unit) if target else ("-", "no unit")
+        rows = self.rows
+        records = rows.folder.records
+        times = [
+            t for r in records for t in ([r.entry.realtime_us] if not isinstance(r, Traceback) else r.times[:1]) if t
+        ]
+        incident = Incident(
+            host=host,
+            unit=unit,
+            period="the journal the cockpit held in memory",
+            period_start=times[0] / 1e6 if times else None,
+            period_end=times[-1] / 1e6 if times else None,
+            status=self.status,
+            tracebacks=[tb for _, tb in reversed(rows.tracebacks())],
+            command=self.unit.exec() if self.unit is not None else None,
+        )
+        incident.events = unit_events(r.entry for r in records if not isinstance(r, Traceback))
+        catalog = self.deployment.catalog if self.deployment else None
+        if catalog is not None and catalog.version:
+            incident.version, incident.version_from = catalog.version, "the installed package"
+        if target is not None:
+            incident.attempts = attempts_in(AttemptLog(host, unit).load(), incident.period_start)
+        return incident
+
+    async def close(self) -> None:
+        await self.stop()
+        await self.pool.close()
+
+
+class RecordedSession(Session):
+    """A session over recorded data: nothing is followed or read from a host. A test delivers
+    entries (`deliver`) and statuses (`show_status`) through the pipeline the live feeds use."""
+
+    live = False
+
+    def __init__(self, config: Config, target: Target | None, *, read_only: bool = False) -> None:
+        super().__init__(config, target, read_only=read_only, ssh_configs=[])
+
+    def start(self) -> None:
+        return None
+
+    def deliver(self, entries: list[JournalEntry]) -> None:
+        self.journal.deliver(entries)
+
+    def show_status(self, status: UnitStatus) -> None:
+        self._status(status)
+
+    def use_deployment(self, deployment: Deployment) -> None:
+        self.deployment = deployment
+        self.listener.deployment(deployment, deployment.problems)
+
+    def use_unit(self, unit: Unit, catalog: Catalog | None = None) -> None:
+        """A recorded deployment of `unit` (and the release's `catalog`)."""
+        assert self.target is not None
+        status = self.status or UnitStatus(unit=self.target.unit, host=self.target.host)
+        self.use_deployment(Deployment(self.target, status, unit=unit, catalog=catalog))
+
+    async def older(self, cursor: str) -> list[JournalEntry] | None:
+        return None
+
+    async def sample_gpus(self, on_samples: SamplesCallback, on_notice: NoticeCallback) -> None:
+        return None
+
+    async def reload(self) -> Deployment | None:
+        return self.deployment

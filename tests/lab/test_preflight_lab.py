@@ -1,0 +1,38 @@
+"""Preflight against the lab: paths checked on the host, and the CLI when the host cannot import SGLang."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+
+from cockpit.config import HostConfig
+from cockpit.remote.ssh import SSHHost
+from cockpit.sglang.flags import load_catalog
+from cockpit.sglang.preflight import check_paths
+from tests.conftest import LabHandle
+from tests.unit.test_preflight import COCKPIT
+
+
+async def test_paths_and_dry_run_in_the_lab(lab: LabHandle, sglang_root) -> None:
+    host = SSHHost(HostConfig(name=lab.name))
+    try:
+        catalog = load_catalog(sglang_root("0.5.23"))
+        ok = await check_paths(host, ["--model-path", "/models/Llama-3.1-8B-Instruct"], catalog)
+        assert ok == []
+        [missing] = await check_paths(
+            host,
+            ["--model-path", "/models/nope", "--speculative-draft-model-path", "/models/Llama-3.1-8B-Instruct"],
+            catalog,
+        )
+        assert missing.flags == ["--model-path"] and f"/models/nope does not exist on {lab.name}" in missing.message
+    finally:
+        await host.close()
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [COCKPIT, "preflight", "--host", lab.name, "--unit", "sglang-demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "cannot import SGLang" in out.stdout and "only the static checks ran" in out.stdout

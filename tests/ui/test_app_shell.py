@@ -1,0 +1,223 @@
+"""The app shell and the status pane: Pilot tests and snapshots of recorded states (against the lab:
+tests/lab/test_app_shell_lab.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+from cockpit.config import Config, HostConfig
+from cockpit.systemd.entry import parse_json_line
+from cockpit.systemd.status import parse_show
+from cockpit.targets import Target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.panes.journal import JournalView
+from cockpit.ui.panes.status import StatusPane
+from cockpit.ui.screens.confirm import ConfirmModal
+from tests.conftest import ROOT
+
+DATA = ROOT / "tests" / "data"
+TARGET = Target("cockpit-lab", "sglang-demo.service")
+
+
+def recorded_status(**changes):
+    [status] = parse_show((DATA / "show-sglang-demo.txt").read_text(), "cockpit-lab")
+    return replace(status, **{"ready": True, "checked_at": status.active_enter + 291, **changes})
+
+
+def recorded_entries():
+    return [parse_json_line(line) for line in (DATA / "journal-restart.jsonl").read_text().splitlines()]
+
+
+def recorded_app(**kwargs) -> CockpitApp:
+    return CockpitApp(Config(), TARGET, live=False, **kwargs)
+
+
+async def _feed(pilot, status=None, entries=None, connection=None) -> None:
+    app = pilot.app
+    if status is not None:
+        app.query_one(StatusPane).show_status(status)
+    if entries is not None:
+        app.query_one(JournalView).append_entries(entries)
+    if connection is not None:
+        app.query_one(StatusPane).show_connection(*connection)
+    await pilot.pause()
+
+
+def test_snapshot_running(snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await _feed(pilot, recorded_status(), recorded_entries())
+
+    assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
+
+
+def test_snapshot_failed_and_reconnecting(snap_compare) -> None:
+    failed = recorded_status(
+        active_state="failed",
+        sub_state="failed",
+        main_pid=0,
+        ready=False,
+        exec_main_code="exited",
+        exec_main_status=1,
+        n_restarts=3,
+        exec_main_exit=1796032480.0,
+    )
+
+    async def run_before(pilot) -> None:
+        await _feed(
+            pilot,
+            failed,
+            recorded_entries(),
+            ("reconnecting", "cannot reach cockpit-lab (10.213.0.2:22): Network is unreachable"),
+        )
+
+    assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
+
+
+def test_snapshot_confirm_modal(snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await _feed(pilot, recorded_status(), recorded_entries())
+        await pilot.press("r")
+
+    assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
+
+
+async def test_restart_asks_first_and_names_unit_and_host() -> None:
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        await _feed(pilot, recorded_status())
+        await pilot.press("r")
+        modal = app.screen
+        assert isinstance(modal, ConfirmModal)
+        assert modal.title_text == "Restart sglang-demo.service on cockpit-lab?"
+        await pilot.press("n")
+        assert not isinstance(app.screen, ConfirmModal)
+
+
+async def test_read_only_hides_and_refuses_changes() -> None:
+    app = recorded_app(read_only=True)
+    async with app.run_test(size=(130, 30)) as pilot:
+        await pilot.press("r")
+        assert not isinstance(app.screen, ConfirmModal)
+        assert app.check_action("unit_action", ("restart",)) is False
+    ro_host = CockpitApp(
+        Config(hosts={"cockpit-lab": HostConfig(name="cockpit-lab", read_only=True)}), TARGET, live=False
+    )
+    assert ro_host.check_action("unit_action", ("stop",)) is False
+
+
+async def test_status_pane_draws_state_and_connection_trouble() -> None:
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        await _feed(pilot, recorded_status(), connection=("reconnecting", "lost the connection to cockpit-lab"))
+        text = str(app.query_one(StatusPane).render())
+        assert "active (running)" in text and "ready ✓" in text and "pid 133" in text and "up 4m51s" in text
+        assert "✗ reconnecting cockpit-lab: lost the connection to cockpit-lab" in text
+
+
+async def test_new_lines_do_not_move_the_view_while_reading() -> None:
+    app = recorded_app()
+    entries = recorded_entries()
+    async with app.run_test(size=(130, 20)) as pilot:
+        view = app.query_one(JournalView)
+        view.append_entries(entries * 3)
+        await pilot.pause()
+        assert view.follow and view.scroll_y == view.max_scroll_y
+        view.focus()
+        await pilot.press("g")
+        assert not view.follow and view.scroll_y == 0
+        view.append_entries(entries[:7])
+        await pilot.pause()
+        assert view.scroll_y == 0 and view.unread == 7
+        assert "7 new lines" in view.title_text()
+        assert "7 new lines" in str(view.parent.border_title)  # where the eye is
+        await pilot.press("G")
+        await pilot.pause()
+        assert view.follow and view.unread == 0 and view.scroll_y == view.max_scroll_y
+
+
+async def test_unknown_host_shows_in_the_pane_and_the_app_keeps_running() -> None:
+    app = CockpitApp(Config(), Target("no-such-host.invalid", "sglang-demo.service"))
+    async with app.run_test(size=(130, 30)) as pilot:
+        pane = app.query_one(StatusPane)
+        deadline = time.monotonic() + 20
+        while "unknown host" not in str(pane.render()):
+            assert time.monotonic() < deadline, str(pane.render())
+            await asyncio.sleep(0.2)
+        assert app.is_running
+        await pilot.press("T")  # keys still work
+        assert app.query_one(JournalView).show_time is False
+
+
+async def test_stale_data_says_its_age_and_never_ready() -> None:
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        pane = app.query_one(StatusPane)
+        await _feed(pilot, recorded_status())
+        assert "ready ✓" in str(pane.render()) and pane.trouble() is None and pane.size.height == 2
+        later = pane.received + 12.4
+        pane.watching = True  # as the live poll does
+        pane.clock = lambda: later  # the last status arrived 12 s ago: the host stopped answering
+        await pilot.pause(0.6)
+        text = str(pane.render())
+        assert "as of 12 s ago" in text and "readiness unknown" in text and "ready ✓" not in text
+        assert "✗ no answer from cockpit-lab for 12 s" in text
+        assert pane.size.height == 3  # the third line is drawn, not cut off
+        pane.show_connection("reconnecting", "lost the connection to cockpit-lab: Connection lost")
+        await pilot.pause()
+        assert "✗ connection lost 12 s ago, reconnecting: lost the connection" in str(pane.render())
+        pane.show_status(recorded_status())  # the host is back
+        await pilot.pause()
+        pane.show_connection("connected", None)
+        pane.clock = lambda: later + 0.5
+        await pilot.pause(0.6)
+        assert "ready ✓" in str(pane.render()) and pane.trouble() is None and pane.size.height == 2
+
+
+async def test_a_unit_that_disappears_says_unit_not_found() -> None:
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        pane = app.query_one(StatusPane)
+        await _feed(pilot, recorded_status())
+        pane.show_problem("missing", "unit sglang-demo.service not found on cockpit-lab")
+        await pilot.pause()
+        text = str(pane.render())
+        assert "unit not found" in text and "active (running)" not in text and "ready ✓" not in text
+
+
+def test_snapshot_stale_and_reconnecting(snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await _feed(pilot, recorded_status(), recorded_entries())
+        pane = pilot.app.query_one(StatusPane)
+        now = pane.received + 12.4
+        pane.watching = True
+        pane.clock = lambda: now  # the snapshot's "12 s ago" must not depend on how fast it is taken
+        pane.show_connection("reconnecting", "lost the connection to cockpit-lab: Connection lost")
+        pilot.app.journal_view.show_feed("not following (connection lost)")
+        await pilot.pause(0.6)
+
+    assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
+
+
+def test_snapshot_paused_with_unread_lines(snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await _feed(pilot, recorded_status(), recorded_entries())
+        view = pilot.app.query_one(JournalView)
+        view.focus()
+        await pilot.press("g")  # reading from the top: following stops
+        view.append_entries(recorded_entries()[:5])
+        await pilot.pause()
+        assert view.title_text() == "journal · sglang-demo.service · paused · ▼ 5 new lines · G to follow"
+
+    assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
+
+
+async def test_the_status_pane_shows_the_previous_exit_and_no_unknown_memory() -> None:
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        await _feed(pilot, recorded_status(previous_exit="exited 1", previous_exit_at=1796032480.0))
+        text = str(app.query_one(StatusPane).render())
+        assert "last exit exited 1 at " in text and "mem" not in text
+        await _feed(pilot, recorded_status(memory_bytes=3 << 30))
+        assert "mem 3.0 GiB" in str(app.query_one(StatusPane).render())

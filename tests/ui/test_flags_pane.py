@@ -1,0 +1,213 @@
+"""The flag editor, the write modal and the attempt timeline: Pilot and snapshot tests on the
+seed incident's unit, with the real 0.5.23 flag catalog (the topics and the timeline's text alone:
+tests/unit/test_flag_topics_and_timeline.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cockpit.attempts import Attempt
+from cockpit.config import Config
+from cockpit.sglang.flags import load_catalog
+from cockpit.systemd.unit import load_unit
+from cockpit.targets import Target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.panes.attempts import AttemptsPane
+from cockpit.ui.panes.flags import FlagsPane
+from cockpit.ui.screens.write import WriteModal
+from tests.lab.test_rollout_lab import SEED, UNIT
+
+
+@pytest.fixture(scope="module")
+def catalog(sglang_root):
+    return load_catalog(sglang_root("0.5.23"))
+
+
+def app_with_unit(catalog) -> CockpitApp:
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    app.session.use_unit(load_unit({UNIT: SEED}, UNIT, name="sglang-demo.service", catalog=catalog), catalog)
+    return app
+
+
+async def test_the_mistake_shows_before_anything_is_written(catalog) -> None:
+    app = app_with_unit(catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        assert [f.rule for f in pane.findings if f.severity == "error"] == ["eagle-params-together"]
+        await pilot.press("a", *"num-steps")
+        await pilot.pause()
+        await pilot.press("enter", "3", "enter")
+        await pilot.pause()
+        assert [f for f in pane.findings if f.severity == "error"] == []
+        assert _flags(pane)["--speculative-num-steps"] == "3"
+        assert "--speculative-num-steps 3" in pane.edited.render(UNIT)
+        await pilot.press("ctrl+z")
+        assert pane.edited is pane.loaded
+
+
+async def test_did_you_mean_for_an_unknown_flag(catalog) -> None:
+    app = app_with_unit(catalog)
+    app.session.use_unit(app.session.unit.set_flag("--num-speculative-tokens", "16"), catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        unknown = [f for f in pane.findings if f.rule == "unknown-flag"]
+        assert unknown and "Did you mean --speculative-num-draft-tokens?" in unknown[0].message
+
+
+async def test_write_shows_diff_and_verdict_and_respects_read_only(catalog) -> None:
+    app = app_with_unit(catalog)
+    ran = []
+    async with app.run_test(size=(150, 50)) as pilot:
+        app.run_attempt = lambda loaded, edited, note: ran.append(edited)
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        pane.edited = pane.edited.set_flag("--speculative-num-steps", "3")
+        pane._refresh()
+        await pilot.press("w")
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, WriteModal)
+        assert "+    --speculative-num-steps 3" in str(modal.query_one("#write-diff").query_one("Static").render())
+        body = str(modal.query_one(".dialog-body").render())
+        assert "keeping a backup of what is on disk" in body and "this check is best-effort" in body
+        await pilot.press("y")
+        await pilot.pause()
+        assert len(ran) == 1 and "--speculative-num-steps 3" in ran[0].render(UNIT)
+    ro = app_with_unit(catalog)
+    ro.session.read_only = True
+    async with ro.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = ro.query_one(FlagsPane)
+        pane.edited = pane.edited.set_flag("--speculative-num-steps", "3")
+        await pilot.press("w")
+        await pilot.pause()
+        assert not isinstance(ro.screen, WriteModal)
+
+
+def _attempts() -> list[Attempt]:
+    base = dict(host="cockpit-lab", unit="sglang-demo.service", texts={}, previous_texts={})
+    return [
+        Attempt(
+            1,
+            started_at=1796032000.0,
+            flags_before={"--speculative-eagle-topk": "4"},
+            flags_after={"--speculative-eagle-topk": "4", "--num-speculative-tokens": "16"},
+            outcome="crashed",
+            seconds=2.1,
+            traceback={"exception": "SystemExit"},
+            **base,
+        ),
+        Attempt(
+            2,
+            started_at=1796032100.0,
+            flags_before={"--speculative-eagle-topk": "4"},
+            flags_after={"--speculative-eagle-topk": "4", "--speculative-num-steps": "3"},
+            outcome="ready",
+            seconds=1.6,
+            **base,
+        ),
+    ]
+
+
+@pytest.mark.parametrize("view", ["flags", "write", "attempts"])
+def test_snapshots(snap_compare, catalog, view) -> None:
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        if view == "attempts":
+            pane = app.query_one(AttemptsPane)
+            pane.show(_attempts())
+            app.show_detail("attempts")
+            pane.focus()
+        else:
+            await pilot.press("e")
+            if view == "write":
+                pane = app.query_one(FlagsPane)
+                pane.edited = pane.edited.set_flag("--speculative-num-steps", "3")
+                pane._refresh()
+                await pilot.press("w")
+        await pilot.pause()
+
+    assert time.timezone == 0  # snapshots are taken in UTC (conftest)
+    assert snap_compare(app_with_unit(catalog), terminal_size=(150, 50), run_before=run_before)
+
+
+async def _enter_on(pilot, name: str) -> FlagsPane:
+    """Open the editor, put the cursor on `name` and press Enter."""
+    await pilot.press("e")
+    pane = pilot.app.query_one(FlagsPane)
+    _select(pane, name)
+    await pilot.press("enter")
+    await pilot.pause()
+    return pane
+
+
+def _flags(pane: FlagsPane) -> dict:
+    return {i.name: i.value for i in pane.edited.flags()}
+
+
+def _select(pane: FlagsPane, name: str) -> None:
+    from textual.widgets import OptionList
+
+    options = pane.query_one("#flag-list", OptionList)
+    options.highlighted = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == name)
+
+
+async def test_enter_edits_a_value_in_place(catalog) -> None:
+    app = app_with_unit(catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        pane = await _enter_on(pilot, "--tp-size")
+        field = pane.query_one("#flag-input")
+        assert field.display and field.value == "8"
+        field.value = "4"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert _flags(pane)["--tp-size"] == "4"
+        assert "    --tp-size 4 \\\n" in pane.edited.render(UNIT)
+        assert "1 change not yet written (w writes)" in str(pane.query_one("#flags-head").render())
+
+
+async def test_a_flag_with_choices_offers_them(sglang_root) -> None:
+    app = app_with_unit(load_catalog(sglang_root("0.5.9")))  # 0.5.23 leaves the algorithm open (plugins)
+    async with app.run_test(size=(150, 50)) as pilot:
+        pane = await _enter_on(pilot, "--speculative-algorithm")
+        box = pane.query_one("#flag-suggestions")
+        offered = [box.get_option_at_index(i).id for i in range(box.option_count)]
+        assert box.display and {"choice:EAGLE", "choice:EAGLE3", "choice:NEXTN"} <= set(offered)
+        pane.query_one("#flag-input").value = ""
+        for ch in "nex":
+            await pilot.press(ch)
+        await pilot.pause()
+        assert [box.get_option_at_index(i).id for i in range(box.option_count)] == ["choice:NEXTN"]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert _flags(pane)["--speculative-algorithm"] == "NEXTN"
+
+
+async def test_enter_on_a_switch_turns_it_off(catalog) -> None:
+    app = app_with_unit(catalog)
+    app.session.use_unit(app.session.unit.set_flag("--enable-metrics", None), catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        pane = await _enter_on(pilot, "--enable-metrics")
+        assert "--enable-metrics" not in _flags(pane)
+        assert not pane.query_one("#flag-input").display
+
+
+async def test_del_leaves_the_cursor_on_the_next_flag(catalog) -> None:
+    app = app_with_unit(catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        order = [i.name for i in pane.edited.flags()]
+        _select(pane, "--speculative-num-draft-tokens")
+        await pilot.press("delete")
+        await pilot.pause()
+        assert pane._selected_name() != "--model-path"  # it used to jump to the top: del, del lost it
+        after = pane._selected_name()
+        await pilot.press("delete")
+        await pilot.pause()
+        left = [i.name for i in pane.edited.flags()]
+        assert "--model-path" in left and after not in left and len(left) == len(order) - 2

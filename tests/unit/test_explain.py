@@ -1,0 +1,205 @@
+"""`cockpit explain` and the explainer, on real tracebacks and the real source of each release."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.sglang.explain import explain
+from cockpit.sglang.flags import load_catalog
+from tests.conftest import FIXTURES
+
+COCKPIT = str(Path(sys.executable).with_name("cockpit"))
+ASSERT_FLAGS_0_5_9 = ["--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-num-steps"]
+ASSERT_FLAGS_0_5_23 = [
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+    "--speculative-adaptive",
+    "--speculative-num-steps",
+]
+# (fixture, release, failing file, line range, flags, exception)
+CASES = [
+    (
+        "launch_server/launch_server-0.5.9-eagle3-topk4-drafttok3.txt",
+        "0.5.9",
+        "srt/server_args.py",
+        (2423, 2426),
+        ASSERT_FLAGS_0_5_9,
+        "AssertionError",
+    ),
+    (
+        "launch_server/launch_server-0.5.23-eagle3-topk4-drafttok3.txt",
+        "0.5.23",
+        "srt/arg_groups/speculative_hook.py",
+        (1160, 1163),
+        ASSERT_FLAGS_0_5_23,
+        "AssertionError",
+    ),
+    (
+        "launch_server/launch_server-0.5.23-eagle3-topk4-drafttok3.tail20.txt",
+        "0.5.23",
+        "srt/arg_groups/speculative_hook.py",
+        (1160, 1163),
+        ASSERT_FLAGS_0_5_23,
+        "AssertionError",
+    ),
+    (
+        "launch_server/launch_server-0.5.23-eagle3-steps3-only.txt",
+        "0.5.23",
+        "srt/arg_groups/speculative_hook.py",
+        (1274, 1274),
+        ["--speculative-eagle-topk"],
+        "TypeError",
+    ),
+] + [
+    (
+        f"preflight/traceback-{v}-{case}.txt",
+        v,
+        "srt/server_args.py" if v == "0.5.9" else "srt/arg_groups/speculative_hook.py",
+        rng[v],
+        flags[v],
+        exc,
+    )
+    for v in ("0.5.9", "0.5.23")
+    for case, rng, flags, exc in (
+        (
+            "c1-topk4-drafttok3-nosteps",
+            {"0.5.9": (2423, 2426), "0.5.23": (1160, 1163)},
+            {"0.5.9": ASSERT_FLAGS_0_5_9, "0.5.23": ASSERT_FLAGS_0_5_23},
+            "AssertionError",
+        ),
+        (
+            "c2-drafttok3-only",
+            {"0.5.9": (2423, 2426), "0.5.23": (1160, 1163)},
+            {"0.5.9": ASSERT_FLAGS_0_5_9, "0.5.23": ASSERT_FLAGS_0_5_23},
+            "AssertionError",
+        ),
+        (
+            "c3-steps3-only",
+            {"0.5.9": (2453, 2453), "0.5.23": (1274, 1274)},
+            {"0.5.9": ["--speculative-eagle-topk"], "0.5.23": ["--speculative-eagle-topk"]},
+            "TypeError",
+        ),
+        (
+            "c4-steps3-drafttok4-notopk",
+            {"0.5.9": (2453, 2453), "0.5.23": (1274, 1274)},
+            {"0.5.9": ["--speculative-eagle-topk"], "0.5.23": ["--speculative-eagle-topk"]},
+            "TypeError",
+        ),
+        (
+            "c5-topk4-only",
+            {"0.5.9": (2423, 2426), "0.5.23": (1160, 1163)},
+            {"0.5.9": ASSERT_FLAGS_0_5_9, "0.5.23": ASSERT_FLAGS_0_5_23},
+            "AssertionError",
+        ),
+    )
+]
+
+
+@pytest.mark.parametrize("fixture,version,file,lines,flags,exception", CASES, ids=[c[0].split("/")[1] for c in CASES])
+def test_explain_every_fixture_traceback(sglang_root, fixture, version, file, lines, flags, exception) -> None:
+    out = subprocess.run(
+        [COCKPIT, "explain", str(FIXTURES / "sglang" / fixture), "--source-root", str(sglang_root(version))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["file"].endswith(f"site-packages/sglang/{file}")
+    assert (data["start_line"], data["end_line"]) == lines
+    assert data["flags"] == flags
+    assert data["exception"] == exception
+    if exception == "AssertionError":
+        assert data["statement"].strip().startswith("assert (")
+        assert data["requirement"] in ("speculative_eagle_topk is None and speculative_num_draft_tokens is None",)
+    else:
+        assert data["none_flag"] == "--speculative-eagle-topk"
+        assert data["statement"].endswith("speculative_eagle_topk > 1")
+
+
+def _eagle_assert_line(text: str) -> int:
+    """The line Python 3.11 names for the EAGLE assert: its `and ...` clause."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines, 1):
+        if (
+            line.strip().startswith("and ")
+            and "speculative_num_draft_tokens is None" in line
+            and "speculative_eagle_topk is None" in lines[i - 2]
+        ):
+            return i
+    raise AssertionError("no EAGLE assert in this file")
+
+
+@pytest.mark.parametrize(
+    "version,where",
+    [
+        ("0.4.6.post5", "server_args.py:__post_init__"),
+        ("0.5.2", "server_args.py:__post_init__"),
+        ("0.5.3", "server_args.py:_handle_speculative_decoding"),
+        ("0.5.12", "server_args.py:_handle_speculative_decoding"),
+        ("0.5.13", "arg_groups/speculative_hook.py:_handle_eagle_family"),
+        ("0.5.19", "arg_groups/speculative_hook.py:_handle_eagle_family"),
+    ],
+)
+def test_other_releases_without_a_table_of_versions(sglang_root, version: str, where: str) -> None:
+    root = sglang_root(version)
+    relative, function = where.split(":")
+    path = root / "sglang" / "srt" / relative
+    text = path.read_text()
+    line = _eagle_assert_line(text)
+    result = explain(text, str(path), line, exception="AssertionError", catalog=load_catalog(root))
+    assert result.kind == "assert" and result.start_line == line - 2 and result.end_line == line + 1
+    assert set(ASSERT_FLAGS_0_5_9) <= set(result.flags)
+    assert set(result.flags) <= set(ASSERT_FLAGS_0_5_23)
+    assert f"def {function}(" in "\n".join(text.splitlines()[:line])
+
+
+def test_sentence_names_current_values(sglang_root) -> None:
+    root = sglang_root("0.5.9")
+    path = root / "sglang/srt/server_args.py"
+    result = explain(path.read_text(), str(path), 2425, exception="AssertionError", catalog=load_catalog(root))
+    assert result.sentence({"--speculative-eagle-topk": "4", "--speculative-num-draft-tokens": "3"}) == (
+        "This check failed: `speculative_num_steps is None` requires `speculative_eagle_topk is None and "
+        "speculative_num_draft_tokens is None`. Flags involved: --speculative-eagle-topk, "
+        "--speculative-num-draft-tokens, --speculative-num-steps (current values from the unit: "
+        "--speculative-eagle-topk 4, --speculative-num-draft-tokens 3, --speculative-num-steps unset)."
+    )
+
+
+def test_none_comparison_picks_the_flag_that_defaults_to_none(sglang_root) -> None:
+    root = sglang_root("0.4.6.post5")
+    path = root / "sglang/srt/server_args.py"
+    text = path.read_text()
+    line = next(
+        i
+        for i, source_line in enumerate(text.splitlines(), 1)
+        if "self.page_size > 1 and self.speculative_eagle_topk > 1" in source_line
+    )
+    result = explain(
+        text,
+        str(path),
+        line,
+        exception="TypeError",
+        message="'>' not supported between instances of 'NoneType' and 'int'",
+        catalog=load_catalog(root),
+    )
+    assert result.none_flag == "--speculative-eagle-topk" and result.flags == ["--speculative-eagle-topk"]
+
+
+def test_explain_errors_are_one_sentence(tmp_path: Path, sglang_root) -> None:
+    empty = tmp_path / "t.txt"
+    empty.write_text("no traceback here\n")
+    out = subprocess.run(
+        [COCKPIT, "explain", str(empty), "--source-root", str(sglang_root("0.5.9"))], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and out.stderr.strip() == f"cockpit: {empty}: no Python traceback with a frame in it"
+    fixture = FIXTURES / "sglang/launch_server/launch_server-0.5.9-eagle3-topk4-drafttok3.txt"
+    out = subprocess.run(
+        [COCKPIT, "explain", str(fixture), "--source-root", str(tmp_path)], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and "is not under" in out.stderr

@@ -1,0 +1,100 @@
+"""The session's journal pipeline over recorded data: one fold per batch, fanned out to every
+subscriber, and a subscriber's failure kept from the others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cockpit.config import Config
+from cockpit.session import JournalBatch, Listener, RecordedSession
+from cockpit.systemd.entry import JournalEntry, parse_json_line
+from cockpit.targets import Target
+from cockpit.traceback.model import Traceback
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TARGET = Target("cockpit-lab", "sglang-demo.service")
+
+
+def entries(name: str) -> list[JournalEntry]:
+    return [parse_json_line(line) for line in (DATA / name).read_text().splitlines()]
+
+
+class Heard(Listener):
+    def __init__(self) -> None:
+        self.batches: list[JournalBatch] = []
+        self.points: list[float] = []
+        self.failures: list[str] = []
+
+    def journal(self, batch: JournalBatch) -> None:
+        self.batches.append(batch)
+
+    def throughput(self, point) -> None:
+        self.points.append(point.gen_throughput)
+
+    def failed(self, what: str, detail: str) -> None:
+        self.failures.append(f"{what}: {detail}")
+
+
+def test_each_batch_is_folded_once_and_every_subscriber_reads_the_same_rows() -> None:
+    session = RecordedSession(Config(), TARGET)
+    heard = session.listener = Heard()
+    crash = entries("journal-crash8.jsonl")
+    folds = []
+    add = session.rows.add
+
+    def counting_add(batch: list[JournalEntry]) -> int:
+        folds.append(len(batch))
+        return add(batch)
+
+    session.rows.add = counting_add  # type: ignore[method-assign]
+    half = len(crash) // 2
+    session.deliver(crash[:half])
+    session.deliver(crash[half:])
+    assert folds == [half, len(crash) - half]  # once per batch, whoever listens
+    assert [b.entries for b in heard.batches] == [crash[:half], crash[half:]]
+    assert heard.batches[0].rows_before == 0 and heard.batches[1].rows_before > 0
+    tracebacks = [tb for _, tb in session.rows.tracebacks()]
+    assert len(tracebacks) == 8 and all(isinstance(tb, Traceback) for tb in tracebacks)
+    assert {tb.rank for tb in tracebacks} == {f"TP{i}" for i in range(8)}
+    # the incident the session would write from memory holds the same tracebacks
+    assert [tb.rank for tb in session.incident_in_memory().tracebacks] == [tb.rank for tb in reversed(tracebacks)]
+
+
+def test_decode_lines_reach_the_throughput_listener() -> None:
+    session = RecordedSession(Config(), TARGET)
+    heard = session.listener = Heard()
+    decode = parse_json_line(
+        '{"MESSAGE":"[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 32, #token: 9, token usage: 0.13, '
+        'cuda graph: True, gen throughput (token/s): 4351.94, #queue-req: 3","PRIORITY":"6","_PID":"142",'
+        '"__REALTIME_TIMESTAMP":"1796032472855077","__CURSOR":"c1"}'
+    )
+    session.deliver([decode, *entries("journal-crash8.jsonl")[:5]])
+    assert heard.points == [4351.94]
+
+
+def test_a_failing_subscriber_is_reported_and_the_others_still_get_the_batch() -> None:
+    session = RecordedSession(Config(), TARGET)
+    heard = session.listener = Heard()
+    later: list[int] = []
+
+    def broken(batch: JournalBatch) -> None:
+        raise RuntimeError("a drawing bug")
+
+    session.journal.subscribe(broken)
+    session.journal.subscribe(lambda batch: later.append(len(batch.entries)))
+    crash = entries("journal-crash8.jsonl")
+    session.deliver(crash)
+    assert later == [len(crash)]
+    assert len(heard.batches) == 1
+    assert len(heard.failures) == 1 and "a drawing bug" in heard.failures[0]
+
+
+def test_unsubscribing_stops_the_batches() -> None:
+    session = RecordedSession(Config(), TARGET)
+    got: list[int] = []
+    unsubscribe = session.subscribe(lambda batch: got.append(len(batch)))  # the restart watch's view
+    crash = entries("journal-crash8.jsonl")
+    session.deliver(crash[:10])
+    unsubscribe()
+    session.deliver(crash[10:20])
+    assert got == [10]
