@@ -21,7 +21,8 @@ from _common import emit, lab_up, pct
 from cockpit.config import Config
 from cockpit.systemd.entry import JournalEntry
 from cockpit.targets import Target
-from cockpit.traceback.model import Frame
+from cockpit.traceback.fold import fold_lines
+from cockpit.traceback.model import Traceback
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.journal import JournalView
 from cockpit.ui.panes.source import SourcePane, SourceView
@@ -155,7 +156,7 @@ async def source_open(lab_name: str) -> dict:
             """Seconds from the request to the file shown at its line, and to its colours."""
             highlighted.clear()
             t = time.perf_counter()
-            app.open_frame(_FakeTraceback([Frame(path, line, "f", None)]), 0)
+            app.open_frame(_traceback_at(path, line), 0, anyway=True)  # /tmp: outside the roots
             while view.shown is None or view.shown.path != path or view.shown.line != line:
                 shown_changed.clear()
                 await shown_changed.wait()
@@ -177,14 +178,11 @@ async def source_open(lab_name: str) -> dict:
     }
 
 
-class _FakeTraceback:
-    """Only what open_frame reads: frames, exception, message, times."""
-
-    def __init__(self, frames: list[Frame]) -> None:
-        self.frames = frames
-        self.exception = "AssertionError"
-        self.message = ""
-        self.times = [None]
+def _traceback_at(path: str, line: int) -> Traceback:
+    """A real folded traceback whose one frame is `path:line`."""
+    text = f'Traceback (most recent call last):\n  File "{path}", line {line}, in f\nAssertionError\n'
+    [tb] = [r for r in fold_lines(text.encode().splitlines()).records if isinstance(r, Traceback)]
+    return tb
 
 
 async def main() -> None:

@@ -20,7 +20,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cockpit.traceback import Folder, Traceback, cli, fold_lines
+from cockpit.cli import fold as cli
+from cockpit.traceback import Folder, Traceback, fold_lines
 from tests.conftest import ROOT, LabHandle
 from tests.data.fold.checks import assert_every_line_once, assert_same
 

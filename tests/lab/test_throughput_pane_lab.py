@@ -44,7 +44,7 @@ async def test_a_run_from_the_pane_is_cancelled_cleanly_and_runs_compare(lab: La
                 await asyncio.sleep(0.2)
         assert len(load_runs(lab.name, "sglang-demo.service")) == 2
         aborted_before = _stats(lab)["aborted"]
-        app.config = Config(
+        app.session.config = Config(
             hosts=config.hosts,
             units=config.units,
             profiles={

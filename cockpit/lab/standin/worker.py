@@ -8,7 +8,6 @@ frames of this file and logs it the way SGLang's scheduler does
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 import time
@@ -36,8 +35,7 @@ def start_up(log: Logger, startup_s: float, arch: str) -> None:
 def _launch_kernel(batch: int) -> None:
     raise StandinCudaError(
         "CUDA error: an illegal memory access was encountered (cockpit stand-in: simulated crash, "
-        f"batch {batch}; no GPU is involved)"
-    )
+        f"batch {batch}; no GPU is involved)")  # fmt: skip
 
 
 def _forward(batch: int) -> None:
@@ -69,7 +67,7 @@ def main(argv: list[str]) -> int:
     rank, tp_size, streams = int(argv[0]), int(argv[1]), argv[2]
     startup_s, arch, status_fd = float(argv[3]), argv[4], int(argv[5])
     own = streams == "own" and connect_own_journal_stream(f"sglang-tp{rank}")
-    if isinstance(sys.stdout, io.TextIOWrapper):  # always, for the process the server starts
+    if hasattr(sys.stdout, "reconfigure"):  # a TextIOWrapper: always, for the process the server starts
         sys.stdout.reconfigure(line_buffering=False)
     log = Logger(rank_prefix(rank, tp_size))
     start_up(log, startup_s, arch)
