@@ -35,7 +35,7 @@ def start_up(log: Logger, startup_s: float, arch: str) -> None:
 def _launch_kernel(batch: int) -> None:
     raise StandinCudaError(
         "CUDA error: an illegal memory access was encountered (cockpit stand-in: simulated crash, "
-        f"batch {batch}; no GPU is involved)")  # fmt: skip
+        f"batch {batch}; no GPU is involved)")
 
 
 def _forward(batch: int) -> None:
