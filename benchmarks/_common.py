@@ -26,10 +26,15 @@ def emit(result: dict[str, Any]) -> None:
 
 
 def lab_up(name: str):
+    """The lab, up, and reachable by name from an SSHHost built here (below the session, which
+    would hand the labs' ssh_config to its host pool)."""
     from cockpit.lab.lab import Lab
 
     lab = Lab(name)
-    lab.up(progress=lambda m: print(m, file=sys.stderr))
+    info = lab.up(progress=lambda m: print(m, file=sys.stderr))
+    os.environ["COCKPIT_SSH_CONFIG"] = ":".join(
+        p for p in (os.environ.get("COCKPIT_SSH_CONFIG"), str(info.ssh_config)) if p
+    )
     return lab
 
 

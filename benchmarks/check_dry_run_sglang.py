@@ -37,7 +37,7 @@ Run it with the repository's Python:
         [--only CASE] [--out FILE] [--record tests/data/dryrun]
 
 `--record` keeps each probe's raw output (paths made placeholders) in tests/data/dryrun/, which
-tests/test_preflight.py reads in CI against the release's real source: the dry run's reading
+tests/unit/test_preflight.py reads in CI against the release's real source: the dry run's reading
 of real SGLang output is tested there, this script checks it end to end.
 
 The cases (model directories are made in a temp dir: a minimal Llama config.json, which the

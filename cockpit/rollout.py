@@ -23,7 +23,6 @@ from cockpit.systemd.unit import Unit
 from cockpit.systemd.unit_syntax import parse_unit_file
 from cockpit.targets import Target
 from cockpit.traceback.fold import fold_entries, last_with_frames
-from cockpit.traceback.model import Traceback
 
 
 def preflight(unit: Unit, catalog: Catalog | None) -> list[Finding]:
@@ -42,10 +41,6 @@ def with_files(unit: Unit, texts: dict[str, str]) -> Unit:
     earlier attempt found): `changed()` then names exactly those files."""
     files = tuple(parse_unit_file(f.path, texts[f.path]) if f.path in texts else f for f in unit.files)
     return replace(unit, files=files)
-
-
-def last_traceback(entries: list[JournalEntry]) -> Traceback | None:
-    return last_with_frames(fold_entries(entries))
 
 
 async def apply(
@@ -98,7 +93,7 @@ async def apply(
         return attempt
     attempt.outcome, attempt.seconds, attempt.detail = watch.outcome, watch.seconds, watch.detail
     if watch.outcome != "ready":
-        tb = last_traceback(watch.entries)
+        tb = last_with_frames(fold_entries(watch.entries))  # the new invocation's own lines
         attempt.traceback = tb.to_json() if tb is not None else None
     log.save(attempt)
     return attempt

@@ -1,18 +1,18 @@
 """One Host object, hence one connection, per host name, shared by every pane and command.
 
-`ssh_configs` are ssh_config files beyond the user's own (the session passes the running labs'),
+`ssh_configs` gives the ssh_config files beyond the user's own (the session's names the running labs'),
 so this layer needs to know nothing of where they come from."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from cockpit.config import Config
 from cockpit.errors import UsageError
 from cockpit.remote.base import Host, TrustPrompt
 from cockpit.remote.local import LocalHost
-from cockpit.remote.ssh import SSHHost
+from cockpit.remote.ssh import SshConfigs, SSHHost
 
 
 class HostPool:
@@ -22,10 +22,10 @@ class HostPool:
         *,
         trust_prompt: TrustPrompt | None = None,
         on_state: Callable[[str, str, str | None], None] | None = None,
-        ssh_configs: Sequence[str] = (),
+        ssh_configs: SshConfigs = lambda: (),
     ) -> None:
         self.config = config
-        self.ssh_configs = tuple(ssh_configs)
+        self.ssh_configs = ssh_configs
         self.trust_prompt = trust_prompt
         self.on_state = on_state
         self._hosts: dict[str, Host] = {}

@@ -69,6 +69,9 @@ GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 TRANSPORT_ERRORS = (asyncssh.Error, OSError, EOFError)
 
 T = TypeVar("T")
+# ssh_config files beyond the user's, asked for at each connect: a lab brought up after the
+# cockpit started is reachable without a restart.
+SshConfigs = Callable[[], Sequence[str]]
 
 
 def config_paths(extra: Sequence[str] = ()) -> list[str]:
@@ -185,10 +188,10 @@ class SSHHost(Host):
         jump: SSHHost | None = None,
         on_state: Callable[[str, str | None], None] | None = None,
         max_sessions: int = MAX_SESSIONS,
-        ssh_configs: Sequence[str] = (),
+        ssh_configs: SshConfigs = lambda: (),
     ) -> None:
         self.config = config
-        self.ssh_configs = tuple(ssh_configs)
+        self.ssh_configs = ssh_configs
         self.name = config.name
         self.trust_prompt = trust_prompt
         self.jump = jump
@@ -221,7 +224,7 @@ class SSHHost(Host):
     def _options(self, **extra: Any) -> asyncssh.SSHClientConnectionOptions:
         c = self.config
         kwargs: dict[str, Any] = dict(
-            config=config_paths(self.ssh_configs),
+            config=config_paths(self.ssh_configs()),
             keepalive_interval=KEEPALIVE_INTERVAL,
             keepalive_count_max=KEEPALIVE_COUNT,
             connect_timeout=CONNECT_TIMEOUT,

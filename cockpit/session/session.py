@@ -32,6 +32,7 @@ from cockpit.load.store import Comparison, SavedRun, comparison, label, load_run
 from cockpit.remote.base import Host, TrustPrompt
 from cockpit.remote.pool import HostPool
 from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, SourceFile, staleness
+from cockpit.remote.ssh import SshConfigs
 from cockpit.rollout import apply, preflight, with_files
 from cockpit.session.feeds import POLL_S, StatusPoll, supervise
 from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed
@@ -98,7 +99,7 @@ class Session:
         *,
         read_only: bool = False,
         trust_prompt: TrustPrompt | None = None,
-        ssh_configs: list[str] | None = None,
+        ssh_configs: SshConfigs | None = None,
         backlog: int = BACKLOG,
     ) -> None:
         self.config = config
@@ -106,7 +107,7 @@ class Session:
         self.read_only = read_only
         self.backlog = backlog
         self.listener = Listener()
-        configs = [str(p) for p in lab_ssh_configs()] if ssh_configs is None else ssh_configs
+        configs = ssh_configs or (lambda: [str(p) for p in lab_ssh_configs()])  # the labs up at each connect
         self.pool = HostPool(config, trust_prompt=trust_prompt, on_state=self._host_state, ssh_configs=configs)
         self.sources = SourceCache()
         self.catalogs = CatalogCache()
@@ -503,7 +504,7 @@ class RecordedSession(Session):
     live = False
 
     def __init__(self, config: Config, target: Target | None, *, read_only: bool = False) -> None:
-        super().__init__(config, target, read_only=read_only, ssh_configs=[])
+        super().__init__(config, target, read_only=read_only, ssh_configs=lambda: [])
 
     def start(self) -> None:
         return None
