@@ -66,7 +66,8 @@ class Listener:
 
     def journal_state(self, state: str, detail: str | None) -> None: ...
 
-    def throughput(self, point: ThroughputPoint) -> None: ...
+    def throughput(self, points: list[ThroughputPoint]) -> None:
+        """The server's throughput from a batch's decode lines, oldest first (never empty)."""
 
     def deployment(self, deployment: Deployment | None, problems: list[str]) -> None: ...
 
@@ -150,12 +151,15 @@ class Session:
 
     def _on_batch(self, batch: JournalBatch) -> None:
         """The core's own subscribers: the poll's memory of exits, and the throughput series."""
+        points = []
         for entry in batch.entries:
             if entry.pid == 1 and self.poll is not None and (how := main_exit_of(entry.message)) is not None:
                 self.poll.note_exit(how, entry.realtime_us / 1e6 if entry.realtime_us else None)
             point = self.passive.add_entry(entry)
             if point is not None:
-                self.listener.throughput(point)
+                points.append(point)
+        if points:  # once per batch: a flood of decode lines is drawn at the batches' rate
+            self.listener.throughput(points)
 
     def start(self) -> None:
         """Start the feeds of the target: the status poll, the journal, the deployment read."""

@@ -76,8 +76,8 @@ class _Panes(Listener):
     def journal_state(self, state: str, detail: str | None) -> None:
         self.app.check_freshness()
 
-    def throughput(self, point: ThroughputPoint) -> None:
-        self.app.throughput_pane.passive(point.gen_throughput, point.accept_len)
+    def throughput(self, points: list[ThroughputPoint]) -> None:
+        self.app.throughput_pane.passive([p.gen_throughput for p in points], points[-1].accept_len)
 
     def deployment(self, deployment: Deployment | None, problems: list[str]) -> None:
         for problem in problems:

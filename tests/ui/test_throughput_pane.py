@@ -56,3 +56,46 @@ def test_snapshot_run_and_comparison(snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(recorded_app(), terminal_size=(160, 50), run_before=run_before)
+
+
+def _decode_lines(n: int) -> list:
+    from cockpit.systemd.entry import parse_json_line
+
+    return [
+        parse_json_line(
+            f'{{"MESSAGE":"[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 32, #token: {k}, token usage: 0.13, '
+            f'cuda graph: True, gen throughput (token/s): {1000 + k}.00, #queue-req: 3","PRIORITY":"6","_PID":"142",'
+            f'"__REALTIME_TIMESTAMP":"{1796032472855077 + k * 1000}","__CURSOR":"c{k}"}}'
+        )
+        for k in range(n)
+    ]
+
+
+async def test_a_batch_of_decode_lines_is_drawn_once_and_a_hidden_pane_not_at_all() -> None:
+    """Every value is kept; what is drawn is the batch's last, once, and only while the pane shows."""
+    from textual.widgets import Sparkline
+
+    from cockpit.ui.panes.throughput import SparkRow
+
+    app = recorded_app()
+    async with app.run_test(size=(150, 50)) as pilot:
+        row = app.query_one("#row-passive", SparkRow)
+        spark = row.query_one(Sparkline)
+        draws = []
+        original = row._draw
+        row._draw = lambda: (draws.append(bool(row.region.area)), original())[1]  # type: ignore[method-assign]
+        app.session.deliver(_decode_lines(500))  # the pane is hidden: nothing is drawn
+        await pilot.pause()
+        assert len(row.values) == 240 and row.values[-1] == 1499.0  # the row's window, filled
+        assert draws == [False] and list(spark.data or []) == []
+        app.action_throughput()  # shown: drawn once, with everything kept meanwhile
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if spark.data:
+                break
+        assert list(spark.data or []) == list(row.values)
+        assert "1,499 tok/s" in str(row.query(".spark-value").last().render())
+        before = len(draws)
+        app.session.deliver(_decode_lines(300)[-100:])  # one more batch while shown: one draw
+        await pilot.pause()
+        assert len(draws) == before + 1 and draws[-1] is True

@@ -28,8 +28,9 @@ class Heard(Listener):
     def journal(self, batch: JournalBatch) -> None:
         self.batches.append(batch)
 
-    def throughput(self, point) -> None:
-        self.points.append(point.gen_throughput)
+    def throughput(self, points) -> None:
+        self.points += [p.gen_throughput for p in points]
+        self.calls = getattr(self, "calls", 0) + 1
 
     def failed(self, what: str, detail: str) -> None:
         self.failures.append(f"{what}: {detail}")

@@ -42,15 +42,27 @@ class SparkRow(Horizontal):
         yield Label(self.shown, classes="spark-value")
 
     def push(self, value: float, shown: str | None = None) -> None:
-        self.values.append(value)
-        self.set_text(shown or f"{value:,.1f} {self.unit}")
+        self.extend([value], shown or f"{value:,.1f} {self.unit}")
+
+    def extend(self, values: list[float], shown: str) -> None:
+        """Several values, one redraw: a flood of decode lines arrives in batches."""
+        self.values.extend(values)
+        self.set_text(shown)
 
     def set_text(self, shown: str) -> None:
-        """Values may arrive before the row is composed: they are drawn when it is."""
         self.shown = shown
-        if self.children:
+        self._draw()
+
+    def _draw(self) -> None:
+        """Only while the row is on screen (its region is empty when the pane is hidden, or not
+        composed yet): the values are kept and drawn when it shows. Drawing a hidden row for each
+        decode line took half of the app's CPU in a flood."""
+        if self.children and self.region.area:
             self.query_one(Sparkline).data = list(self.values)  # no zero padding: sparklines scale min to max
-            self.query_one(".spark-value", Label).update(shown)
+            self.query_one(".spark-value", Label).update(self.shown)
+
+    def on_show(self) -> None:
+        self._draw()
 
 
 class ThroughputPane(Vertical, can_focus=True):
@@ -93,7 +105,8 @@ class ThroughputPane(Vertical, can_focus=True):
                 yield Vertical(id="level-rows")
                 yield SparkRow("TTFT", "ms", id="row-ttft")
                 yield SparkRow("ITL/token", "ms", id="row-itl")
-                yield SparkRow("server (log)", "tok/s", id="row-passive")
+                self._passive_row = SparkRow("server (log)", "tok/s", id="row-passive")
+                yield self._passive_row
                 yield Vertical(id="gpu-rows")
             yield PlotextPlot(id="chart")
         yield Static("", id="compare-table")
@@ -190,9 +203,12 @@ class ThroughputPane(Vertical, can_focus=True):
         holder.remove_children()
         holder.mount(Label(message, classes="spark-note"))
 
-    def passive(self, value: float, accept_len: float | None) -> None:
-        shown = f"{value:,.0f} tok/s" + (f" · accept {accept_len:.2f}" if accept_len else "")
-        self.query_one("#row-passive", SparkRow).push(value, shown)
+    def passive(self, values: list[float], accept_len: float | None) -> None:
+        """A batch's throughput figures from the server's own decode lines; the last is shown."""
+        if not values:
+            return
+        shown = f"{values[-1]:,.0f} tok/s" + (f" · accept {accept_len:.2f}" if accept_len else "")
+        self._passive_row.extend(values, shown)
 
     # -- the chart and the comparison -----------------------------------------------------------
 
