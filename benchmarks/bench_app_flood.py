@@ -1,0 +1,475 @@
+"""The whole app under a journal flood (issue 14, item 7). Prints JSON.
+
+The real `CockpitApp`, in this process (`run_test`, headless, 160x50), with a live session to a
+lab of its own (`bench-flood-<4 hex>`) over SSH, opens a fresh transient unit (`flood-<4 hex>`)
+that waits for a go, then prints `--rate` lines a second for `--seconds` seconds, paced by its
+own clock, and last a marker line with its sequence number and the moment it was printed. Mixes:
+`decode` (SGLang decode lines only) and `mixed` (mostly plain log lines, 2% decode lines, and
+once every 10,000 lines an 8-rank Python traceback of 10 lines a rank, the ranks writing to
+journal streams of their own so the lines interleave as real ranks' do).
+
+What each figure measures, and why:
+
+- `first_paint_s`: from creating the app to the status pane holding the unit's state
+  (`status_pane.status is not None`): connect, first `systemctl show`, first draw. It is what
+  an engineer waits for after typing `cockpit`.
+- `cpu_us_per_line`: this process's CPU time (`time.process_time()`: every thread, so the SSH
+  transport, parsing, folding and drawing alike) from the go to the last line received, over
+  the flood lines received. The app's cost of keeping up, whatever the machine's core count.
+  `cpu_pct_of_one_core` is the same CPU time over the window's wall time.
+- `lag_s_at_end`: from the moment the unit printed its marker (the flood's own `time.time()`:
+  the lab is a container on this kernel, so its clock is this clock) to the moment the marker
+  is in the app's journal rows (`app.journal_view.model`, which is `app.session.rows`, polled
+  every 5 ms). Zero-ish means the app kept up; seconds mean a backlog queued somewhere
+  (journald, SSH, or the app's loop). `lag_journald_to_app_s` starts at journald's receipt stamp.
+- `frame_ms_p50`/`frame_ms_p95`: main-thread time per journal batch: the feed's `deliver` (fold
+  into the rows, then every subscriber: the throughput series, the journal view's `show_added`)
+  plus, for the last batch before each screen update, that update (`Screen._on_timer_update`:
+  layout, the journal view's visible lines rendered, the compositor). A batch that shares its
+  update with later ones carries none of it. `deliver_ms` and `screen_update_ms` are the parts.
+  Above ~16 ms a frame, keys wait and the screen stutters.
+- `rss_mb`: peak resident memory of this process (`ru_maxrss`), the app's whole life.
+- `lines_sent` (the flood's own count, marker included), `lines_received` (flood lines, i.e. not
+  systemd's own, in the batches the session's journal feed folded into its rows), and
+  `lines_in_lab_journal` (`journalctl -u UNIT` inside the lab, systemd's lines left out): `lost`
+  is what the lab's journal holds and the app never received. `received_per_s` counts arrivals
+  in each second after the go.
+
+`--profile` runs cProfile on the main thread through the flood window (numbers then include its
+overhead) and prints the top functions by cumulative time to stderr. Needs root (the lab).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import os
+import pstats
+import resource
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import emit, lab_up, pct
+from textual.screen import Screen
+
+from cockpit.config import Config
+from cockpit.lab.lab import Lab
+from cockpit.systemd.entry import JournalEntry
+from cockpit.targets import Target
+from cockpit.ui.app import CockpitApp
+
+MARKER = "cockpit-bench flood end"
+TRACEBACK_EVERY = 10_000  # lines between two 8-rank crashes in the mixed flood
+POLL_S = 0.005
+
+# Runs in the lab under Debian's python3: `flood.py RATE SECONDS MIX GO_FILE SUMMARY_FILE SITE_PACKAGES`.
+FLOOD = r'''
+import json, os, socket, sys, time
+
+rate, seconds, mix, go, summary, sp = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], *sys.argv[4:7]
+TB_EVERY, MARKER, RANKS = int(sys.argv[7]), sys.argv[8], 8
+
+
+def stamp(rank="TP0"):
+    return f"[{time.strftime('%Y-%m-%d %H:%M:%S')} {rank}]"
+
+
+def decode(i, ts):
+    return (f"{ts} Decode batch, #running-req: 32, #token: {i}, token usage: 0.13, cuda graph: True, "
+            "gen throughput (token/s): 4351.94, #queue-req: 3\n")
+
+
+def plain(i, ts):
+    kind = i % 3
+    if kind == 0:
+        return f'INFO:     127.0.0.1:{40000 + i % 20000} - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+    if kind == 1:
+        return (f"{ts} Prefill batch, #new-seq: 1, #new-token: {64 + i % 900}, #cached-token: {i % 512}, "
+                "token usage: 0.13, #running-req: 31, #queue-req: 2\n")
+    return f"{ts} Receive: obj=GenerateReqInput(rid='{i:016x}', sampling_params={{'max_new_tokens': 256}})\n"
+
+
+def line(i, ts):
+    if mix == "decode" or i % 50 == 0:
+        return decode(i, ts)
+    return plain(i, ts)
+
+
+def crash_lines(rank):
+    """SGLang's scheduler logging a CUDA fault: 10 lines, the first with the rank's stamp."""
+    mgr, mr = f"{sp}/sglang/srt/managers/scheduler.py", f"{sp}/sglang/srt/model_executor/model_runner.py"
+    return [
+        f"{stamp(f'TP{rank}')} Scheduler hit an exception: Traceback (most recent call last):",
+        f'  File "{mgr}", line 2990, in run_scheduler_process',
+        "    scheduler.event_loop_overlap()",
+        f'  File "{mgr}", line 1017, in event_loop_overlap',
+        "    batch_result = self.run_batch(batch)",
+        f'  File "{mgr}", line 1781, in run_batch',
+        "    logits_output, next_token_ids = self.tp_worker.forward_batch_generation(batch)",
+        f'  File "{mr}", line 2210, in forward',
+        '    raise RuntimeError("CUDA error: an illegal memory access was encountered")',
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+
+
+def rank_worker(rank, commands):
+    """A rank with a journal stream of its own (journald stamps a stream with the PID that opened
+    it), printing its traceback line by line for each byte read, until EOF."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect("/run/systemd/journal/stdout")
+    sock.sendall(b"python3\n\n6\n0\n0\n0\n0\n")
+    while os.read(commands, 1):
+        for text in crash_lines(rank):
+            sock.sendall(text.encode() + b"\n")
+            time.sleep(0.0005)  # so that the eight ranks' lines interleave
+    os._exit(0)
+
+
+ranks = []
+if mix == "mixed":
+    for rank in range(RANKS):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            for _, other in ranks:  # the earlier ranks' pipes: held open here, they would never end
+                os.close(other)
+            os.close(w)
+            rank_worker(rank, r)
+        os.close(r)
+        ranks.append((pid, w))
+
+while not os.path.exists(go):
+    time.sleep(0.002)
+started = time.time()
+t0 = time.monotonic()
+total = int(rate * seconds)
+out = sys.stdout.buffer
+sent = tracebacks = 0
+next_tb = TB_EVERY // 2
+while sent < total:
+    due = min(total, int((time.monotonic() - t0) * rate))
+    if due > sent:
+        ts = stamp()
+        chunk = []
+        while sent < due:
+            if ranks and sent >= next_tb and sent + RANKS * 10 <= total:
+                for _, w in ranks:
+                    os.write(w, b"x")
+                sent += RANKS * 10
+                tracebacks += 1
+                next_tb += TB_EVERY
+                continue
+            chunk.append(line(sent, ts))
+            sent += 1
+        out.write("".join(chunk).encode())
+        out.flush()
+    time.sleep(0.001)
+for pid, w in ranks:
+    os.close(w)
+    os.waitpid(pid, 0)
+flood_s = time.monotonic() - t0
+marker_at = time.time()
+out.write(f"{stamp()} {MARKER}: seq={sent + 1} at={marker_at:.6f}\n".encode())
+out.flush()
+with open(summary + ".tmp", "w") as f:
+    json.dump({"lines_sent": sent + 1, "tracebacks": tracebacks, "started": started,
+               "flood_s": flood_s, "marker_at": marker_at}, f)
+os.rename(summary + ".tmp", summary)
+while True:
+    time.sleep(3600)
+'''
+
+
+def ssh(lab: Lab, *argv: str, input: str | None = None, timeout: float = 60, check: bool = True) -> str:
+    """`argv` as root in the lab; its stdout."""
+    proc = subprocess.run(
+        lab.ssh_argv("root", list(argv)), input=input, capture_output=True, text=True, timeout=timeout
+    )
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{argv[0]} in the lab failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout
+
+
+class Clock:
+    """Times the journal feed's batches and the screen updates, while `active`; counts the flood
+    lines (everything but systemd's own, PID 1) each batch brought."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.deliver_ms: list[float] = []
+        self.frame_ms: list[float] = []
+        self.update_ms: list[float] = []
+        self.batch_lines: list[int] = []
+        self.received = 0
+        self.arrivals: list[tuple[float, int]] = []  # (monotonic, flood lines) per batch
+        self._last_batch: int | None = None  # the frame the next screen update belongs to
+
+    def timed_deliver(self, deliver: Callable[[list[JournalEntry]], None]) -> Callable[[list[JournalEntry]], None]:
+        def timed(entries: list[JournalEntry]) -> None:
+            t = time.perf_counter()
+            deliver(entries)
+            took = (time.perf_counter() - t) * 1000
+            if self.active:
+                flood = sum(1 for e in entries if e.pid != 1)
+                self.received += flood
+                self.arrivals.append((time.monotonic(), flood))
+                self.deliver_ms.append(took)
+                self.frame_ms.append(took)
+                self.batch_lines.append(len(entries))
+                self._last_batch = len(self.frame_ms) - 1
+
+        return timed
+
+    def timed_update(self, update: Callable[[Screen], None]) -> Callable[[Screen], None]:
+        def timed(screen: Screen) -> None:
+            t = time.perf_counter()
+            update(screen)
+            took = (time.perf_counter() - t) * 1000
+            if self.active:
+                self.update_ms.append(took)
+                if self._last_batch is not None:
+                    self.frame_ms[self._last_batch] += took
+                    self._last_batch = None
+
+        return timed
+
+
+async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `predicate` every POLL_S seconds (what the app holds changes without an event to wait on)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not within {timeout:.0f} s")
+        await asyncio.sleep(POLL_S)
+
+
+async def report_progress(clock: Clock, app: CockpitApp, every: float = 2.0) -> None:
+    """Lines received so far, on stderr, while the flood runs."""
+    started = time.monotonic()
+    while True:
+        await asyncio.sleep(every)
+        print(
+            f"{time.monotonic() - started:5.1f} s: {clock.received:,} lines received, feed {app.session.journal.state}",
+            file=sys.stderr,
+        )
+
+
+def marker_in(app: CockpitApp) -> JournalEntry | None:
+    """The marker's entry, when it is among the last records of the journal view's rows."""
+    for record in reversed(app.journal_view.model.records[-50:]):
+        entry = getattr(record, "entry", None)
+        if entry is not None and entry.pid != 1 and f"{MARKER}: seq=" in entry.message:
+            return entry
+    return None
+
+
+def lab_journal_count(lab: Lab, unit: str) -> int:
+    """The unit's journal lines in the lab, systemd's own (PID 1) left out."""
+    out = ssh(
+        lab,
+        "sh",
+        "-c",
+        f'journalctl -u {unit} -q -o json --output-fields=_PID --no-pager | grep -c -v \'"_PID":"1"\'',
+        check=False,
+    )
+    return int(out.strip() or 0)
+
+
+def read_summary(lab: Lab, path: str, timeout: float = 10) -> dict[str, Any]:
+    """The flood's own account (written just after its marker)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = ssh(lab, "cat", path, check=False)
+        if text.strip():
+            return json.loads(text)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the flood wrote no {path}")
+        time.sleep(0.1)
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50": round(pct(values, 50), 3), "p95": round(pct(values, 95), 3), "max": round(max(values), 3)}
+
+
+async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, site_packages: str) -> dict[str, Any]:
+    tag = unit.removesuffix(".service")
+    go, summary_file = f"/tmp/{tag}.go", f"/tmp/{tag}.json"
+    await asyncio.to_thread(ssh, lab, "systemctl", "stop", "sglang-demo.service")  # its lines are not ours
+    await asyncio.to_thread(ssh, lab, "tee", f"/tmp/{tag}.py", input=FLOOD)
+    await asyncio.to_thread(
+        ssh,
+        lab,
+        "systemd-run",
+        f"--unit={unit}",
+        "--collect",
+        "--quiet",
+        "--description=cockpit benchmark flood",  # systemd's lines would name the argv, marker included
+        "-p",
+        "LogRateLimitIntervalSec=0",
+        "/usr/bin/python3",
+        f"/tmp/{tag}.py",
+        str(args.rate),
+        str(args.seconds),
+        args.mix,
+        go,
+        summary_file,
+        site_packages,
+        str(TRACEBACK_EVERY),
+        MARKER,
+    )
+
+    clock = Clock()
+    original_update = Screen._on_timer_update
+    Screen._on_timer_update = clock.timed_update(original_update)  # type: ignore[method-assign]
+    profiler = cProfile.Profile() if args.profile else None
+    try:
+        created = time.perf_counter()
+        # Port 9: nothing listens, so readiness says "not ready" rather than asking another server.
+        app = CockpitApp(Config(), Target(lab_name, unit, url="http://127.0.0.1:9"))
+        feed = app.session.journal
+        feed.deliver = clock.timed_deliver(feed.deliver)  # type: ignore[method-assign]
+        deployment_read = asyncio.Event()
+        listener = app.session.listener
+        heard = listener.deployment
+
+        def deployment(*a: Any) -> None:
+            heard(*a)
+            deployment_read.set()
+
+        listener.deployment = deployment  # type: ignore[method-assign]
+        async with app.run_test(headless=True, size=(160, 50)):
+            await until(lambda: app.status_pane.status is not None, 60, "the unit's status")
+            first_paint = time.perf_counter() - created
+            await until(lambda: feed.state == "following", 60, "following the journal")
+            await asyncio.wait_for(deployment_read.wait(), 30)
+            await asyncio.sleep(1)  # the start-up settles: backlog drawn, first polls answered
+
+            rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            clock.active = True
+            if profiler is not None:
+                profiler.enable()
+            cpu0, wall0 = time.process_time(), time.monotonic()
+            await asyncio.to_thread(ssh, lab, "touch", go)
+            progress = asyncio.create_task(report_progress(clock, app))
+            try:
+                await until(lambda: marker_in(app) is not None, args.seconds * 10 + 60, "the marker reaching the app")
+            finally:
+                progress.cancel()
+            seen_at = time.time()
+            marker = marker_in(app)
+            assert marker is not None
+            sent = await asyncio.to_thread(read_summary, lab, summary_file)
+            # Rank lines may still trail the marker: wait for every line, or 5 s without progress.
+            last, still = clock.received, time.monotonic()
+            while clock.received < sent["lines_sent"] and time.monotonic() - still < 5:
+                await asyncio.sleep(0.05)
+                if clock.received != last:
+                    last, still = clock.received, time.monotonic()
+            cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+            if profiler is not None:
+                profiler.disable()
+            clock.active = False
+            in_lab = await asyncio.to_thread(lab_journal_count, lab, unit)
+            model = app.journal_view.model
+            held = {"records": len(model.records), "rows": len(model.rows), "dropped_records": model.discarded}
+    finally:
+        Screen._on_timer_update = original_update  # type: ignore[method-assign]
+
+    per_s = [0] * (int(wall) + 1)
+    for at, n in clock.arrivals:
+        per_s[min(len(per_s) - 1, int(at - wall0))] += n
+    received = clock.received
+    result: dict[str, Any] = {
+        "benchmark": "app_flood",
+        "rate_lines_per_s": args.rate,
+        "seconds": args.seconds,
+        "mix": args.mix,
+        "mix_detail": (
+            "SGLang decode lines only"
+            if args.mix == "decode"
+            else "plain lines (access, prefill, receive), every 50th a decode line, and every "
+            f"{TRACEBACK_EVERY:,} lines an 8-rank interleaved traceback (10 lines a rank, 8 PIDs)"
+        ),
+        "tracebacks_sent": sent["tracebacks"],
+        "flood_s": round(sent["flood_s"], 3),
+        "achieved_lines_per_s": round((sent["lines_sent"] - 1) / sent["flood_s"]),
+        "first_paint_s": round(first_paint, 3),
+        "cpu_us_per_line": round(cpu / max(1, received) * 1e6, 2),
+        "cpu_s": round(cpu, 3),
+        "window_s": round(wall, 3),
+        "cpu_pct_of_one_core": round(100 * cpu / wall, 1),
+        "lag_s_at_end": round(seen_at - sent["marker_at"], 3),
+        "lag_journald_to_app_s": round(seen_at - (marker.realtime_us or 0) / 1e6, 3),
+        "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "rss_mb_peak_before_flood": round(rss_before, 1),
+        "frame_ms_p50": round(pct(clock.frame_ms, 50), 3),
+        "frame_ms_p95": round(pct(clock.frame_ms, 95), 3),
+        "frame_ms_max": round(max(clock.frame_ms), 3),
+        "frame_measures": (
+            "main-thread ms per journal batch: JournalFeed.deliver (fold into the rows, the throughput "
+            "series, JournalView.show_added) plus the next Screen._on_timer_update (layout, render_line of "
+            "the visible rows, compositor), that update counted once, with the last batch before it"
+        ),
+        "deliver_ms": summary(clock.deliver_ms),
+        "screen_update_ms": summary(clock.update_ms) if clock.update_ms else None,
+        "batches": len(clock.deliver_ms),
+        "screen_updates": len(clock.update_ms),
+        "batch_lines": {"p50": pct(clock.batch_lines, 50), "max": max(clock.batch_lines)},
+        "lines_sent": sent["lines_sent"],
+        "lines_received": received,
+        "lines_in_lab_journal": in_lab,
+        "lost": max(0, in_lab - received),
+        "duplicated": max(0, received - in_lab),
+        "lost_before_the_journal": max(0, sent["lines_sent"] - in_lab),
+        "received_per_s": per_s,
+        "journal_view_holds": held,
+        "profiled": profiler is not None,
+        "cpus": os.cpu_count(),  # the lab (flood, journald, sshd) runs on these too
+    }
+    if profiler is not None:
+        text = io.StringIO()
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("cumulative").print_stats(args.profile_top)
+        stats.sort_stats("tottime").print_stats(args.profile_top)
+        print(text.getvalue(), file=sys.stderr)
+        if args.profile_out:
+            stats.dump_stats(args.profile_out)
+    return result
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=int, default=10_000, help="lines a second (default 10000)")
+    parser.add_argument("--seconds", type=float, default=20, help="how long the flood lasts (default 20)")
+    parser.add_argument("--mix", choices=("decode", "mixed"), default="mixed")
+    parser.add_argument("--profile", action="store_true", help="cProfile the main thread through the flood")
+    parser.add_argument("--profile-top", type=int, default=25, help="functions to print per ordering")
+    parser.add_argument("--profile-out", type=Path, help="also write the pstats file here")
+    args = parser.parse_args()
+
+    suffix = secrets.token_hex(2)
+    lab_name, unit = f"bench-flood-{suffix}", f"flood-{suffix}.service"
+    lab = await asyncio.to_thread(lab_up, lab_name)
+    try:
+        info = lab.info()
+        assert info is not None
+        result = await flood(lab, lab_name, unit, args, info.site_packages)
+    finally:
+        try:
+            await asyncio.to_thread(ssh, lab, "systemctl", "stop", unit, check=False)
+            await asyncio.to_thread(ssh, lab, "systemctl", "reset-failed", unit, check=False)
+        finally:
+            await asyncio.to_thread(lab.down)
+    emit(result)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
