@@ -65,7 +65,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
             if found.unit is None:
                 raise CockpitError(found.problems[0] if found.problems else "the unit could not be read")
             argv = argv or found.command
-            python = session.target.python or (found.command[0] if found.command else None)
+            python = found.interpreter
             if catalog is None:
                 if found.catalog is None:
                     raise CockpitError(f"cannot read {found.problems[0]}" if found.problems else "no SGLang flag list")

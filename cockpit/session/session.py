@@ -79,9 +79,7 @@ class Listener:
 class FrameView:
     """A traceback's frame as the source pane shows it."""
 
-    title: str
     path: str
-    line: int | None
     source: SourceFile | None = None
     start: int = 0
     end: int = 0
@@ -281,12 +279,7 @@ class Session:
         file under the service's Python roots is read, unless the user asked (`anyway`)."""
         sites = traceback.sites
         site = sites[index]
-        what = (
-            "the error's location"
-            if site is traceback.location
-            else f"frame {index + 1} of {len(traceback.frames)} · {site.function}"
-        )
-        view = FrameView(f"{site.file}:{site.line} · {what}", site.file, site.line)
+        view = FrameView(site.file)
         if self.target is None or site.line is None:
             return view
         host = self.host

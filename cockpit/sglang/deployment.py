@@ -39,6 +39,11 @@ class Deployment:
         return self.unit.exec() if self.unit is not None else []
 
     @property
+    def interpreter(self) -> str | None:
+        """The service's Python: the config's `python`, else the program its ExecStart runs."""
+        return self.target.python or next(iter(self.command), None)
+
+    @property
     def package_root(self) -> str | None:
         """Where the service's Python installs packages: where its SGLang lives."""
         return self.python.purelib if self.python is not None else None
@@ -75,7 +80,7 @@ async def read_deployment(
     found.unit = unit
     if not python:
         return found
-    interpreter = target.python or next(iter(unit.exec()), None)
+    interpreter = found.interpreter
     if interpreter is None:
         found.problems.append("the service's Python: the unit has no ExecStart")
         return found

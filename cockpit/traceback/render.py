@@ -21,6 +21,13 @@ def _when(tb: Traceback) -> str | None:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(start / 1_000_000))
 
 
+def site_title(tb: Traceback, index: int) -> str:
+    """`FILE:LINE · frame 3 of 4 · fn` (or `· the error's location`): the source pane's title."""
+    site = tb.sites[index]
+    what = "the error's location" if site is tb.location else f"frame {index + 1} of {len(tb.frames)} · {site.function}"
+    return f"{site.file}:{site.line} · {what}"
+
+
 def header(tb: Traceback) -> str:
     """`── TP3 pid 1234 · AssertionError · 23 lines ──`, with what is unusual about it."""
     who = " ".join(p for p in (tb.rank, f"pid {tb.pid}" if tb.pid is not None else None) if p)

@@ -31,6 +31,7 @@ from cockpit.systemd.status import UnitStatus
 from cockpit.targets import Target, all_targets
 from cockpit.traceback.groups import crash_loop, group
 from cockpit.traceback.model import Traceback
+from cockpit.traceback.render import site_title
 from cockpit.ui.panes.attempts import AttemptsPane
 from cockpit.ui.panes.flags import FlagsPane
 from cockpit.ui.panes.journal import JournalView
@@ -349,12 +350,7 @@ class CockpitApp(App[None]):
         pane.traceback, pane.frame = traceback, index
         self.show_detail("source")
         site = traceback.sites[index]
-        what = (
-            "the error's location"
-            if site is traceback.location
-            else f"frame {index + 1} of {len(traceback.frames)} · {site.function}"
-        )
-        pane.set_title(f"{site.file}:{site.line} · {what}")
+        pane.set_title(site_title(traceback, index))
         if self.target is None or site.line is None:
             return
         pane.refused = False

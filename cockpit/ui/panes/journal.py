@@ -137,9 +137,20 @@ class JournalView(CursorView):
         self.show_added(self.model.add(entries), before)
 
     def attach(self, model: JournalRows) -> None:
-        """Draw the session's rows: the session folds each batch once, for every subscriber."""
-        self.clear()
+        """Draw the session's rows (the session folds each batch once, for every subscriber),
+        from the end, with nothing searched or filtered."""
         self.model = model
+        self.history_exhausted = False
+        self._paging = False
+        self.unread = 0
+        self._widest = 0
+        self.cursor = 0
+        self.follow = True
+        self.filter_text = ""
+        self.feed_trouble = None
+        self._resize()
+        self._update_title()
+        self.refresh()
 
     def show_added(self, added: int, rows_before: int) -> None:
         """The model grew by `added` rows at the end (-1: it was rebuilt): draw them."""
@@ -188,20 +199,6 @@ class JournalView(CursorView):
         if not self._paging and not self.history_exhausted and cursor is not None:
             self._paging = True
             self.post_message(self.NeedOlder(cursor))
-
-    def clear(self) -> None:
-        self.history_exhausted = False
-        self._paging = False
-        self.model = JournalRows(self.model.window)
-        self.unread = 0
-        self._widest = 0
-        self.cursor = 0
-        self.follow = True
-        self.filter_text = ""
-        self.feed_trouble = None
-        self._resize()
-        self._update_title()
-        self.refresh()
 
     def _resize(self) -> None:
         self.virtual_size = Size(self._widest + self._gutter() + 2, len(self.model.rows))
