@@ -68,11 +68,35 @@ class FileStat:
     uid: int
 
 
+CHUNK = 1 << 18
+
+
 class LineStream(abc.ABC):
-    """Lines of a running remote command; closing it ends the command."""
+    """Lines of a running remote command; closing it ends the command.
+
+    Read in chunks of whatever has arrived and split once (`batches`): reading a flood line by
+    line (`readuntil` per line) cost a fifth of the follower's CPU (issue 14's profile)."""
 
     @abc.abstractmethod
-    def __aiter__(self) -> AsyncIterator[bytes]: ...
+    async def read_chunk(self) -> bytes:
+        """Whatever bytes have arrived (at most CHUNK), waiting for some; b"" at the end."""
+
+    async def batches(self) -> AsyncIterator[list[bytes]]:
+        """The complete lines that arrived together, without their newline; a last line
+        without one is given at the end."""
+        rest = b""
+        while chunk := await self.read_chunk():
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            if lines:
+                yield lines
+        if rest:
+            yield [rest]
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for lines in self.batches():
+            for line in lines:
+                yield line
 
     @property
     @abc.abstractmethod

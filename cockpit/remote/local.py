@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TypeVar
 
 from cockpit.remote import http
-from cockpit.remote.base import FileMissing, FileStat, Host, HostError, LineStream, RunResult
+from cockpit.remote.base import CHUNK, FileMissing, FileStat, Host, HostError, LineStream, RunResult
 
 T = TypeVar("T")
 
@@ -18,10 +18,9 @@ class _ProcessLines(LineStream):
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    async def read_chunk(self) -> bytes:
         assert self.proc.stdout is not None
-        async for line in self.proc.stdout:
-            yield line
+        return await self.proc.stdout.read(CHUNK)
 
     @property
     def returncode(self) -> int | None:

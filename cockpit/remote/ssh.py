@@ -42,6 +42,7 @@ import asyncssh
 from cockpit.config import HostConfig
 from cockpit.remote import http
 from cockpit.remote.base import (
+    CHUNK,
     ConnectionLost,
     FileMissing,
     FileStat,
@@ -162,10 +163,10 @@ class _ChannelLines(LineStream):
     def __init__(self, owner: SSHHost, conn: asyncssh.SSHClientConnection, process: asyncssh.SSHClientProcess) -> None:
         self.owner, self.conn, self.process = owner, conn, process
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    async def read_chunk(self) -> bytes:
         with self.owner._transport(self.conn):
-            async for line in self.process.stdout:
-                yield line
+            data: bytes = await self.process.stdout.read(CHUNK)
+        return data
 
     @property
     def returncode(self) -> int | None:

@@ -10,6 +10,9 @@ again, and the poll's exit memory was fed through the UI.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,6 +24,35 @@ from cockpit.traceback.journal_rows import JournalRows
 
 BACKLOG = 2000  # entries shown at first; older ones are paged from journald on demand
 WINDOW = 200_000  # records kept in memory; the oldest are dropped in chunks
+BEHIND_S = 1.0  # late by more than this (beyond the link's own delay): the view says it is behind
+CAUGHT_UP_S = 1.0  # no batch for this long while behind: the stream ran dry, so it caught up
+
+
+class Lag:
+    """How many lines journald holds that the feed has not received yet, estimated.
+
+    They cannot be counted from here without asking journald once more (which a flood would
+    slow further). What is known: an entry stamped T by journald that arrives at `now` was late
+    by `now - T`, which includes the two clocks' difference and the link's delay; the smallest
+    such figure seen is taken as that constant (the feed was not behind then). Beyond it, the
+    feed is behind by that many seconds, times the rate journald stamped the batch's entries at.
+    """
+
+    def __init__(self) -> None:
+        self.base_s: float | None = None
+        self.rate = 0.0  # entries per second of journald's time, in the last batch that spanned any
+
+    def update(self, entries: list[JournalEntry], now: float) -> int:
+        stamps = [e.realtime_us for e in (entries[0], entries[-1]) if e.realtime_us is not None]
+        if not stamps:
+            return 0
+        late = now - stamps[-1] / 1e6
+        self.base_s = late if self.base_s is None else min(self.base_s, late)
+        span = (stamps[-1] - stamps[0]) / 1e6
+        if span > 0 and len(entries) > 1:
+            self.rate = (len(entries) - 1) / span
+        behind_s = late - self.base_s
+        return round(behind_s * self.rate) if behind_s > BEHIND_S else 0
 
 
 @dataclass(frozen=True)
@@ -28,6 +60,7 @@ class JournalBatch:
     entries: list[JournalEntry]
     added: int  # rows added at the end of `rows`, -1 when the rows were rebuilt
     rows_before: int
+    behind: int = 0  # lines journald holds beyond this batch, estimated (Lag); 0 when caught up
 
 
 Subscriber = Callable[[JournalBatch], None]
@@ -43,6 +76,8 @@ class JournalFeed:
         window: int = WINDOW,
         on_state: Callable[[str, str | None], None] | None = None,
         on_subscriber_failed: Callable[[str], None] | None = None,
+        on_behind: Callable[[int], None] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.host, self.unit, self.backlog = host, unit, backlog
         self.rows = JournalRows(window, unit)
@@ -50,6 +85,11 @@ class JournalFeed:
         self._on_state = on_state
         self._on_subscriber_failed = on_subscriber_failed
         self._subscribers: list[Subscriber] = []
+        self._on_behind = on_behind
+        self._clock = clock
+        self.lag = Lag()
+        self.behind = 0
+        self._caught_up: asyncio.TimerHandle | None = None
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """`subscriber` gets every batch from now on; returns the unsubscribe."""
@@ -67,13 +107,27 @@ class JournalFeed:
         if not entries:
             return
         before = len(self.rows.rows)
-        batch = JournalBatch(entries, self.rows.add(entries), before)
+        if self.host is not None:  # a recorded journal's stamps say nothing of this moment
+            self._set_behind(self.lag.update(entries, self._clock()))
+        batch = JournalBatch(entries, self.rows.add(entries), before, self.behind)
         for subscriber in list(self._subscribers):
             try:
                 subscriber(batch)
             except Exception as e:  # noqa: BLE001 - one subscriber's failure is reported, not spread
                 if self._on_subscriber_failed is not None:
                     self._on_subscriber_failed(f"{getattr(subscriber, '__qualname__', subscriber)}: {e}")
+
+    def _set_behind(self, lines: int) -> None:
+        if self._caught_up is not None:
+            self._caught_up.cancel()
+            self._caught_up = None
+        if lines:
+            with contextlib.suppress(RuntimeError):  # no loop: a recorded journal delivered by hand
+                self._caught_up = asyncio.get_running_loop().call_later(CAUGHT_UP_S, self._set_behind, 0)
+        if lines != self.behind:
+            self.behind = lines
+            if self._on_behind is not None:
+                self._on_behind(lines)
 
     def _state(self, state: str, detail: str | None) -> None:
         self.state = state

@@ -66,6 +66,9 @@ class Listener:
 
     def journal_state(self, state: str, detail: str | None) -> None: ...
 
+    def journal_behind(self, lines: int) -> None:
+        """Lines journald holds that have not arrived yet, estimated; 0 once caught up."""
+
     def throughput(self, points: list[ThroughputPoint]) -> None:
         """The server's throughput from a batch's decode lines, oldest first (never empty)."""
 
@@ -142,6 +145,7 @@ class Session:
             backlog=self.backlog,
             on_state=lambda state, detail: self.listener.journal_state(state, detail),
             on_subscriber_failed=lambda detail: self.listener.failed("a journal subscriber", detail),
+            on_behind=lambda lines: self.listener.journal_behind(lines),
         )
         feed.subscribe(self._on_batch)
         feed.subscribe(lambda batch: self.listener.journal(batch))

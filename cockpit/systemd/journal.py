@@ -132,8 +132,8 @@ class JournalFollower:
 
             async def read() -> None:
                 try:
-                    async for line in lines:
-                        pending.append(line)
+                    async for arrived in lines.batches():
+                        pending.extend(arrived)
                         ready.set()
                         if len(pending) >= self.max_batch:  # back-pressure: wait for the consumer
                             drained.clear()

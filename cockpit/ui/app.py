@@ -77,6 +77,9 @@ class _Panes(Listener):
     def journal_state(self, state: str, detail: str | None) -> None:
         self.app.check_freshness()
 
+    def journal_behind(self, lines: int) -> None:
+        self.app.journal_view.show_behind(lines)
+
     def throughput(self, points: list[ThroughputPoint]) -> None:
         self.app.throughput_pane.passive([p.gen_throughput for p in points], points[-1].accept_len)
 

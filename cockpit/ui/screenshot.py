@@ -84,8 +84,9 @@ def capture(app: App[Any], title: str | None = None) -> Capture:
     except AttributeError:  # a Textual that moved its internals: the public SVG, no text
         return Capture(app.export_screenshot(title=title), "")
     console.print(update)
-    text = "\n".join(line.rstrip() for line in console.export_text(clear=False, styles=False).splitlines())
-    return Capture(console.export_svg(title=title or app.title), text.rstrip("\n") + "\n")
+    rows = [line.rstrip() for line in console.export_text(clear=False, styles=False).splitlines()]
+    rows += [""] * (height - len(rows))  # a blank bottom row is still a row of the screen
+    return Capture(console.export_svg(title=title or app.title), "\n".join(rows[:height]) + "\n")
 
 
 # -- saving -------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ import subprocess
 import zlib
 from pathlib import Path
 
+from textual.widgets import Footer
+
 from cockpit.config import Config
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
@@ -93,7 +95,11 @@ async def _recorded_incident(out: Path) -> Path:
     async with app.run_test(headless=True, size=(160, 50)) as pilot:
         app.query_one(StatusPane).show_status(recorded_status())
         app.query_one(JournalView).append_entries(entries)
-        await pilot.pause()
+        footer = app.query_one(Footer)
+        for _ in range(100):  # the footer is composed after the first layout; on a busy machine, later
+            await pilot.pause()
+            if any(key.region.width for key in footer.query("FooterKey")):
+                break
         return await write_incident(app, app.session, out)
 
 
@@ -120,6 +126,7 @@ def test_write_incident_from_the_apps_memory_when_it_has_no_host(tmp_path: Path)
     assert sorted(p.name for p in folder.iterdir()) == ["incident.md", "screen.png", "screen.svg", "screen.txt"]
     text = (folder / "screen.txt").read_text()
     assert len(text.splitlines()) == 50 and "tracebacks (8)" in text
+    assert "Keys" in text.splitlines()[-1]  # the footer's keys: the whole screen was captured
     assert " active (running)   sglang-demo.service on cockpit-lab   ready ✓" in text
     objects, _ = crash8()
     note = (folder / "incident.md").read_text()

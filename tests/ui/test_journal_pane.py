@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cockpit.config import Config
-from cockpit.systemd.entry import parse_json_line
+from cockpit.systemd.entry import JournalEntry, parse_json_line
 from cockpit.targets import Target
 from cockpit.traceback.journal_rows import MAIN, SEPARATOR
 from cockpit.ui.app import CockpitApp
@@ -139,3 +139,50 @@ async def test_a_burst_of_batches_redraws_the_side_list_once(monkeypatch) -> Non
         await pilot.pause()
         assert 1 <= len(calls) <= 2  # one message still queued was replaced by the next
         assert app.query_one(TracebackList).option_count == 8
+
+
+async def test_the_title_says_how_far_behind_the_feed_is_until_it_catches_up() -> None:
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await load(pilot)
+        box = app.journal_view.parent
+        assert "behind" not in str(box.border_title) and "following" in str(box.border_title)
+        app.session.listener.journal_behind(12_400)  # what the session's feed says in a flood
+        await pilot.pause()
+        assert "behind by ~12,400 lines · following" in str(box.border_title)
+        app.session.listener.journal_behind(0)
+        await pilot.pause()
+        assert "behind" not in str(box.border_title)
+
+
+async def test_following_a_flood_keeps_the_last_row_in_view_without_laying_out_the_screen(monkeypatch) -> None:
+    """Rows added while following move the view to the end by a repaint: no layout pass of the
+    screen per batch (a flood paid one on every batch), and the scrollbar knows the new size."""
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = await load(pilot)
+        layouts = []
+        refresh_layout = type(app.screen)._refresh_layout
+        monkeypatch.setattr(
+            type(app.screen),
+            "_refresh_layout",
+            lambda self, *a, **k: (layouts.append(1), refresh_layout(self, *a, **k)),
+        )
+        for k in range(20):
+            view.append_entries(
+                [
+                    JournalEntry(f"[2026-12-01 10:00:00 TP0] Prefill batch {k}.{i}", cursor=f"f{k}.{i}", pid=4100)
+                    for i in range(50)
+                ]
+            )
+            await pilot.pause()
+        assert view.scroll_y == view.max_scroll_y > 0
+        assert view.cursor == len(view.model.rows) - 1
+        assert view.vertical_scrollbar.window_virtual_size == len(view.model.rows)
+        assert view.vertical_scrollbar.position == view.scroll_y
+        assert len(layouts) <= 2  # not one per batch
+        last = view.model.text(len(view.model.rows) - 1)
+        screen_text = "\n".join(
+            "".join(seg.text for seg in view.render_line(y)) for y in range(view.scrollable_content_region.height)
+        )
+        assert last[:60] in screen_text

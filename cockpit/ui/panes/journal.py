@@ -20,6 +20,7 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
+from textual.widget import Widget
 
 from cockpit.systemd.entry import JournalEntry
 from cockpit.traceback.grammar import is_frame_line
@@ -123,8 +124,10 @@ class JournalView(CursorView):
         self._paging = False
         self.label = "journal"
         self.feed_trouble: str | None = None
+        self.behind = 0
         self.filter_text = ""
         self._title = ""
+        self._paints: dict[tuple[str, ...], Style] = {}
 
     def on_mount(self) -> None:
         self._update_title()
@@ -148,6 +151,7 @@ class JournalView(CursorView):
         self.follow = True
         self.filter_text = ""
         self.feed_trouble = None
+        self.behind = 0
         self._resize()
         self._update_title()
         self.refresh()
@@ -157,10 +161,10 @@ class JournalView(CursorView):
         model = self.model
         for i in range(len(model.rows) - max(0, added), len(model.rows)):
             self._widest = max(self._widest, len(model.text(i)))
-        self._resize()
+        self._grow()
         if self.follow:
             self.cursor = max(0, len(model.rows) - 1)
-            self.scroll_end(animate=False, immediate=True)
+            self._pin_to_end()
             # The first batch can land before the new virtual size reaches the scrollbars: the
             # view then sat at the top of the backlog until the next line (15 s on a quiet server).
             self.call_after_refresh(self._keep_at_end)
@@ -203,6 +207,34 @@ class JournalView(CursorView):
     def _resize(self) -> None:
         self.virtual_size = Size(self._widest + self._gutter() + 2, len(self.model.rows))
 
+    def _grow(self) -> None:
+        """The rows grew at the end: the new virtual size without a layout pass of the screen.
+
+        Setting `virtual_size` lays out the whole screen (it is a layout reactive), and a
+        scroll reflows every visible widget; a flood paid both on every batch, more than half
+        of each screen update (issue 14's profile). A view whose box has not changed needs
+        neither: the scrollbars' windows are set here, and a scrollbar that must appear or go
+        still lays the view out (Textual's `show_vertical_scrollbar` does)."""
+        size = Size(self._widest + self._gutter() + 2, len(self.model.rows))
+        if size == self.virtual_size:
+            return
+        if not self.is_mounted or not self.container_size:
+            self.virtual_size = size
+            return
+        self.set_reactive(Widget.virtual_size, size)
+        self._scroll_update(size)
+
+    def _pin_to_end(self) -> None:
+        """Following: the last row in view, repainted rather than scrolled (see `_grow`)."""
+        end = self.max_scroll_y
+        if self.scroll_y != end and self.is_mounted and self.container_size:
+            self.set_reactive(Widget.scroll_y, end)
+            self.set_reactive(Widget.scroll_target_y, end)
+            if self.show_vertical_scrollbar:
+                self.vertical_scrollbar.position = end
+        elif self.scroll_y != end:
+            self.scroll_end(animate=False, immediate=True)
+
     def _gutter(self) -> int:
         return TIME_WIDTH if self.show_time else 0
 
@@ -217,11 +249,20 @@ class JournalView(CursorView):
             self.feed_trouble = trouble
             self._update_title()
 
+    def show_behind(self, lines: int) -> None:
+        """Lines the journal holds that have not arrived yet (0: caught up): every line still
+        lands in order, but the view must not look live while it trails a flood."""
+        if lines != self.behind:
+            self.behind = lines
+            self._update_title()
+
     def title_text(self) -> str:
         """The box's title: what is shown and whether it is live, where the eye is."""
         parts = [self.label]
         if self.feed_trouble:
             parts.append(self.feed_trouble)
+        if self.behind:
+            parts.append(f"behind by ~{self.behind:,} lines")
         if self.model.filter.active:
             parts.append(f"filtered: {self.filter_text} (F to change)")
         if self.history_exhausted:
@@ -243,25 +284,35 @@ class JournalView(CursorView):
 
     # -- rendering ------------------------------------------------------------------------
 
-    def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(name)
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._paints.clear()
+
+    def _paint(self, *names: str) -> Style:
+        """The view's own style with these components' on top, worked out once per style
+        change: `rich_style` walks every ancestor, and took half of `render_line` in a flood."""
+        style = self._paints.get(names)
+        if style is None:
+            style = self.rich_style
+            for name in names:
+                style = style + self.get_component_rich_style(name)
+            self._paints[names] = style
+        return style
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         row = scroll_y + y
         width = self.scrollable_content_region.width
-        base = self.rich_style
+        paint = self._paint
         model = self.model
         if row >= len(model.rows):
-            return Strip.blank(width, base)
+            return Strip.blank(width, paint())
         index, part = model.rows[row]
         record = model.record(index)
-        style = base
+        kind: tuple[str, ...] = ()
         if part == SEPARATOR:
             text = f"──── {model.separators.get(index, 'restart')} "
-            return Strip(
-                [Segment(text + "─" * max(0, width - len(text)), base + self._style("journal--separator"))]
-            ).crop(0, width)
+            return Strip([Segment(text + "─" * max(0, width - len(text)), paint("journal--separator"))]).crop(0, width)
         stamp_time: int | None = None
         if isinstance(record, Traceback):
             if part == MAIN:
@@ -272,42 +323,45 @@ class JournalView(CursorView):
                 head = f"{mark} {summary(record)}"
                 room = max(12, width - self._gutter() - len(tail))
                 text = (head if len(head) <= room else head[: room - 1] + "…") + tail  # the count stays in view
-                style = base + self._style("journal--traceback")
+                kind = ("journal--traceback",)
                 stamp_time = record.times[0] if record.times else None
             else:
                 line = record.lines[part]
                 text = "  │ " + display_text(line)
-                style = base + self._style("journal--traceback-open")
-                if is_frame_line(line):
-                    style = style + self._style("journal--frame")
+                kind = (
+                    ("journal--traceback-open", "journal--frame")
+                    if is_frame_line(line)
+                    else ("journal--traceback-open",)
+                )
                 stamp_time = record.times[part] if part < len(record.times) else None
         else:
             text = display_text(record.text)
             entry = record.entry
             stamp_time = entry.realtime_us
             if entry.priority <= 3:
-                style = base + self._style("journal--err")
+                kind = ("journal--err",)
             elif entry.priority == 4:
-                style = base + self._style("journal--warn")
+                kind = ("journal--warn",)
         if row == self.cursor and self.has_focus:
-            style = style + self._style("journal--cursor")
+            kind = (*kind, "journal--cursor")
+        style = paint(*kind)
         segments = []
         gutter = self._gutter()
         if gutter:
             stamp = time.strftime("%b %d %H:%M:%S ", time.localtime(stamp_time / 1e6)) if stamp_time else " " * gutter
-            segments.append(Segment(stamp, base + self._style("journal--time")))
+            segments.append(Segment(stamp, paint("journal--time")))
         start = max(0, scroll_x - gutter)
         visible = text[start : start + width * 2]  # crop before building segments: lines can be 100 KB
-        segments.extend(self._highlight(visible, style))
+        segments.extend(self._highlight(visible, style, kind))
         strip = Strip(segments)
         crop_from = min(scroll_x, gutter)
         return strip.crop(crop_from, crop_from + width).extend_cell_length(width, style)
 
-    def _highlight(self, text: str, style: Style) -> list[Segment]:
+    def _highlight(self, text: str, style: Style, kind: tuple[str, ...]) -> list[Segment]:
         if self.search is None:
             return [Segment(text, style)]
         out, at = [], 0
-        match_style = style + self._style("journal--match")
+        match_style = self._paint(*kind, "journal--match")
         for m in self.search.finditer(text):
             if m.start() == m.end():
                 continue

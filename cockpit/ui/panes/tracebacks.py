@@ -29,6 +29,7 @@ def label(group: Group) -> Text:
 
 class TracebackList(OptionList):
     BINDINGS = [Binding("enter", "select", "Jump", id="tracebacks.jump")]
+    _drawn: list[tuple[str, str]] | None = None  # (record, label) of each row shown
 
     class Jump(Message):
         def __init__(self, record_index: int) -> None:
@@ -36,9 +37,14 @@ class TracebackList(OptionList):
             self.record_index = record_index
 
     def show(self, groups: list[Group], limit: int = 200) -> None:
+        labels = [(str(g.newest_record), label(g)) for g in groups[:limit]]
+        shown = [(key, text.plain) for key, text in labels]
+        if shown == self._drawn:  # rebuilding the list lays out the screen: only when it changed
+            return
+        self._drawn = shown
         highlighted = self.highlighted
         self.clear_options()
-        self.add_options(Option(label(g), id=str(g.newest_record)) for g in groups[:limit])
+        self.add_options(Option(text, id=key) for key, text in labels)
         self.display = bool(groups)
         if highlighted is not None and highlighted < self.option_count:
             self.highlighted = highlighted
