@@ -72,6 +72,22 @@ class ThroughputSeries:
         """The throughput alone, oldest first: what a sparkline draws."""
         return [p.gen_throughput for p in self.points]
 
+    def add_entries(self, entries: list[JournalEntry]) -> list[ThroughputPoint]:
+        """A batch's decode lines, at most one point per rank per second of journald's time (the
+        rank's last line in it): a flood of decode lines costs a substring search a line, and the
+        series keeps the resolution a sparkline draws. A real server prints a decode line per
+        rank every `decode_log_interval` steps, so nothing is dropped there."""
+        latest: dict[tuple[str, int], JournalEntry] = {}
+        for entry in entries:
+            message = entry.message
+            if "Decode batch" not in message:
+                continue
+            head = message[message.find("[") + 1 : message.find("] ")].split(" ", 2)  # date, time, ranks
+            key = (head[2] if len(head) > 2 else "", (entry.realtime_us or 0) // 1_000_000)
+            latest.pop(key, None)  # the last line of the rank and second, in arrival order
+            latest[key] = entry
+        return [point for entry in latest.values() if (point := self.add_entry(entry)) is not None]
+
     def add_entry(self, entry: JournalEntry) -> ThroughputPoint | None:
         """A journal entry; only decode lines add a point."""
         if "Decode batch" not in entry.message:  # one C search: most lines of a flood are not decode lines

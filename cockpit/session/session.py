@@ -153,13 +153,11 @@ class Session:
 
     def _on_batch(self, batch: JournalBatch) -> None:
         """The core's own subscribers: the poll's memory of exits, and the throughput series."""
-        points = []
-        for entry in batch.entries:
-            if entry.pid == 1 and self.poll is not None and (how := main_exit_of(entry.message)) is not None:
-                self.poll.note_exit(how, entry.realtime_us / 1e6 if entry.realtime_us else None)
-            point = self.passive.add_entry(entry)
-            if point is not None:
-                points.append(point)
+        if self.poll is not None:
+            for entry in batch.entries:
+                if entry.pid == 1 and (how := main_exit_of(entry.message)) is not None:
+                    self.poll.note_exit(how, entry.realtime_us / 1e6 if entry.realtime_us else None)
+        points = self.passive.add_entries(batch.entries)
         if points:  # once per batch: a flood of decode lines is drawn at the batches' rate
             self.listener.throughput(points)
 

@@ -4,6 +4,7 @@ tests/unit/test_journal_rows.py; paging a real journal: tests/lab/test_journal_p
 from __future__ import annotations
 
 import pytest
+from textual.scrollbar import ScrollBarRender
 
 from cockpit.config import Config
 from cockpit.systemd.entry import JournalEntry, parse_json_line
@@ -178,11 +179,30 @@ async def test_following_a_flood_keeps_the_last_row_in_view_without_laying_out_t
             await pilot.pause()
         assert view.scroll_y == view.max_scroll_y > 0
         assert view.cursor == len(view.model.rows) - 1
-        assert view.vertical_scrollbar.window_virtual_size == len(view.model.rows)
-        assert view.vertical_scrollbar.position == view.scroll_y
+        bar = view.vertical_scrollbar
+        drawn = ScrollBarRender.render_bar(bar.size.height, bar.window_virtual_size, bar.window_size, bar.position)
+        true = ScrollBarRender.render_bar(bar.size.height, len(view.model.rows), bar.window_size, view.scroll_y)
+        assert [(s.text, s.style) for s in drawn.segments] == [
+            (s.text, s.style) for s in true.segments
+        ]  # the thumb where the true figures put it
+        assert bar.window_virtual_size > 0.9 * len(view.model.rows)
         assert len(layouts) <= 2  # not one per batch
         last = view.model.text(len(view.model.rows) - 1)
         screen_text = "\n".join(
             "".join(seg.text for seg in view.render_line(y)) for y in range(view.scrollable_content_region.height)
         )
         assert last[:60] in screen_text
+
+
+async def test_while_following_each_plain_line_is_drawn_once_not_on_every_batch(monkeypatch) -> None:
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = await load(pilot)
+        drawn = []
+        render_row = JournalView._render_row
+        monkeypatch.setattr(JournalView, "_render_row", lambda self, *a: (drawn.append(a[1]), render_row(self, *a))[1])
+        for k in range(20):  # 5 new rows a batch; about 37 rows in view, all of them moving up each time
+            view.append_entries([JournalEntry(f"line {k}.{i}", cursor=f"l{k}.{i}", pid=4100) for i in range(5)])
+            await pilot.pause()
+        height = view.scrollable_content_region.height
+        assert 100 <= len(drawn) < 20 * 5 + 20 * 3 < 20 * height  # the new rows, and the cursor's old and new row

@@ -27,6 +27,30 @@ def decode(rate: float, running: int = 8, rank: str = "", accept: float | None =
     return DECODE.format(rank=rank, running=running, spec=spec, rate=rate)
 
 
+def test_a_batch_gives_one_point_per_rank_and_second_the_last_line_of_each() -> None:
+    """A flood of decode lines (4 DP ranks, 1,000 lines over two seconds, plain lines between):
+    one point per rank and second, from that rank's last line, and the last point sums each
+    rank's latest line, as a line-by-line series would have ended."""
+    t0 = 1_796_000_000_000_000
+    batch, rates = [], {}
+    for i in range(1000):
+        dp = i % 4
+        rates[dp] = 100.0 + i
+        us = t0 + i * 2000  # 2 ms apart: seconds 0 and 1
+        batch.append(
+            JournalEntry(message=decode(rates[dp], running=dp + 1, rank=f" DP{dp} TP{2 * dp}"), realtime_us=us)
+        )
+        batch.append(JournalEntry(message="[2026-11-30 06:23:49 DP0 TP0] Prefill batch, #new-seq: 1", realtime_us=us))
+    every_line = ThroughputSeries()
+    expected = [p for e in batch if (p := every_line.add_entry(e)) is not None][-1]
+    series = ThroughputSeries()
+    points = series.add_entries(batch)
+    assert len(points) == 8 == len(series)
+    assert points[-1].gen_throughput == expected.gen_throughput == sum(rates.values())
+    assert points[-1].running_req == expected.running_req == 1 + 2 + 3 + 4
+    assert series.add_entries(batch[1::2]) == []  # no decode line, no point
+
+
 def test_decode_lines_of_sglang_become_points() -> None:
     series = ThroughputSeries()
     lines = (FIXTURES / "sglang" / "logs" / "scheduler-lines-0.5.23.log").read_text().splitlines()

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 import time
+from math import ceil
 
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
+from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
@@ -25,7 +27,7 @@ from textual.widget import Widget
 from cockpit.systemd.entry import JournalEntry
 from cockpit.traceback.grammar import is_frame_line
 from cockpit.traceback.journal_rows import MAIN, SEPARATOR, Filter, JournalRows
-from cockpit.traceback.model import Traceback
+from cockpit.traceback.model import Line, Traceback
 from cockpit.traceback.render import summary
 from cockpit.ui.panes.cursor import CursorView
 
@@ -41,6 +43,16 @@ def display_text(message: str) -> str:
     if "\t" in message:
         message = message.expandtabs(8)
     return _CONTROL.sub("\ufffd", message)
+
+
+def thumb(size: int, virtual: float, window: float, position: float) -> tuple[int, ...]:
+    """Where a vertical scrollbar of `size` cells draws its thumb, in eighths of a cell
+    (the arithmetic of Textual's ScrollBarRender.render_bar); a bar with no thumb is ()."""
+    if not (window and size and virtual) or size == virtual or virtual <= window:
+        return ()
+    length = max(1, window / (virtual / size))
+    start = int((size - length) * (position / (virtual - window)) * 8)
+    return (start, start + ceil(length * 8))
 
 
 class JournalView(CursorView):
@@ -128,6 +140,7 @@ class JournalView(CursorView):
         self.filter_text = ""
         self._title = ""
         self._paints: dict[tuple[str, ...], Style] = {}
+        self._strips: LRUCache[tuple[int, int, int, int, bool, bool, re.Pattern[str] | None], Strip] = LRUCache(1024)
 
     def on_mount(self) -> None:
         self._update_title()
@@ -143,6 +156,7 @@ class JournalView(CursorView):
         """Draw the session's rows (the session folds each batch once, for every subscriber),
         from the end, with nothing searched or filtered."""
         self.model = model
+        self._strips.clear()  # the numbers of another model's records
         self.history_exhausted = False
         self._paging = False
         self.unread = 0
@@ -171,6 +185,7 @@ class JournalView(CursorView):
         else:
             self.unread += max(0, len(model.rows) - rows_before)
             self.cursor = min(self.cursor, max(0, len(model.rows) - 1))
+        self._sync_thumb()
         if model.tracebacks_changed:
             model.tracebacks_changed = False
             self.post_message(self.TracebacksChanged())
@@ -185,6 +200,7 @@ class JournalView(CursorView):
             self._update_title()
             return
         added = self.model.prepend(entries)
+        self._strips.clear()  # the numbers below the first record were dropped records' before
         for i in range(added):
             self._widest = max(self._widest, len(self.model.text(i)))
         self._resize()
@@ -221,8 +237,10 @@ class JournalView(CursorView):
         if not self.is_mounted or not self.container_size:
             self.virtual_size = size
             return
+        width = self.virtual_size.width
         self.set_reactive(Widget.virtual_size, size)
-        self._scroll_update(size)
+        if size.width != width or not self.show_vertical_scrollbar:
+            self._scroll_update(size)  # a scrollbar may appear: that one lays the view out
 
     def _pin_to_end(self) -> None:
         """Following: the last row in view, repainted rather than scrolled (see `_grow`)."""
@@ -230,10 +248,22 @@ class JournalView(CursorView):
         if self.scroll_y != end and self.is_mounted and self.container_size:
             self.set_reactive(Widget.scroll_y, end)
             self.set_reactive(Widget.scroll_target_y, end)
-            if self.show_vertical_scrollbar:
-                self.vertical_scrollbar.position = end
         elif self.scroll_y != end:
             self.scroll_end(animate=False, immediate=True)
+
+    def _sync_thumb(self) -> None:
+        """Tell the vertical scrollbar the new size and position only when its thumb would be
+        drawn elsewhere: over a long window a batch moves it by far less than a cell, and
+        repainting the bar on every batch cost as much as drawing the rows."""
+        if not self.show_vertical_scrollbar:
+            return
+        bar = self.vertical_scrollbar
+        size, window = bar.size.height, bar.window_size
+        if thumb(size, bar.window_virtual_size, window, bar.position) != thumb(
+            size, self.virtual_size.height, window, self.scroll_y
+        ):
+            bar.window_virtual_size = self.virtual_size.height
+            bar.position = self.scroll_y
 
     def _gutter(self) -> int:
         return TIME_WIDTH if self.show_time else 0
@@ -287,6 +317,7 @@ class JournalView(CursorView):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._paints.clear()
+        self._strips.clear()
 
     def _paint(self, *names: str) -> Style:
         """The view's own style with these components' on top, worked out once per style
@@ -300,15 +331,29 @@ class JournalView(CursorView):
         return style
 
     def render_line(self, y: int) -> Strip:
+        """Lines that are not part of a traceback are drawn once and kept (`_strips`): while
+        following, every row moves up on every batch, and only the new ones are new."""
         scroll_x, scroll_y = self.scroll_offset
         row = scroll_y + y
         width = self.scrollable_content_region.width
-        paint = self._paint
         model = self.model
         if row >= len(model.rows):
-            return Strip.blank(width, paint())
+            return Strip.blank(width, self._paint())
         index, part = model.rows[row]
         record = model.record(index)
+        if isinstance(record, Line):  # a plain line (or its restart separator) draws the same wherever it scrolls
+            key = (index, part, width, scroll_x, self.show_time, row == self.cursor and self.has_focus, self.search)
+            strip = self._strips.get(key)
+            if strip is None:
+                strip = self._strips[key] = self._render_row(row, index, part, record, width, scroll_x)
+            return strip
+        return self._render_row(row, index, part, record, width, scroll_x)
+
+    def _render_row(
+        self, row: int, index: int, part: int, record: Line | Traceback, width: int, scroll_x: int
+    ) -> Strip:
+        paint = self._paint
+        model = self.model
         kind: tuple[str, ...] = ()
         if part == SEPARATOR:
             text = f"──── {model.separators.get(index, 'restart')} "
@@ -351,11 +396,15 @@ class JournalView(CursorView):
             stamp = time.strftime("%b %d %H:%M:%S ", time.localtime(stamp_time / 1e6)) if stamp_time else " " * gutter
             segments.append(Segment(stamp, paint("journal--time")))
         start = max(0, scroll_x - gutter)
+        crop_from = min(scroll_x, gutter)
+        room = width - (gutter - crop_from)
+        if self.search is None and crop_from == 0 and (visible := text[start : start + room]).isascii():
+            # One cell a character: the row is cut and padded here, one Strip instead of three.
+            segments.append(Segment(visible.ljust(room), style))
+            return Strip(segments, width)
         visible = text[start : start + width * 2]  # crop before building segments: lines can be 100 KB
         segments.extend(self._highlight(visible, style, kind))
-        strip = Strip(segments)
-        crop_from = min(scroll_x, gutter)
-        return strip.crop(crop_from, crop_from + width).extend_cell_length(width, style)
+        return Strip(segments).crop(crop_from, crop_from + width).extend_cell_length(width, style)
 
     def _highlight(self, text: str, style: Style, kind: tuple[str, ...]) -> list[Segment]:
         if self.search is None:
