@@ -14,11 +14,13 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from cockpit.errors import CockpitError, UsageError
-from cockpit.load.results import LevelResult
+
+if TYPE_CHECKING:
+    from cockpit.load.results import LevelResult
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -8,12 +8,14 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.errors import CockpitError, UsageError
-from cockpit.sglang.explain import Explanation, explain_traceback
-from cockpit.sglang.flags import Catalog, load_catalog
-from cockpit.traceback.fold import fold_lines
-from cockpit.traceback.model import Traceback
+
+if TYPE_CHECKING:
+    from cockpit.sglang.explain import Explanation
+    from cockpit.sglang.flags import Catalog
+    from cockpit.traceback.model import Traceback
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -44,6 +46,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def pick_traceback(path: str, index: int | None = None) -> Traceback:
     """The traceback to explain: the last one with a frame, or the `index`-th; with several in the
     file, says on stderr which was picked and how to pick another."""
+    from cockpit.traceback.fold import fold_lines
+    from cockpit.traceback.model import Traceback
+
     data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     found = [r for r in fold_lines(data.splitlines()).records if isinstance(r, Traceback) and r.sites]
     if not found:
@@ -77,6 +82,9 @@ def local_path(root: Path, remote: str) -> Path:
 
 
 def _explain_local(tb: Traceback, root: Path) -> Explanation:
+    from cockpit.sglang.explain import explain_traceback
+    from cockpit.sglang.flags import load_catalog
+
     frame = tb.failing_frame
     assert frame is not None and frame.line is not None
     source = local_path(root, frame.file)
@@ -90,6 +98,7 @@ async def _explain_remote(tb: Traceback, args: argparse.Namespace) -> Explanatio
     from cockpit.cli.target import open_target
     from cockpit.remote.source import PACKAGE_DIRS
     from cockpit.sglang.catalogs import package_root_of
+    from cockpit.sglang.explain import explain_traceback
 
     frame = tb.failing_frame
     assert frame is not None and frame.line is not None

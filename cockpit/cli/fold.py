@@ -19,12 +19,11 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-import msgspec
+if TYPE_CHECKING:
+    from cockpit.traceback.fold import Record
 
-from cockpit.traceback.fold import Folder, Record, feed_lines
-from cockpit.traceback.render import as_text
 
 CHUNK = 1 << 16
 LATE_LINES = 1000  # records after which a late line of an exited process is no longer waited for
@@ -80,11 +79,15 @@ class Printer:
         self.out = out
         self.as_json = as_json
         self.records = 0
+        import msgspec  # each subcommand imports what it needs only when it runs
+
         self._encode = msgspec.json.Encoder().encode
 
     def write(self, records: list[Record]) -> None:
         if not records:
             return
+        from cockpit.traceback.render import as_text
+
         if self.as_json:
             data = b"".join(self._encode(r.to_json()) + b"\n" for r in records)
         else:
@@ -95,6 +98,8 @@ class Printer:
 
 
 def stream_fold(stream: BinaryIO, printer: Printer) -> None:
+    from cockpit.traceback.fold import Folder, feed_lines
+
     folder = Folder()
     for lines in chunks(stream):
         feed_lines(folder, lines)

@@ -7,11 +7,14 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.errors import CockpitError, UsageError
-from cockpit.remote.base import Host
-from cockpit.sglang.flags import Catalog, load_catalog
-from cockpit.sglang.preflight import INFO, Finding, Report, check_paths, check_static, dry_run
+
+if TYPE_CHECKING:
+    from cockpit.remote.base import Host
+    from cockpit.sglang.flags import Catalog
+    from cockpit.sglang.preflight import Report
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -35,6 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def _given_catalog(args: argparse.Namespace, argv: list[str]) -> Catalog | None:
     """The catalog named by --sglang-source or --sglang-version, if any."""
+    from cockpit.sglang.flags import load_catalog
+
     catalog: Catalog | None = None
     if args.sglang_source:
         catalog = load_catalog(Path(args.sglang_source))
@@ -83,6 +88,8 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
 async def _report(
     args: argparse.Namespace, argv: list[str], catalog: Catalog, host: Host | None, python: str | None
 ) -> Report:
+    from cockpit.sglang.preflight import INFO, Finding, Report, check_paths, check_static, dry_run
+
     report = Report(check_static(argv, catalog))
     if host is not None:
         report.findings += await check_paths(host, argv, catalog)

@@ -52,11 +52,5 @@ async def _status(args: argparse.Namespace) -> int:
     return 0 if status.active_state == "active" and ready else 1
 
 
-def _cmd_status(args: argparse.Namespace) -> int:
-    import asyncio
-
-    return asyncio.run(_status(args))
-
-
 def run(args: argparse.Namespace) -> int:
     return asyncio.run(_status(args))

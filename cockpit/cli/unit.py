@@ -13,10 +13,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.errors import CockpitError, UsageError
-from cockpit.localfs import write_atomic
-from cockpit.systemd.unit import Unit, encode, load_unit, read_local
+
+if TYPE_CHECKING:
+    from cockpit.systemd.unit import Unit
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -55,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load(unit_file: str) -> Unit:
+    from cockpit.systemd.unit import load_unit, read_local
+
     path = Path(unit_file)
     if not path.is_file():
         raise UsageError(f"{unit_file}: no such unit file")
@@ -94,6 +98,9 @@ def _shown(value: object) -> str:
 
 
 def _set(args: argparse.Namespace) -> int:
+    from cockpit.localfs import write_atomic
+    from cockpit.systemd.unit import encode
+
     if not args.flag and not args.unset:
         raise UsageError("unit set: give at least one --flag NAME=VALUE or --unset NAME")
     changes = [_parse_flag(spec) for spec in args.flag]

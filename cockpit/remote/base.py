@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from cockpit.errors import CockpitError
 
 
+SshConfigs = Callable[[], Sequence[str]]  # the ssh_config files beyond the user's own, asked at each connect
+
+
 class HostError(CockpitError):
     """A host could not be reached or refused us; the message names the host and the cause."""
 

@@ -10,9 +10,8 @@ from collections.abc import Callable
 
 from cockpit.config import Config
 from cockpit.errors import UsageError
-from cockpit.remote.base import Host, TrustPrompt
+from cockpit.remote.base import Host, SshConfigs, TrustPrompt
 from cockpit.remote.local import LocalHost
-from cockpit.remote.ssh import SshConfigs, SSHHost
 
 
 class HostPool:
@@ -37,6 +36,8 @@ class HostPool:
         if cfg.local:
             host: Host = LocalHost(name)
         else:
+            from cockpit.remote.ssh import SSHHost  # asyncssh takes 0.3 s to import: not before the first paint
+
             if name in _seen:
                 raise UsageError(f"the jump hosts make a loop: {' -> '.join(_seen + (name,))}")
             jump = self.get(cfg.jump, _seen + (name,)) if cfg.jump else None

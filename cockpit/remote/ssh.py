@@ -52,6 +52,7 @@ from cockpit.remote.base import (
     HostKeyUnknown,
     LineStream,
     RunResult,
+    SshConfigs,
     TrustPrompt,
 )
 from cockpit.remote.sudo import disk_trouble
@@ -72,7 +73,6 @@ TRANSPORT_ERRORS = (asyncssh.Error, OSError, EOFError)
 T = TypeVar("T")
 # ssh_config files beyond the user's, asked for at each connect: a lab brought up after the
 # cockpit started is reachable without a restart.
-SshConfigs = Callable[[], Sequence[str]]
 
 
 def config_paths(extra: Sequence[str] = ()) -> list[str]:

@@ -69,7 +69,7 @@ Subscriber = Callable[[JournalBatch], None]
 class JournalFeed:
     def __init__(
         self,
-        host: Host | None,  # None: a recorded journal, delivered by hand
+        host: Callable[[], Host] | None,  # asked when the follow starts; None: a recorded journal, delivered by hand
         unit: str,
         *,
         backlog: int = BACKLOG,
@@ -79,7 +79,7 @@ class JournalFeed:
         on_behind: Callable[[int], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.host, self.unit, self.backlog = host, unit, backlog
+        self.host_of, self.unit, self.backlog = host, unit, backlog
         self.rows = JournalRows(window, unit)
         self.state = "connecting"
         self._on_state = on_state
@@ -107,7 +107,7 @@ class JournalFeed:
         if not entries:
             return
         before = len(self.rows.rows)
-        if self.host is not None:  # a recorded journal's stamps say nothing of this moment
+        if self.host_of is not None:  # a recorded journal's stamps say nothing of this moment
             self._set_behind(self.lag.update(entries, self._clock()))
         batch = JournalBatch(entries, self.rows.add(entries), before, self.behind)
         for subscriber in list(self._subscribers):
@@ -136,12 +136,12 @@ class JournalFeed:
 
     async def run(self) -> None:
         """Follow until cancelled, resuming after the last cursor delivered after any failure."""
-        assert self.host is not None, "a recorded journal is not followed"
-        follower = journal.JournalFollower(self.host, self.unit, backlog=self.backlog, on_state=self._state)
+        assert self.host_of is not None, "a recorded journal is not followed"
+        follower = journal.JournalFollower(self.host_of(), self.unit, backlog=self.backlog, on_state=self._state)
         await supervise(lambda: follower.run(self.deliver), lambda detail: self._state("reconnecting", detail))
 
     async def older(self, cursor: str, count: int = 2000) -> list[JournalEntry]:
         """Entries before `cursor`, oldest first (the view prepends them to the same rows)."""
-        if self.host is None:
+        if self.host_of is None:
             return []
-        return await journal.older(self.host, self.unit, cursor, count)
+        return await journal.older(self.host_of(), self.unit, cursor, count)

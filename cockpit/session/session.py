@@ -14,40 +14,41 @@ snapshot) delivers entries and statuses through the same pipeline the live feeds
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.attempts import Attempt, AttemptLog
 from cockpit.config import Config, HostConfig
 from cockpit.errors import CockpitError
-from cockpit.incident import Incident, attempts_in, gather, unit_events
 from cockpit.lab.paths import ssh_configs as lab_ssh_configs
-from cockpit.load.gpu import GpuSampler, NoticeCallback, SamplesCallback
 from cockpit.load.passive import ThroughputPoint, ThroughputSeries
 from cockpit.load.results import LevelResult, RequestResult
-from cockpit.load.store import Comparison, SavedRun, comparison, label, load_runs, save_run
-from cockpit.remote.base import Host, TrustPrompt
+from cockpit.remote.base import Host, SshConfigs, TrustPrompt
 from cockpit.remote.pool import HostPool
 from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, SourceFile, staleness
-from cockpit.remote.ssh import SshConfigs
-from cockpit.rollout import apply, preflight, with_files
 from cockpit.session.feeds import POLL_S, StatusPoll, supervise
 from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed
 from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.sglang.deployment import Deployment, read_deployment
-from cockpit.sglang.explain import explain
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import Finding, given_flags
-from cockpit.systemd.control import UnitControl
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show
 from cockpit.systemd.unit import Unit
 from cockpit.targets import Target
 from cockpit.traceback.journal_rows import JournalRows
 from cockpit.traceback.model import Traceback
+
+# What only some actions need is imported when they run: `cockpit status` opens a session too,
+# and paid 60 ms for the incident, rollout and load modules it never used.
+if TYPE_CHECKING:
+    from cockpit.incident import Incident
+    from cockpit.load.gpu import NoticeCallback, SamplesCallback
+    from cockpit.load.store import Comparison, SavedRun
 
 GATHER_TIMEOUT_S = 120.0
 NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll before asking itself
@@ -138,9 +139,9 @@ class Session:
         return self.journal.rows
 
     def _new_journal(self) -> JournalFeed:
-        host = self.pool.get(self.target.host) if self.target is not None and self.live else None
+        target = self.target
         feed = JournalFeed(
-            host,
+            (lambda: self.pool.get(target.host)) if target is not None and self.live else None,
             self.target.unit if self.target else "",
             backlog=self.backlog,
             on_state=lambda state, detail: self.listener.journal_state(state, detail),
@@ -165,6 +166,13 @@ class Session:
         """Start the feeds of the target: the status poll, the journal, the deployment read."""
         if self.target is None:
             return
+        self._spawn(self._start(), "starting the feeds")
+
+    async def _start(self) -> None:
+        if not self.host_config.local:
+            # asyncssh takes 0.3 s to import, and a front end draws its first screen before this
+            # runs. In a thread it took twice as long, sharing the GIL with the drawing.
+            importlib.import_module("cockpit.remote.ssh")
         self._spawn(self._poll_status(), "the status poll")
         self._spawn(self.journal.run(), "the journal feed")
         self._spawn(self.reload(), "reading the unit")
@@ -273,6 +281,8 @@ class Session:
 
     async def act(self, action: str) -> None:
         assert self.target is not None
+        from cockpit.systemd.control import UnitControl
+
         control = UnitControl(self.host, self.host_config, read_only=self.read_only)
         await control.act(action, self.target.unit)
 
@@ -300,6 +310,8 @@ class Session:
             catalog = None
         view.source, view.start, view.end = source, site.line, site.line
         try:
+            from cockpit.sglang.explain import explain
+
             explained = explain(
                 source.text,
                 site.file,
@@ -328,6 +340,8 @@ class Session:
 
     def preflight(self, unit: Unit, catalog: Catalog | None) -> list[Finding]:
         """The static pre-flight of an edit, as the write will run it."""
+        from cockpit.rollout import preflight
+
         return preflight(unit, catalog)
 
     def attempts(self) -> list[Attempt]:
@@ -339,12 +353,16 @@ class Session:
         current = self.unit
         if current is None:
             return None
+        from cockpit.rollout import with_files
+
         edited = with_files(current, attempt.texts)
         return edited if edited.changed() else None
 
     async def apply(self, loaded: Unit, edited: Unit, note: str = "") -> Attempt:
         """Write, restart and watch through the session's own feeds; the deployment is read
         again afterwards, so the next edit starts from the unit as now written."""
+        from cockpit.rollout import apply
+
         target = self.target
         assert target is not None
         attempt = await apply(
@@ -415,10 +433,14 @@ class Session:
             flags=given_flags(unit.exec(), catalog) if unit is not None and catalog is not None else None,
         )
         record["config"]["url"] = target.url
+        from cockpit.load.store import save_run
+
         path = await asyncio.to_thread(save_run, target.host, target.unit, record)
         return levels, path
 
     def saved_runs(self) -> list[SavedRun]:
+        from cockpit.load.store import SavedRun, label, load_runs
+
         if self.target is None:
             return []
         return [SavedRun(label(r), r) for _, r in load_runs(self.target.host, self.target.unit)]
@@ -431,9 +453,13 @@ class Session:
         return await show(self.pool.get(host), units)
 
     def compare_runs(self, a: dict[str, Any], b: dict[str, Any]) -> Comparison:
+        from cockpit.load.store import comparison
+
         return comparison(a, b)
 
     async def sample_gpus(self, on_samples: SamplesCallback, on_notice: NoticeCallback) -> None:
+        from cockpit.load.gpu import GpuSampler
+
         await GpuSampler(self.host).run(on_samples, on_notice)
 
     def host_named(self, name: str) -> Host:
@@ -443,6 +469,8 @@ class Session:
     async def gather_incident(self, since: str | None = None, load_run: dict[str, Any] | None = None) -> Incident:
         """The note's facts, read over the session's connection; a CockpitError when the
         status or the journal cannot be read."""
+        from cockpit.incident import gather
+
         assert self.target is not None
         return await gather(
             self.host, self.target, since=since, load_run=load_run, sources=self.sources, catalogs=self.catalogs
@@ -466,6 +494,8 @@ class Session:
 
     def incident_in_memory(self) -> Incident:
         """The note from what the session holds: its status, unit and journal window."""
+        from cockpit.incident import Incident, attempts_in, unit_events
+
         target = self.target
         host, unit = (target.host, target.unit) if target else ("-", "no unit")
         rows = self.rows

@@ -207,7 +207,7 @@ class CockpitApp(App[None]):
         self.sub_title = f"{target.unit} @ {target.host}"
         self.journal_view.set_label(f"journal · {target.unit}")
         self.status_pane.watching = self.session.live
-        self.session.start()
+        self.call_after_refresh(self.session.start)  # the panes are on screen before the connection is made
 
     def check_freshness(self) -> None:
         """The journal's title says when its lines stopped being live: the follower is

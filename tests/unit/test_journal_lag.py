@@ -43,7 +43,7 @@ def test_the_feed_reports_behind_then_caught_up_when_the_stream_runs_dry(monkeyp
     monkeypatch.setattr(journal_feed, "CAUGHT_UP_S", 0.05)
     now = [T0 + 0.12]
     heard: list[int] = []
-    feed = JournalFeed(LocalHost(), "flood.service", on_behind=heard.append, clock=lambda: now[0])
+    feed = JournalFeed(LocalHost, "flood.service", on_behind=heard.append, clock=lambda: now[0])
     seen: list[int] = []
     feed.subscribe(lambda batch: seen.append(batch.behind))
 

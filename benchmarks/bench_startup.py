@@ -1,0 +1,149 @@
+"""From typing `cockpit` to a screen, and `cockpit status` against plain ssh (issue 14, item 5).
+Prints JSON.
+
+The real command, as a user starts it, on a terminal: `cockpit --host LAB --unit
+sglang-demo.service` runs in a pseudo-terminal of 160x50 that this process reads as a terminal
+would, so Textual's real driver writes its frames there. Figures, each over `--runs` launches:
+
+- `first_paint_s`: from the fork to the first frame that names the unit (the status pane's
+  title). What an engineer waits for before the cockpit is there at all.
+- `state_on_screen_s`: from the fork to the unit's state (`active (running)`) on screen: the
+  connection made, the first `systemctl show` read and drawn.
+- `import_s`: `import cockpit.ui.app` alone, in a fresh interpreter.
+- `status_s` and `ssh_show_s`: `cockpit status --json` and `ssh -F <lab ssh_config> LAB
+  systemctl show UNIT`, alternated; `status_over_ssh` is the ratio of their medians.
+
+Python writes no bytecode here when $PYTHONDONTWRITEBYTECODE is set (this machine sets it), and
+an editable install then compiles every cockpit module at each start, which a wheel install
+(compiled by pip) never does: the launches run without it, after one launch that writes the
+bytecode. The lab is one of its own (`bench-start-<4 hex>`), reused across the launches as a
+user's host is. Needs root (the lab).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import pty
+import re
+import secrets
+import select
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+from _common import ROOT, emit, lab_up
+
+UNIT = "sglang-demo.service"
+ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+COCKPIT = str(Path(sys.executable).with_name("cockpit"))
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(TERM="xterm-256color", COLORTERM="truecolor", COLUMNS="160", LINES="50")
+    return env
+
+
+def launch(lab: str, timeout: float = 30) -> tuple[float, float]:
+    """(first paint, state on screen) in seconds from the fork, of one launch in a pty."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the cockpit on this terminal
+        os.execve(COCKPIT, [COCKPIT, "--host", lab, "--unit", UNIT], environment())
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
+    start = time.perf_counter()
+    seen = b""
+    painted = state = None
+    try:
+        while state is None and time.perf_counter() - start < timeout:
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if not ready:
+                continue
+            try:
+                data = os.read(fd, 1 << 16)
+            except OSError:
+                break
+            if not data:
+                break
+            seen += ANSI.sub(b"", data)
+            now = time.perf_counter() - start
+            if painted is None and UNIT.encode() in seen:
+                painted = now
+            if painted is not None and b"active (running)" in seen:
+                state = now
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                select.select([fd], [], [], 0.05)
+                os.read(fd, 1 << 16)
+            except OSError:
+                pass
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                break
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    if painted is None or state is None:
+        raise RuntimeError(f"the cockpit drew no {'unit' if painted is None else 'state'} within {timeout:.0f} s")
+    return painted, state
+
+
+def timed(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment(), check=False)
+    return time.perf_counter() - start
+
+
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    name = f"bench-start-{secrets.token_hex(2)}"
+    lab = lab_up(name)
+    try:
+        ssh_config = str(lab.ssh_config)
+        launch(name)  # writes the bytecode of an editable install (see the docstring)
+        paints, states, imports, status, plain = [], [], [], [], []
+        for _ in range(args.runs):
+            painted, state = launch(name)
+            paints.append(painted)
+            states.append(state)
+            imports.append(timed([sys.executable, "-c", "import cockpit.ui.app"]))
+            status.append(timed([COCKPIT, "status", "--host", name, "--unit", UNIT, "--json"]))
+            plain.append(timed(["ssh", "-F", ssh_config, name, "systemctl", "show", UNIT]))
+        emit(
+            {
+                "benchmark": "startup",
+                "runs": args.runs,
+                "first_paint_s": median(paints),
+                "first_paint_s_max": round(max(paints), 3),
+                "state_on_screen_s": median(states),
+                "state_on_screen_s_max": round(max(states), 3),
+                "import_s": median(imports),
+                "status_s": median(status),
+                "ssh_show_s": median(plain),
+                "status_over_ssh": round(statistics.median(status) / statistics.median(plain), 2),
+                "all": {"first_paint_s": paints, "state_on_screen_s": states, "status_s": status, "ssh_show_s": plain},
+                "cpus": os.cpu_count(),
+                "root": str(ROOT),
+            }
+        )
+    finally:
+        lab.down()
+
+
+if __name__ == "__main__":
+    main()
