@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from cockpit.errors import CockpitError
 
-
 SshConfigs = Callable[[], Sequence[str]]  # the ssh_config files beyond the user's own, asked at each connect
 
 
