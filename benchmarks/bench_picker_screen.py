@@ -45,6 +45,8 @@ class Fleet(RecordedSession):
         self.failed: set[tuple[str, str]] = set()
         self.rounds = 0
         self.rng = random.Random(14)
+        self.enough = asyncio.Event()
+        self.wanted = 0
 
     async def list_units(self, host: str) -> list[str]:
         return list(self.units)
@@ -52,6 +54,8 @@ class Fleet(RecordedSession):
     async def show_units(self, host: str, units: list[str]) -> list[UnitStatus]:
         if host == self.hosts[-1]:
             self.rounds += 1
+            if self.rounds >= self.wanted:
+                self.enough.set()
             for _ in range(self.changes):  # the next round sees a few units fail or come back
                 key = (self.rng.choice(self.hosts), self.rng.choice(self.units))
                 self.failed ^= {key}
@@ -67,6 +71,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     hosts = [f"gpu{k:02d}" for k in range(args.hosts)]
     units = [f"sglang-{m}.service" for m in range(args.units)]
     fleet = Fleet(hosts, units, args.changes)
+    fleet.wanted = args.rounds
     updates: list[float] = []
     fills: list[float] = []
     original_update, original_fill = Screen._on_timer_update, PickerScreen._fill
@@ -91,8 +96,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with app.run_test(headless=True, size=(160, 50)) as pilot:
             app.push_screen(PickerScreen(fleet, [Target(hosts[0], units[0])], hosts))
             await pilot.pause()
-            while fleet.rounds < args.rounds:
-                await asyncio.sleep(0.05)
+            await fleet.enough.wait()
             await pilot.pause()
             rows = app.screen.query_one("#units", OptionList).option_count
     finally:

@@ -26,6 +26,13 @@ class Fleet(RecordedSession):
         super().__init__(Config(), None)
         self.failed: set[tuple[str, str]] = set()
         self.rounds = 0
+        self.round_done = asyncio.Event()
+
+    async def rounds_more(self, n: int) -> None:
+        """Until `n` more rounds over every host have been answered."""
+        for _ in range(n):
+            self.round_done.clear()
+            await asyncio.wait_for(self.round_done.wait(), 10)
 
     async def list_units(self, host: str) -> list[str]:
         return list(UNITS)
@@ -33,6 +40,7 @@ class Fleet(RecordedSession):
     async def show_units(self, host: str, units: list[str]) -> list[UnitStatus]:
         if host == HOSTS[-1]:
             self.rounds += 1
+            self.round_done.set()
         return [
             UnitStatus(u, host, active_state="failed", sub_state="failed")
             if (host, u) in self.failed
@@ -49,8 +57,7 @@ async def test_a_fleet_of_256_units_refreshes_rows_in_place(monkeypatch) -> None
         app.push_screen(PickerScreen(fleet, [Target(HOSTS[0], UNITS[0])], HOSTS))
         await pilot.pause()
         options = app.screen.query_one("#units", OptionList)
-        while fleet.rounds < 2:
-            await asyncio.sleep(0.02)
+        await fleet.rounds_more(2)
         await pilot.pause()
         assert options.option_count == 256
         first = [options.get_option_at_index(i) for i in range(256)]
@@ -58,9 +65,7 @@ async def test_a_fleet_of_256_units_refreshes_rows_in_place(monkeypatch) -> None
         cleared = []
         monkeypatch.setattr(OptionList, "clear_options", lambda self: cleared.append(1))
         fleet.failed.add((HOSTS[9], UNITS[5]))
-        seen = fleet.rounds
-        while fleet.rounds < seen + 2:
-            await asyncio.sleep(0.02)
+        await fleet.rounds_more(2)
         await pilot.pause()
         row = 9 * 8 + 5
         assert str(options.get_option_at_index(row).prompt).endswith("failed (failed)")

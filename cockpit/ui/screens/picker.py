@@ -37,7 +37,7 @@ class UnitList(OptionList):
         option = self.get_option_at_index(index)
         option._set_prompt(prompt)
         drawn = self._option_render_cache
-        for key in [key for key in drawn.keys() if key[0] is option]:
+        for key in [key for key in drawn.keys() if key[0] is option]:  # noqa: SIM118 - LRUCache has no __iter__
             drawn.discard(key)
         self.refresh()
 
