@@ -28,6 +28,15 @@ What each figure measures, and why:
   layout, the journal view's visible lines rendered, the compositor). A batch that shares its
   update with later ones carries none of it. `deliver_ms` and `screen_update_ms` are the parts.
   Above ~16 ms a frame, keys wait and the screen stutters.
+- `frame_to_terminal_ms` (with `--terminal`): what a person waits for. The app draws on a
+  160x50 pseudo-terminal through Textual's real driver, read by a thread as a terminal reads;
+  per batch, from the batch reaching `JournalFeed.deliver` to Textual's writer thread having
+  flushed the first frame drawn after it: the wait for the next screen update, the app's own
+  handler, the style pass and compositor, and the write to the terminal. It replaces the frame
+  figure `bench_panes.py` printed, which timed the view's append and the visible rows'
+  `render_line` only.
+- `behind_max_lines`: the most the journal's title said it trailed journald by (`behind by ~N
+  lines`) during the flood; 0 when it never fell behind.
 - `rss_mb`: peak resident memory of this process (`ru_maxrss`), the app's whole life.
 - `lines_sent` (the flood's own count, marker included), `lines_received` (flood lines, i.e. not
   systemd's own, in the batches the session's journal feed folded into its rows), and
@@ -43,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import io
 import json
@@ -53,7 +63,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +221,12 @@ class Clock:
         self.received = 0
         self.arrivals: list[tuple[float, int]] = []  # (monotonic, flood lines) per batch
         self._last_batch: int | None = None  # the frame the next screen update belongs to
+        # On a terminal (--terminal): when each batch reached the feed, which driver write
+        # carried the first frame after it, and when the writer thread had flushed each write.
+        self.batch_started: list[float] = []
+        self.batch_write: list[int | None] = []
+        self.writes = 0  # the driver's writes so far (each screen update writes one frame)
+        self.flushed: list[tuple[int, float]] = []  # (writes done, perf_counter) at each flush
 
     def timed_deliver(self, deliver: Callable[[list[JournalEntry]], None]) -> Callable[[list[JournalEntry]], None]:
         def timed(entries: list[JournalEntry]) -> None:
@@ -218,6 +234,8 @@ class Clock:
             deliver(entries)
             took = (time.perf_counter() - t) * 1000
             if self.active:
+                self.batch_started.append(t)
+                self.batch_write.append(None)
                 flood = sum(1 for e in entries if e.pid != 1)
                 self.received += flood
                 self.arrivals.append((time.monotonic(), flood))
@@ -235,11 +253,129 @@ class Clock:
             took = (time.perf_counter() - t) * 1000
             if self.active:
                 self.update_ms.append(took)
+                for k in range(len(self.batch_write) - 1, -1, -1):  # every batch still waiting for a frame
+                    if self.batch_write[k] is not None:
+                        break
+                    self.batch_write[k] = self.writes
                 if self._last_batch is not None:
                     self.frame_ms[self._last_batch] += took
                     self._last_batch = None
 
         return timed
+
+    def to_terminal_ms(self) -> list[float]:
+        """Per batch: from reaching the feed to the terminal holding the frame drawn after it."""
+        out = []
+        flushed = self.flushed
+        j = 0
+        for started, write in zip(self.batch_started, self.batch_write, strict=True):
+            if not write:
+                continue
+            while j < len(flushed) and flushed[j][0] < write:
+                j += 1
+            if j == len(flushed):
+                break
+            out.append((flushed[j][1] - started) * 1000)
+        return out
+
+
+class Terminal:
+    """A 160x50 pseudo-terminal that the app draws on through Textual's real driver (which
+    writes frames to fd 2 and reads keys from fd 0), drained by a thread as a terminal would
+    read it. The writer thread's flushes are timed: a frame is on the terminal once flushed."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.saved: list[int] = []
+        self.log = sys.stderr
+
+    def __enter__(self) -> Terminal:
+        import fcntl
+        import struct
+        import termios
+        import threading
+
+        from textual.drivers import linux_driver
+        from textual.drivers._writer_thread import WriterThread
+
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.saved = [os.dup(fd) for fd in (0, 1, 2)]
+        self.log = os.fdopen(os.dup(self.saved[2]), "w", buffering=1)
+        for fd in (0, 1, 2):
+            os.dup2(slave, fd)
+        os.close(slave)
+        self.master = master
+
+        def drain() -> None:
+            with contextlib.suppress(OSError):
+                while os.read(master, 1 << 16):
+                    pass
+
+        threading.Thread(target=drain, daemon=True).start()
+        clock = self.clock
+        self._driver = linux_driver.LinuxDriver
+        self._writer = linux_driver.WriterThread
+        original_write = self._driver.write
+
+        def write(driver: Any, data: str) -> None:
+            clock.writes += 1
+            original_write(driver, data)
+
+        class TimedFile:
+            """The driver's file, its writes counted and its flushes timed (writer thread)."""
+
+            def __init__(self, file: Any) -> None:
+                self.file, self.done = file, 0
+
+            def write(self, text: str) -> int:
+                self.done += 1
+                return self.file.write(text)
+
+            def flush(self) -> None:
+                self.file.flush()
+                clock.flushed.append((self.done, time.perf_counter()))
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.file, name)
+
+        class TimedWriter(WriterThread):
+            def __init__(self, file: Any) -> None:
+                super().__init__(TimedFile(file))
+
+        self._original_write = original_write
+        self._driver.write = write  # type: ignore[method-assign]
+        linux_driver.WriterThread = TimedWriter  # type: ignore[misc]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from textual.drivers import linux_driver
+
+        self._driver.write = self._original_write  # type: ignore[method-assign]
+        linux_driver.WriterThread = self._writer  # type: ignore[misc]
+        for fd, saved in zip((0, 1, 2), self.saved, strict=True):
+            os.dup2(saved, fd)
+            os.close(saved)
+        os.close(self.master)
+        self.log.close()
+
+
+@contextlib.asynccontextmanager
+async def running(app: CockpitApp, terminal: Terminal | None) -> AsyncIterator[None]:
+    """The app, headless (no terminal: nothing is written) or on the terminal."""
+    if terminal is None:
+        async with app.run_test(headless=True, size=(160, 50)):
+            yield
+        return
+    task = asyncio.create_task(app.run_async())
+    try:
+        await until(lambda: app.is_running or task.done(), 30, "the app running")
+        yield
+    finally:
+        app.exit()
+        await asyncio.wait_for(task, 30)
 
 
 async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -251,15 +387,21 @@ async def until(predicate: Callable[[], bool], timeout: float, what: str) -> Non
         await asyncio.sleep(POLL_S)
 
 
-async def report_progress(clock: Clock, app: CockpitApp, every: float = 2.0) -> None:
+async def report_progress(clock: Clock, app: CockpitApp, log: Any, every: float = 2.0) -> None:
     """Lines received so far, on stderr, while the flood runs."""
     started = time.monotonic()
     while True:
         await asyncio.sleep(every)
         print(
             f"{time.monotonic() - started:5.1f} s: {clock.received:,} lines received, feed {app.session.journal.state}",
-            file=sys.stderr,
+            file=log,
         )
+
+
+async def watch_behind(app: CockpitApp, most: list[int]) -> None:
+    while True:
+        most[0] = max(most[0], app.journal_view.behind)
+        await asyncio.sleep(0.05)
 
 
 def marker_in(app: CockpitApp) -> JournalEntry | None:
@@ -296,6 +438,8 @@ def read_summary(lab: Lab, path: str, timeout: float = 10) -> dict[str, Any]:
 
 
 def summary(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
     return {"p50": round(pct(values, 50), 3), "p95": round(pct(values, 95), 3), "max": round(max(values), 3)}
 
 
@@ -330,7 +474,11 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
     original_update = Screen._on_timer_update
     Screen._on_timer_update = clock.timed_update(original_update)  # type: ignore[method-assign]
     profiler = cProfile.Profile() if args.profile else None
+    terminal = Terminal(clock) if args.terminal else None
+    behind_seen = [0]  # the most lines the journal's title said it was behind by
     try:
+        if terminal is not None:
+            terminal.__enter__()
         created = time.perf_counter()
         # Port 9: nothing listens, so readiness says "not ready" rather than asking another server.
         app = CockpitApp(Config(), Target(lab_name, unit, url="http://127.0.0.1:9"))
@@ -345,7 +493,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             deployment_read.set()
 
         listener.deployment = deployment  # type: ignore[method-assign]
-        async with app.run_test(headless=True, size=(160, 50)):
+        async with running(app, terminal):
             await until(lambda: app.status_pane.status is not None, 60, "the unit's status")
             first_paint = time.perf_counter() - created
             await until(lambda: feed.state == "following", 60, "following the journal")
@@ -358,11 +506,13 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
                 profiler.enable()
             cpu0, wall0 = time.process_time(), time.monotonic()
             await asyncio.to_thread(ssh, lab, "touch", go)
-            progress = asyncio.create_task(report_progress(clock, app))
+            progress = asyncio.create_task(report_progress(clock, app, terminal.log if terminal else sys.stderr))
+            behind_watch = asyncio.create_task(watch_behind(app, behind_seen))
             try:
                 await until(lambda: marker_in(app) is not None, args.seconds * 10 + 60, "the marker reaching the app")
             finally:
                 progress.cancel()
+                behind_watch.cancel()
             seen_at = time.time()
             marker = marker_in(app)
             assert marker is not None
@@ -382,6 +532,8 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             held = {"records": len(model.records), "rows": len(model.rows), "dropped_records": model.discarded}
     finally:
         Screen._on_timer_update = original_update  # type: ignore[method-assign]
+        if terminal is not None:
+            terminal.__exit__(None, None, None)
 
     per_s = [0] * (int(wall) + 1)
     for at, n in clock.arrivals:
@@ -418,6 +570,12 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             "series, JournalView.show_added) plus the next Screen._on_timer_update (layout, render_line of "
             "the visible rows, compositor), that update counted once, with the last batch before it"
         ),
+        "frame_to_terminal_ms": summary(clock.to_terminal_ms()) if terminal is not None else None,
+        "frame_to_terminal_measures": (
+            "per batch, on a pseudo-terminal through Textual's real driver: from the batch reaching "
+            "JournalFeed.deliver to the writer thread having flushed the first frame drawn after it"
+        ),
+        "behind_max_lines": behind_seen[0],
         "deliver_ms": summary(clock.deliver_ms),
         "screen_update_ms": summary(clock.update_ms) if clock.update_ms else None,
         "batches": len(clock.deliver_ms),
@@ -450,6 +608,7 @@ async def main() -> None:
     parser.add_argument("--rate", type=int, default=10_000, help="lines a second (default 10000)")
     parser.add_argument("--seconds", type=float, default=20, help="how long the flood lasts (default 20)")
     parser.add_argument("--mix", choices=("decode", "mixed"), default="mixed")
+    parser.add_argument("--terminal", action="store_true", help="draw on a pseudo-terminal with the real driver")
     parser.add_argument("--profile", action="store_true", help="cProfile the main thread through the flood")
     parser.add_argument("--profile-top", type=int, default=25, help="functions to print per ordering")
     parser.add_argument("--profile-out", type=Path, help="also write the pstats file here")

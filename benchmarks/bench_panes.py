@@ -1,8 +1,11 @@
 """The journal and source panes under load (issues 4 and 5). Prints JSON.
 
 journal: the pane holds a 200,000-line window (full of 8-rank tracebacks and log lines) while
-10,000 lines/s arrive in 20 batches a second; a frame is the time to fold a batch in and draw
-every visible row. Target: frames under 30 ms.
+10,000 lines/s arrive in 20 batches a second; `append_render_ms` is the time to fold a batch in
+and call `render_line` for every visible row. It is not a frame: it leaves out the app's
+handler, Textual's style pass and compositor, the side list and the write to the terminal,
+and read 8 to 13 ms while real frames took 60 to 107 ms (issue 14). What a person waits for is
+`frame_to_terminal_ms` of `bench_app_flood.py --terminal`.
 
 source: opening the failing frame in the lab: the key to the file shown with its statement
 marked, for a file already cached (target 500 ms) and for a 400 KB file not yet fetched,
@@ -105,14 +108,13 @@ async def journal_frames() -> dict:
         "rows": rows,
         "fill_200k_s": round(fill_s, 2),
         "arrival_lines_per_s": RATE,
-        "frame_ms": {
+        "append_render_ms": {
             "p50": round(pct(frames, 50), 2),
             "p95": round(pct(frames, 95), 2),
             "max": round(max(frames), 2),
             "mean": round(statistics.mean(frames), 2),
         },
-        "target_frame_ms": 30,
-        "met": pct(frames, 95) < 30,
+        "not_a_frame": "see bench_app_flood.py --terminal, frame_to_terminal_ms",
     }
 
 
