@@ -52,7 +52,16 @@ class Lag:
         if span > 0 and len(entries) > 1:
             self.rate = (len(entries) - 1) / span
         behind_s = late - self.base_s
-        return round(behind_s * self.rate) if behind_s > BEHIND_S else 0
+        return two_figures(behind_s * self.rate) if behind_s > BEHIND_S else 0
+
+
+def two_figures(x: float) -> int:
+    """`x` to two significant figures (12,400 -> 12,000): an estimate says no more, and a title
+    that changed on every batch redrew its box on every batch."""
+    if x < 100:
+        return round(x)
+    scale = 10 ** (len(str(int(x))) - 2)
+    return round(x / scale) * scale
 
 
 @dataclass(frozen=True)
