@@ -481,7 +481,11 @@ class SSHHost(Host):
     async def read_file(self, path: str, *, limit: int = 64 << 20) -> bytes:
         async def op(sftp: asyncssh.SFTPClient) -> bytes:
             async with sftp.open(path, "rb") as f:
-                return await f.read(limit)
+                # Exactly the file's size: asking for more runs parallel reads past its end, and
+                # a read cancelled then left asyncssh tasks failing "End of file" unretrieved.
+                size = (await f.stat()).size
+                data: bytes = await f.read(min(size, limit) if size else limit)
+                return data
 
         return await self._file_op(path, "reading", op)
 
