@@ -57,6 +57,15 @@ def test_restart_separator_names_the_previous_exit() -> None:
     assert len(sep_rows) == 1
 
 
+def test_longest_is_the_longest_row_text_from_a_row_on() -> None:
+    rows = crash_rows()
+    index, _ = rows.tracebacks()[0]
+    rows.toggle(index)  # unfolded lines are rows too
+    for first in (0, 1, rows.row_of(index), rows.row_of(index) + 3, len(rows.rows) - 1, len(rows.rows)):
+        assert rows.longest(first) == max((len(rows.text(i)) for i in range(first, len(rows.rows))), default=0)
+    assert rows.longest(0) > 0 and any(part == SEPARATOR for _, part in rows.rows)
+
+
 def test_filter_by_rank_priority_pid_and_regex() -> None:
     rows = crash_rows()
     rows.set_filter(Filter.parse("rank:TP3"))

@@ -173,8 +173,7 @@ class JournalView(CursorView):
     def show_added(self, added: int, rows_before: int) -> None:
         """The model grew by `added` rows at the end (-1: it was rebuilt): draw them."""
         model = self.model
-        for i in range(len(model.rows) - max(0, added), len(model.rows)):
-            self._widest = max(self._widest, len(model.text(i)))
+        self._widest = max(self._widest, model.longest(len(model.rows) - max(0, added)))
         self._grow()
         if self.follow:
             self.cursor = max(0, len(model.rows) - 1)
