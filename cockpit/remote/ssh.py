@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncssh
+from asyncssh.encryption import get_default_encryption_algs
 
 from cockpit.config import HostConfig
 from cockpit.remote import http
@@ -73,6 +74,14 @@ TRANSPORT_ERRORS = (asyncssh.Error, OSError, EOFError)
 T = TypeVar("T")
 # ssh_config files beyond the user's, asked for at each connect: a lab brought up after the
 # cockpit started is reachable without a restart.
+
+
+# AES-GCM first, then asyncssh's own order: asyncssh does chacha20-poly1305 in Python around a
+# new cipher object per packet, and AES-GCM in one call of `cryptography`'s AEAD. Following
+# 500,000 entries cost 20% less CPU per entry, and a 256-stream load run through a forward read
+# 0.92 of the raw socket against 0.69 (issue 14's transport benchmark). A `Ciphers` line in the
+# user's ssh_config is kept as it is.
+PREFERRED_CIPHERS = "^aes128-gcm@openssh.com"
 
 
 def config_paths(extra: Sequence[str] = ()) -> list[str]:
@@ -236,7 +245,12 @@ class SSHHost(Host):
             kwargs["port"] = c.port
         if c.identity_file:
             kwargs["client_keys"] = [str(Path(c.identity_file).expanduser())]
-        return asyncssh.SSHClientConnectionOptions(host=c.hostname or c.ssh_alias, **kwargs, **extra)
+        options = asyncssh.SSHClientConnectionOptions(host=c.hostname or c.ssh_alias, **kwargs, **extra)
+        if list(options.encryption_algs) == get_default_encryption_algs():  # no `Ciphers` in ssh_config
+            options = asyncssh.SSHClientConnectionOptions(
+                host=c.hostname or c.ssh_alias, encryption_algs=PREFERRED_CIPHERS, **kwargs, **extra
+            )
+        return options
 
     async def connection(self) -> asyncssh.SSHClientConnection:
         """The shared connection, opened (or reopened with backoff) on demand."""

@@ -65,7 +65,7 @@ def _decode_lines(n: int) -> list:
         parse_json_line(
             f'{{"MESSAGE":"[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 32, #token: {k}, token usage: 0.13, '
             f'cuda graph: True, gen throughput (token/s): {1000 + k}.00, #queue-req: 3","PRIORITY":"6","_PID":"142",'
-            f'"__REALTIME_TIMESTAMP":"{1796032472855077 + k * 1000}","__CURSOR":"c{k}"}}'
+            f'"__REALTIME_TIMESTAMP":"{1796032472855077 + k * 1_000_000}","__CURSOR":"c{k}"}}'  # a second apart
         )
         for k in range(n)
     ]

@@ -1,0 +1,52 @@
+"""What the SSH transport asks for before it connects: AES-GCM first unless the user's ssh_config
+chooses the ciphers, and journalctl's output in large blocks (the figures: issue 14's
+benchmarks/bench_ssh_transport.py)."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+from cockpit.config import HostConfig
+from cockpit.remote.ssh import SSHHost
+from cockpit.systemd.journal import journal_argv
+
+
+def options_for(tmp_path: Path, text: str):
+    config = tmp_path / "ssh_config"
+    config.write_text(text)
+    host = SSHHost(HostConfig(name="gpu1"), ssh_configs=lambda: [str(config)])
+    return host._options()
+
+
+def test_aes_gcm_is_offered_first_and_every_default_cipher_still_follows(tmp_path: Path) -> None:
+    from asyncssh.encryption import get_default_encryption_algs
+
+    algs = list(options_for(tmp_path, "Host gpu1\n  HostName 10.0.0.7\n").encryption_algs)
+    assert algs[0] == b"aes128-gcm@openssh.com"
+    assert sorted(algs) == sorted(get_default_encryption_algs())  # the same set, another order
+
+
+def test_the_users_ciphers_are_kept(tmp_path: Path) -> None:
+    options = options_for(tmp_path, "Host gpu1\n  Ciphers chacha20-poly1305@openssh.com,aes256-ctr\n")
+    assert list(options.encryption_algs) == [b"chacha20-poly1305@openssh.com", b"aes256-ctr"]
+
+
+def test_journalctl_runs_under_stdbuf_where_there_is_one_and_as_it_is_elsewhere(tmp_path: Path) -> None:
+    argv = journal_argv("sglang-demo.service", "-n", "5")
+    assert argv[:2] == ["sh", "-c"] and argv[4:7] == ["journalctl", "-u", "sglang-demo.service"]
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "journalctl").write_text('#!/bin/sh\nprintf "%s|" "$@"\n')
+    (fake / "journalctl").chmod(0o755)
+    shown = subprocess.run(argv, capture_output=True, text=True, env={"PATH": f"{fake}:/usr/bin:/bin"}, check=True)
+    assert shown.stdout.split("|")[:3] == ["-u", "sglang-demo.service", "-o"]  # each argument whole
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "sh").symlink_to(shutil.which("sh") or "/bin/sh")
+    (bare / "journalctl").symlink_to(fake / "journalctl")
+    plain = subprocess.run(argv, capture_output=True, text=True, env={"PATH": str(bare)}, check=True)  # no stdbuf
+    assert plain.stdout == shown.stdout
+    assert "exec stdbuf -o 256K" in shlex.join(argv)
