@@ -115,7 +115,12 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[tuple[str, dict[s
             parts = urlsplit(target.url)
             yield (
                 urlunsplit((parts.scheme, f"127.0.0.1:{local}", parts.path, "", "")).rstrip("/"),
-                {"host": target.host, "unit": target.unit, "url": target.url},
+                {
+                    "host": target.host,
+                    "unit": target.unit,
+                    "url": target.url,
+                    "forwarded_by": session.host.forwarded_by,
+                },
             )
 
 
@@ -173,6 +178,8 @@ async def _run(args: argparse.Namespace) -> int:
             server_args=server_args(info),
         )
         record["config"]["url"] = where.get("url", url)  # the server's own URL, not a forwarded port
+        if where.get("forwarded_by"):
+            record["config"]["forwarded_by"] = where["forwarded_by"]  # "openssh", or why asyncssh carried it
         await asyncio.to_thread(Path(args.json).write_text, json.dumps(record, indent=1))
     return 1 if any(lv.errors for lv in levels) else 0
 

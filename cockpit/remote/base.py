@@ -159,6 +159,8 @@ class Host(abc.ABC):
     ) -> tuple[int, bytes]:
         """An HTTP/1.1 request to host:port as the remote host sees it (its loopback included)."""
 
+    forwarded_by: str | None = None  # what carried the last forward_port, for the run's record
+
     @abc.abstractmethod
     def forward_port(self, host: str, port: int) -> AbstractAsyncContextManager[int]:
         """A local port that reaches host:port as the remote host sees it."""

@@ -342,3 +342,26 @@ def test_cli_status_json(lab: LabHandle) -> None:
         timeout=60,
     )
     assert missing.returncode == 2 and missing.stderr.strip() == f"cockpit: unit nope.service not found on {lab.name}"
+
+
+async def test_a_forward_goes_through_openssh_and_falls_back_to_the_connection(root: SSHHost, monkeypatch) -> None:
+    """Load runs leave through the user's `ssh -L` (it keeps up at 256 streams); with no OpenSSH
+    client, through the shared asyncssh connection. Either way the server answers, and no
+    `ssh` is left running afterwards."""
+    import shutil
+    import subprocess
+    import urllib.request
+
+    def health(port: int) -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as resp:
+            return resp.status
+
+    for expected in ("openssh", "asyncssh"):
+        if expected == "asyncssh":
+            monkeypatch.setattr(shutil, "which", lambda name: None)
+        async with root.forward_port("127.0.0.1", 30000) as local:
+            assert await asyncio.to_thread(health, local) == 200
+        assert root.forwarded_by is not None and root.forwarded_by.startswith(expected), root.forwarded_by
+    argv = ["pgrep", "-f", "cockpit-ssh-.*-L 127.0.0.1:"]
+    left = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True)
+    assert left.stdout.strip() == ""
