@@ -33,9 +33,13 @@ RETRY = (0.5, 1.0, 2.0, 4.0)
 BUFFERED = 'if command -v stdbuf >/dev/null 2>&1; then exec stdbuf -o 256K "$@"; fi; exec "$@"'
 
 
+def journalctl_argv(unit: str, *extra: str) -> list[str]:
+    """journalctl's own argv for the unit's entries (`journal_argv` runs it buffered)."""
+    return ["journalctl", "-u", unit, "-o", "json", "--all", f"--output-fields={OUTPUT_FIELDS}", "--no-pager", *extra]
+
+
 def journal_argv(unit: str, *extra: str) -> list[str]:
-    argv = ["journalctl", "-u", unit, "-o", "json", "--all", f"--output-fields={OUTPUT_FIELDS}", "--no-pager", *extra]
-    return ["sh", "-c", BUFFERED, "sh", *argv]
+    return ["sh", "-c", BUFFERED, "sh", *journalctl_argv(unit, *extra)]
 
 
 async def query(host: Host, argv: list[str], timeout: float = 60) -> list[JournalEntry]:
