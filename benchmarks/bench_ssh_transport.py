@@ -84,7 +84,8 @@ from _common import ROOT, emit, lab_up
 from cockpit.config import HostConfig
 from cockpit.lab.lab import Lab
 from cockpit.load.runner import LoadConfig, Runner
-from cockpit.remote.base import CHUNK, LineStream
+from cockpit.remote.base import LineStream
+from cockpit.remote.local import ProcessLines
 from cockpit.remote.ssh import SSHHost
 from cockpit.systemd.entry import parse_json_lines
 from cockpit.systemd.journal import OUTPUT_FIELDS, journalctl_argv
@@ -174,24 +175,6 @@ class TunedHost(SSHHost):
             return value.decode() if isinstance(value, bytes) else value
 
         return {"cipher": name("_enc_alg_sc"), "mac": name("_mac_alg_sc") or None}
-
-
-class ProcessLines(LineStream):
-    """The stdout of a local `ssh` subprocess, split by the same `batches()` as a channel."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-
-    async def read_chunk(self) -> bytes:
-        assert self.proc.stdout is not None
-        return await self.proc.stdout.read(CHUNK)
-
-    @property
-    def returncode(self) -> int | None:
-        return self.proc.returncode
-
-    async def stderr_text(self) -> str:
-        return ""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""A file's lines as Python and its tracebacks number them (the source pane, the explanation and
-the incident note all count lines this way; none of them is about SGLang, so it lives here)."""
+"""Lines of text: a file's as Python and its tracebacks number them (the source pane, the
+explanation and the incident note all count lines this way), and a byte stream's as it arrives
+in chunks (a remote journalctl, `cockpit fold` on a pipe)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,10 @@ def source_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+def complete_lines(rest: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
+    """The lines that `rest` (the unfinished line so far) and the next `chunk` complete, without
+    their newline, and the new unfinished line: one split per chunk, not one read per line."""
+    lines = (rest + chunk).split(b"\n")
+    return lines, lines.pop()

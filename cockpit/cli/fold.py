@@ -21,6 +21,8 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
+from cockpit.textlines import complete_lines
+
 if TYPE_CHECKING:
     from cockpit.traceback.fold import Record
 
@@ -64,8 +66,7 @@ def chunks(stream: BinaryIO) -> Iterator[list[bytes]]:
         data = read(CHUNK)
         if not data:
             break
-        lines = (rest + data).split(b"\n")
-        rest = lines.pop()
+        lines, rest = complete_lines(rest, data)
         if lines:
             yield lines
     if rest:

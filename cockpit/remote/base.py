@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from cockpit.errors import CockpitError
+from cockpit.textlines import complete_lines
 
 SshConfigs = Callable[[], Sequence[str]]  # the ssh_config files beyond the user's own, asked at each connect
 
@@ -88,8 +89,7 @@ class LineStream(abc.ABC):
         without one is given at the end."""
         rest = b""
         while chunk := await self.read_chunk():
-            lines = (rest + chunk).split(b"\n")
-            rest = lines.pop()
+            lines, rest = complete_lines(rest, chunk)
             if lines:
                 yield lines
         if rest:

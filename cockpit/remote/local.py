@@ -14,7 +14,9 @@ from cockpit.remote.base import CHUNK, FileMissing, FileStat, Host, HostError, L
 T = TypeVar("T")
 
 
-class _ProcessLines(LineStream):
+class ProcessLines(LineStream):
+    """A local process's stdout, read in chunks (`LineStream.batches`)."""
+
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
 
@@ -75,7 +77,7 @@ class LocalHost(Host):
             limit=1 << 24,
         )
         try:
-            yield _ProcessLines(proc)
+            yield ProcessLines(proc)
         finally:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
