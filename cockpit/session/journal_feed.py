@@ -11,6 +11,7 @@ again, and the poll's exit memory was fed through the UI.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 from collections.abc import Callable
@@ -35,22 +36,39 @@ class Lag:
     slow further). What is known: an entry stamped T by journald that arrives at `now` was late
     by `now - T`, which includes the two clocks' difference and the link's delay; the smallest
     such figure seen is taken as that constant (the feed was not behind then). Beyond it, the
-    feed is behind by that many seconds, times the rate journald stamped the batch's entries at.
+    feed is behind by that many seconds, times the rate journald wrote at over the last
+    `RATE_SPAN_S` of its stamps that arrived (a single batch's own span overstated it fourfold
+    in a flood: journald stamps entries in bursts).
     """
+
+    RATE_SPAN_S = 5.0
 
     def __init__(self) -> None:
         self.base_s: float | None = None
-        self.rate = 0.0  # entries per second of journald's time, in the last batch that spanned any
+        self.received = 0
+        self._marks: collections.deque[tuple[float, int]] = collections.deque()  # (stamp s, received)
+
+    @property
+    def rate(self) -> float:
+        """Entries per second of journald's time, over the recent stamps received."""
+        if len(self._marks) < 2:
+            return 0.0
+        (t0, n0), (t1, n1) = self._marks[0], self._marks[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
 
     def update(self, entries: list[JournalEntry], now: float) -> int:
-        stamps = [e.realtime_us for e in (entries[0], entries[-1]) if e.realtime_us is not None]
-        if not stamps:
+        self.received += len(entries)
+        stamp = entries[-1].realtime_us
+        if stamp is None:
             return 0
-        late = now - stamps[-1] / 1e6
+        last = stamp / 1e6
+        late = now - last
         self.base_s = late if self.base_s is None else min(self.base_s, late)
-        span = (stamps[-1] - stamps[0]) / 1e6
-        if span > 0 and len(entries) > 1:
-            self.rate = (len(entries) - 1) / span
+        marks = self._marks
+        if not marks or last > marks[-1][0]:
+            marks.append((last, self.received))
+        while len(marks) > 2 and marks[1][0] <= last - self.RATE_SPAN_S:
+            marks.popleft()
         behind_s = late - self.base_s
         return two_figures(behind_s * self.rate) if behind_s > BEHIND_S else 0
 
