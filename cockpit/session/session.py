@@ -14,6 +14,7 @@ snapshot) delivers entries and statuses through the same pipeline the live feeds
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import time
 from collections.abc import Callable, Coroutine
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from cockpit.load.store import Comparison, SavedRun
 
 GATHER_TIMEOUT_S = 120.0
+FIRST_STATUS_WAIT_S = 2.0  # how long the journal and the deployment wait for the first status
 NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll before asking itself
 
 
@@ -173,7 +175,13 @@ class Session:
             # asyncssh takes 0.3 s to import, and a front end draws its first screen before this
             # runs. In a thread it took twice as long, sharing the GIL with the drawing.
             importlib.import_module("cockpit.remote.ssh")
+        first: asyncio.Future[UnitStatus] = asyncio.get_running_loop().create_future()
+        self._status_waiters.append(first)
         self._spawn(self._poll_status(), "the status poll")
+        # The unit's state first: the journal's backlog and the unit files would share the new
+        # connection and the CPU with it. A host that does not answer delays them at most this.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(first, FIRST_STATUS_WAIT_S)
         self._spawn(self.journal.run(), "the journal feed")
         self._spawn(self.reload(), "reading the unit")
 
