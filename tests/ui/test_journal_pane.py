@@ -206,3 +206,18 @@ async def test_while_following_each_plain_line_is_drawn_once_not_on_every_batch(
             await pilot.pause()
         height = view.scrollable_content_region.height
         assert 100 <= len(drawn) < 20 * 5 + 20 * 3 < 20 * height  # the new rows, and the cursor's old and new row
+
+
+async def test_the_scrollbar_is_at_the_end_after_the_first_backlog() -> None:
+    """The backlog is one batch that lands before the scrollbar is laid out: the thumb must
+    still be drawn at the end, where the view is (it stayed at the top until the next line)."""
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = app.journal_view
+        app.session.deliver([JournalEntry(f"line {i}", cursor=f"b{i}", pid=41) for i in range(2000)])
+        await pilot.pause()
+        bar = view.vertical_scrollbar
+        assert view.scroll_y == view.max_scroll_y > 0
+        drawn = ScrollBarRender.render_bar(bar.size.height, bar.window_virtual_size, bar.window_size, bar.position)
+        true = ScrollBarRender.render_bar(bar.size.height, 2000, bar.window_size, view.scroll_y)
+        assert [(s.text, s.style) for s in drawn.segments] == [(s.text, s.style) for s in true.segments]

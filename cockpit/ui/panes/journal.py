@@ -258,9 +258,9 @@ class JournalView(CursorView):
             return
         bar = self.vertical_scrollbar
         size, window = bar.size.height, bar.window_size
-        if thumb(size, bar.window_virtual_size, window, bar.position) != thumb(
+        if not size or thumb(size, bar.window_virtual_size, window, bar.position) != thumb(
             size, self.virtual_size.height, window, self.scroll_y
-        ):
+        ):  # a bar not laid out yet has no thumb to compare: it is told, and drawn later
             bar.window_virtual_size = self.virtual_size.height
             bar.position = self.scroll_y
 
@@ -424,6 +424,7 @@ class JournalView(CursorView):
     def _keep_at_end(self) -> None:
         if self.follow and self.scroll_y != self.max_scroll_y:
             self.scroll_end(animate=False, immediate=True)
+        self._sync_thumb()  # the bar may have been laid out only now
 
     def on_resize(self) -> None:
         self._keep_at_end()  # the side list opening narrows the view; following stays at the end
