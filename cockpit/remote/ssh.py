@@ -168,6 +168,25 @@ class _Client(asyncssh.SSHClient):
         return False
 
 
+async def _release_when_closed(
+    process: asyncssh.SSHClientProcess, slot: asyncio.Semaphore, wait_s: float = 2.0
+) -> None:
+    """Give the session slot back once sshd has closed the channel too. A close still under way
+    after `wait_s` (a busy host) keeps its slot until it completes: given back at once, the next
+    channel made the eleventh sshd holds, and MaxSessions refused it."""
+    closing = asyncio.ensure_future(process.wait_closed())
+
+    def done(task: asyncio.Future[None]) -> None:
+        if not task.cancelled():
+            task.exception()  # retrieved: a connection lost meanwhile closed the channel too
+        slot.release()
+
+    try:
+        await asyncio.wait({closing}, timeout=wait_s)
+    finally:
+        closing.add_done_callback(done)
+
+
 class _ChannelLines(LineStream):
     def __init__(self, owner: SSHHost, conn: asyncssh.SSHClientConnection, process: asyncssh.SSHClientProcess) -> None:
         self.owner, self.conn, self.process = owner, conn, process
@@ -422,15 +441,19 @@ class SSHHost(Host):
     @contextlib.asynccontextmanager
     async def stream(self, argv: Sequence[str]) -> AsyncIterator[LineStream]:
         conn = await self.connection()
-        async with self._sessions:
+        sessions = self._sessions
+        await sessions.acquire()
+        try:
             with self._transport(conn):
                 process = await conn.create_process(shlex.join(argv), encoding=None)  # never a pty
-            try:
-                yield _ChannelLines(self, conn, process)
-            finally:
-                process.close()  # closing the channel ends the remote command (docs/facts.md)
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(process.wait_closed(), 2)
+        except BaseException:
+            sessions.release()
+            raise
+        try:
+            yield _ChannelLines(self, conn, process)
+        finally:
+            process.close()  # closing the channel ends the remote command (docs/facts.md)
+            await _release_when_closed(process, sessions)
 
     # -- files ----------------------------------------------------------------------------
 

@@ -50,3 +50,36 @@ def test_journalctl_runs_under_stdbuf_where_there_is_one_and_as_it_is_elsewhere(
     plain = subprocess.run(argv, capture_output=True, text=True, env={"PATH": str(bare)}, check=True)  # no stdbuf
     assert plain.stdout == shown.stdout
     assert "exec stdbuf -o 256K" in shlex.join(argv)
+
+
+def test_a_slow_channel_close_keeps_its_session_slot_until_it_completes() -> None:
+    """sshd counts a session until its close completes: the slot goes back only then, or the
+    next channel would be an eleventh and MaxSessions would refuse it (seen on a busy CI run)."""
+    import asyncio
+
+    from cockpit.remote.ssh import _release_when_closed
+
+    class Closing:
+        def __init__(self) -> None:
+            self.closed = asyncio.Event()
+
+        async def wait_closed(self) -> None:
+            await self.closed.wait()
+
+    async def run() -> None:
+        slot = asyncio.Semaphore(1)
+        await slot.acquire()
+        slow = Closing()
+        await _release_when_closed(slow, slot, wait_s=0.05)  # type: ignore[arg-type]
+        assert slot.locked()  # the close is still under way: the slot stays taken
+        slow.closed.set()
+        await asyncio.sleep(0.01)
+        assert not slot.locked()
+        fast = Closing()
+        fast.closed.set()
+        await slot.acquire()
+        await _release_when_closed(fast, slot)  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        assert not slot.locked()
+
+    asyncio.run(run())
