@@ -20,6 +20,7 @@ import socket
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
+from typing import IO
 
 from cockpit.config import HostConfig
 from cockpit.remote.base import HostError
@@ -76,7 +77,10 @@ async def forward(
     """A local port through `ssh -L`; HostError when there is no `ssh` or it does not come up."""
     if shutil.which("ssh") is None:
         raise HostError("no OpenSSH client (ssh) on this machine")
-    with tempfile.NamedTemporaryFile("w", prefix="cockpit-ssh-", suffix=".config") as conf:
+    with (
+        tempfile.NamedTemporaryFile("w", prefix="cockpit-ssh-", suffix=".config") as conf,
+        tempfile.TemporaryFile() as said,  # not a pipe: one that nobody reads would stall ssh once full
+    ):
         conf.write(config_text(files))
         conf.flush()
         local = _free_port()
@@ -84,10 +88,10 @@ async def forward(
             *command(config, conf.name, local, host, port, jump),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
+            stderr=said,
         )
         try:
-            await _until_listening(proc, local, config.name)
+            await _until_listening(proc, local, config.name, said)
             yield local
         finally:
             if proc.returncode is None:
@@ -99,11 +103,12 @@ async def forward(
                     await proc.wait()
 
 
-async def _until_listening(proc: asyncio.subprocess.Process, local: int, name: str) -> None:
+async def _until_listening(proc: asyncio.subprocess.Process, local: int, name: str, stderr: IO[bytes]) -> None:
     deadline = time.monotonic() + READY_S
     while time.monotonic() < deadline:
         if proc.returncode is not None:
-            said = (await proc.stderr.read()).decode("utf-8", "replace").strip() if proc.stderr else ""
+            stderr.seek(0)
+            said = stderr.read().decode("utf-8", "replace").strip()
             raise HostError(f"ssh -L to {name} ended ({proc.returncode}): {said.splitlines()[-1] if said else ''}")
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", local)

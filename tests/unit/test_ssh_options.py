@@ -83,3 +83,32 @@ def test_a_slow_channel_close_keeps_its_session_slot_until_it_completes() -> Non
         assert not slot.locked()
 
     asyncio.run(run())
+
+
+def test_an_openssh_forward_that_cannot_connect_is_one_sentence(tmp_path: Path) -> None:
+    """`ssh -L` to a port where nothing listens ends at once: the caller gets a HostError naming
+    the host and ssh's own last word, and falls back to its asyncssh connection."""
+    import asyncio
+    import socket
+
+    import pytest
+
+    from cockpit.remote import openssh
+    from cockpit.remote.base import HostError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # free again once the socket closes: nothing listens there
+
+    async def run() -> None:
+        config = HostConfig(name="gpu9", hostname="127.0.0.1", port=closed, user="nobody")
+        async with openssh.forward(config, [], "127.0.0.1", 30000):
+            raise AssertionError("a forward came up through a closed port")
+
+    with pytest.raises(HostError) as e:
+        asyncio.run(run())
+    if shutil.which("ssh") is None:
+        assert str(e.value) == "no OpenSSH client (ssh) on this machine"
+    else:
+        assert str(e.value).startswith("ssh -L to gpu9 ended (255): ")
+        assert "refused" in str(e.value).lower()
