@@ -150,6 +150,14 @@ async def test_unknown_host_shows_in_the_pane_and_the_app_keeps_running() -> Non
         assert app.query_one(JournalView).show_time is False
 
 
+async def _until(pilot, done, timeout: float = 10.0) -> None:
+    """Pause until `done()`: the pane's freshness timer ticks every half second, and its new
+    height needs a layout after that, later on a busy machine (a fixed 0.6 s failed in CI)."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        await pilot.pause(0.1)
+
+
 async def test_stale_data_says_its_age_and_never_ready() -> None:
     app = recorded_app()
     async with app.run_test(size=(130, 30)) as pilot:
@@ -159,7 +167,7 @@ async def test_stale_data_says_its_age_and_never_ready() -> None:
         later = pane.received + 12.4
         pane.watching = True  # as the live poll does
         pane.clock = lambda: later  # the last status arrived 12 s ago: the host stopped answering
-        await pilot.pause(0.6)
+        await _until(pilot, lambda: "as of 12 s ago" in str(pane.render()) and pane.size.height == 3)
         text = str(pane.render())
         assert "as of 12 s ago" in text and "readiness unknown" in text and "ready ✓" not in text
         assert "✗ no answer from cockpit-lab for 12 s" in text
@@ -171,7 +179,7 @@ async def test_stale_data_says_its_age_and_never_ready() -> None:
         await pilot.pause()
         pane.show_connection("connected", None)
         pane.clock = lambda: later + 0.5
-        await pilot.pause(0.6)
+        await _until(pilot, lambda: "ready ✓" in str(pane.render()) and pane.size.height == 2)
         assert "ready ✓" in str(pane.render()) and pane.trouble() is None and pane.size.height == 2
 
 
@@ -195,7 +203,8 @@ def test_snapshot_stale_and_reconnecting(snap_compare) -> None:
         pane.clock = lambda: now  # the snapshot's "12 s ago" must not depend on how fast it is taken
         pane.show_connection("reconnecting", "lost the connection to cockpit-lab: Connection lost")
         pilot.app.journal_view.show_feed("not following (connection lost)")
-        await pilot.pause(0.6)
+        await _until(pilot, lambda: "12 s ago" in str(pane.render()) and pane.size.height == 3)
+        await pilot.pause()
 
     assert snap_compare(recorded_app(), terminal_size=(130, 30), run_before=run_before)
 
