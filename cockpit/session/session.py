@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -171,10 +170,9 @@ class Session:
         self._spawn(self._start(), "starting the feeds")
 
     async def _start(self) -> None:
-        if not self.host_config.local:
-            # asyncssh takes 0.3 s to import, and a front end draws its first screen before this
-            # runs. In a thread it took twice as long, sharing the GIL with the drawing.
-            importlib.import_module("cockpit.remote.ssh")
+        # A front end draws its first screen before this runs; the poll's first `host` then
+        # imports asyncssh (0.3 s, in the pool; in a thread it took twice as long, sharing the
+        # GIL with the drawing).
         first: asyncio.Future[UnitStatus] = asyncio.get_running_loop().create_future()
         self._status_waiters.append(first)
         self._spawn(self._poll_status(), "the status poll")

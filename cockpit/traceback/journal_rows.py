@@ -264,12 +264,13 @@ class JournalRows:
             return record.lines[part] if part >= 0 else record.lines[0] if record.lines else ""
         return record.text
 
-    def longest(self, first: int) -> int:
-        """The length of the longest `text` of the rows from `first` on, in one pass (the view's
-        width grows with each batch; a call of `text` per row was a tenth of the append)."""
+    def longest(self, first: int, end: int | None = None) -> int:
+        """The length of the longest `text` of the rows `first` to `end` (the last by default),
+        in one pass (the view's width grows with each batch; a call of `text` per row was a
+        tenth of the append)."""
         records, base, separators = self.folder.records, self.discarded, self.separators
         best = 0
-        for number, part in self.rows[first:]:
+        for number, part in self.rows[first:end]:
             if part == SEPARATOR:
                 n = len(separators.get(number, "restart"))
             else:

@@ -64,6 +64,7 @@ def test_longest_is_the_longest_row_text_from_a_row_on() -> None:
     for first in (0, 1, rows.row_of(index), rows.row_of(index) + 3, len(rows.rows) - 1, len(rows.rows)):
         assert rows.longest(first) == max((len(rows.text(i)) for i in range(first, len(rows.rows))), default=0)
     assert rows.longest(0) > 0 and any(part == SEPARATOR for _, part in rows.rows)
+    assert rows.longest(0, 5) == max(len(rows.text(i)) for i in range(5))  # the first rows alone (a page prepended)
 
 
 def test_filter_by_rank_priority_pid_and_regex() -> None:

@@ -200,8 +200,7 @@ class JournalView(CursorView):
             return
         added = self.model.prepend(entries)
         self._strips.clear()  # the numbers below the first record were dropped records' before
-        for i in range(added):
-            self._widest = max(self._widest, len(self.model.text(i)))
+        self._widest = max(self._widest, self.model.longest(0, added))
         self._resize()
         self.cursor += added
         self.scroll_to(y=self.scroll_y + added, animate=False, immediate=True)
@@ -219,8 +218,11 @@ class JournalView(CursorView):
             self._paging = True
             self.post_message(self.NeedOlder(cursor))
 
+    def _wanted_size(self) -> Size:
+        return Size(self._widest + self._gutter() + 2, len(self.model.rows))
+
     def _resize(self) -> None:
-        self.virtual_size = Size(self._widest + self._gutter() + 2, len(self.model.rows))
+        self.virtual_size = self._wanted_size()
 
     def _grow(self) -> None:
         """The rows grew at the end: the new virtual size without a layout pass of the screen.
@@ -230,7 +232,7 @@ class JournalView(CursorView):
         of each screen update (issue 14's profile). A view whose box has not changed needs
         neither: the scrollbars' windows are set here, and a scrollbar that must appear or go
         still lays the view out (Textual's `show_vertical_scrollbar` does)."""
-        size = Size(self._widest + self._gutter() + 2, len(self.model.rows))
+        size = self._wanted_size()
         if size == self.virtual_size:
             return
         if not self.is_mounted or not self.container_size:
