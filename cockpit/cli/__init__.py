@@ -100,13 +100,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(join_dashed_values(sys.argv[1:] if argv is None else argv))
         if args.command is None:
-            from cockpit.cli.target import target_of
-            from cockpit.ui.launch import open_app  # the only path that loads Textual
+            from cockpit.cli.target import early_reader, target_of
 
             cfg, target = target_of(args, unit=False)
             if target is None and args.host:
                 raise UsageError("--unit is needed with --host")
-            return open_app(cfg, target, read_only=args.read_only)
+            # its ssh logs in on another core while Textual is imported: the first status is
+            # then on screen with the first frame
+            reader = early_reader(cfg, target) if target is not None else None
+            from cockpit.ui.launch import open_app  # the only path that loads Textual
+
+            return open_app(cfg, target, read_only=args.read_only, reader=reader)
 
         return COMMANDS[args.command](args)
     except UsageError as e:

@@ -7,7 +7,6 @@ port), since servers usually listen on the host's loopback only.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import sys
@@ -125,6 +124,8 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[tuple[str, dict[s
 
 
 async def _server_info(url: str) -> dict[str, Any]:
+    import asyncio
+
     import aiohttp
 
     try:
@@ -139,6 +140,8 @@ async def _server_info(url: str) -> dict[str, Any]:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    import asyncio
+
     from cockpit.load.runner import LoadConfig, Runner, run_record, server_args  # aiohttp: only when a run starts
 
     levels_wanted = _levels(args.concurrency)
@@ -185,6 +188,8 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
     try:
         return asyncio.run(_run(args))
     except CockpitError as e:

@@ -4,7 +4,6 @@ the flags it reads, as JSON. The traceback may be plain text or `journalctl -o j
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -113,6 +112,8 @@ async def _explain_remote(tb: Traceback, args: argparse.Namespace) -> Explanatio
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
     try:
         tb = pick_traceback(args.file, args.index)
         frame = tb.failing_frame

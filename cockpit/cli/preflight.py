@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -113,6 +112,8 @@ async def _run(args: argparse.Namespace) -> Report:
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
     try:
         report = asyncio.run(_run(args))
     except (CockpitError, FileNotFoundError) as e:

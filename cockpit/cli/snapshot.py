@@ -13,7 +13,6 @@ subcommand without slowing down or changing `cockpit status`.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import re
 import sys
@@ -83,10 +82,14 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
     return asyncio.run(snapshot(args))
 
 
 async def snapshot(args: argparse.Namespace) -> int:
+    import asyncio
+
     from cockpit.cli.target import open_target
     from cockpit.incident import load_run_file, render
     from cockpit.ui.screenshot import NOTE_NAME
@@ -138,6 +141,8 @@ def _folder(out: str | None, host: str, unit: str) -> Path:
 
 
 async def _until(predicate: Callable[[], Any], timeout: float, step: float = 0.1) -> bool:
+    import asyncio
+
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

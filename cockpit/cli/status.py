@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from cockpit.cli.target import open_target
+from cockpit.cli.target import early_reader, session_of, target_of
 from cockpit.fmt import duration
+
+if TYPE_CHECKING:
+    from cockpit.config import Config
+    from cockpit.remote.mux import MuxHost
+    from cockpit.targets import Target
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,19 +27,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the UnitStatus fields as JSON")
 
 
-async def _status(args: argparse.Namespace) -> int:
+async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader: MuxHost | None) -> int:
     from cockpit.sglang.deployment import read_deployment
     from cockpit.systemd.readiness import is_ready
     from cockpit.systemd.status import fetch
 
-    async with open_target(args) as session:
-        target = session.target
-        assert target is not None
-        status = await fetch(session.host, target.unit)
+    async with session_of(cfg, target, reader=reader) as session:
+        host = await session.reading_host()
+        status = await fetch(host, target.unit)
         ready = False
         if status.active_state == "active":  # where it listens: the config's url, or the unit's own flags
-            found = await read_deployment(session.host, target, catalogs=session.catalogs, status=status, python=False)
-            ready = await is_ready(session.host, *found.address)
+            found = await read_deployment(host, target, catalogs=session.catalogs, status=status, python=False)
+            ready = await is_ready(host, *found.address)
     status = replace(status, ready=ready)
     if args.json:
         print(json.dumps(status.to_json()))
@@ -53,4 +57,11 @@ async def _status(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    return asyncio.run(_status(args))
+    """The host's `ssh` is started before asyncio and the session are imported: it logs in on
+    another core meanwhile (cockpit.remote.mux)."""
+    cfg, target = target_of(args)
+    assert target is not None
+    reader = early_reader(cfg, target)
+    import asyncio
+
+    return asyncio.run(_status(args, cfg, target, reader))

@@ -17,6 +17,7 @@ from cockpit.errors import UsageError
 from cockpit.targets import Target, resolve
 
 if TYPE_CHECKING:
+    from cockpit.remote.mux import MuxHost
     from cockpit.session import Session
 
 
@@ -30,6 +31,21 @@ def target_of(args: argparse.Namespace, *, unit: bool = True) -> tuple[Config, T
     return cfg, None
 
 
+def early_reader(cfg: Config, target: Target) -> MuxHost | None:
+    """An OpenSSH master for the target's host, logging in from now on and asking the unit's
+    status first (cockpit.remote.mux); None for the jump box itself."""
+    from cockpit.lab.paths import ssh_configs
+    from cockpit.remote.mux import MuxHost
+    from cockpit.remote.ssh_client import config_paths
+    from cockpit.systemd.status import show_argv
+
+    host = cfg.host(target.host)
+    if host.local:
+        return None
+    jump = cfg.host(host.jump) if host.jump else None
+    return MuxHost(host, config_paths([str(p) for p in ssh_configs()]), jump, first=show_argv([target.unit]))
+
+
 @contextlib.asynccontextmanager
 async def open_target(
     args: argparse.Namespace, *, unit: bool = True, read_only: bool = False
@@ -40,9 +56,19 @@ async def open_target(
     cfg, target = target_of(args, unit=unit)
     if target is None and not getattr(args, "host", None):
         raise UsageError("give --host")
+    async with session_of(cfg, target, read_only=read_only or getattr(args, "read_only", False)) as session:
+        yield session
+
+
+@contextlib.asynccontextmanager
+async def session_of(
+    cfg: Config, target: Target | None, *, read_only: bool = False, reader: MuxHost | None = None
+) -> AsyncIterator[Session]:
+    """A session of a target already resolved, with the OpenSSH master started for it early,
+    if any; closed after."""
     from cockpit.session import Session  # asyncssh and the rest: only for a command that connects
 
-    session = Session(cfg, target, read_only=read_only or getattr(args, "read_only", False))
+    session = Session(cfg, target, read_only=read_only, reader=reader)
     try:
         yield session
     finally:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shutil
 import socket
 import tempfile
@@ -24,6 +23,7 @@ from typing import IO
 
 from cockpit.config import HostConfig
 from cockpit.remote.base import HostError
+from cockpit.remote.ssh_client import config_text, destination, options
 
 READY_S = 10.0  # how long `ssh -L` may take to connect and listen
 
@@ -35,39 +35,13 @@ def _free_port() -> int:
         return port
 
 
-def _destination(config: HostConfig) -> str:
-    return config.hostname or config.ssh_alias
-
-
-def _jump(config: HostConfig) -> str:
-    user = f"{config.user}@" if config.user else ""
-    port = f":{config.port}" if config.port else ""
-    return f"{user}{_destination(config)}{port}"
-
-
 def command(
     config: HostConfig, config_file: str, local: int, host: str, port: int, jump: HostConfig | None = None
 ) -> list[str]:
     """The `ssh` argv that listens on 127.0.0.1:`local` and reaches `host`:`port` from the host."""
-    argv = ["ssh", "-F", config_file, "-N", "-T", "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes"]
+    argv = options(config, config_file, jump) + ["-N", "-T", "-o", "ExitOnForwardFailure=yes"]
     argv += ["-o", "ServerAliveInterval=5", "-L", f"127.0.0.1:{local}:{host}:{port}"]
-    if config.user:
-        argv += ["-l", config.user]
-    if config.port:
-        argv += ["-p", str(config.port)]
-    if config.identity_file:
-        argv += ["-i", os.path.expanduser(config.identity_file)]
-    if jump is not None:
-        argv += ["-J", _jump(jump)]
-    return [*argv, _destination(config)]
-
-
-def config_text(files: Sequence[str]) -> str:
-    """An ssh_config that reads `files` in order, then the system's (which `-F` would skip)."""
-    lines = [f'Include "{f}"' for f in files]
-    if os.path.isfile("/etc/ssh/ssh_config"):
-        lines.append('Include "/etc/ssh/ssh_config"')
-    return "\n".join(lines) + "\n"
+    return [*argv, destination(config)]
 
 
 @contextlib.asynccontextmanager

@@ -41,7 +41,7 @@ import asyncssh
 from asyncssh.encryption import get_default_encryption_algs
 
 from cockpit.config import HostConfig
-from cockpit.remote import http
+from cockpit.remote import http, openssh
 from cockpit.remote.base import (
     CHUNK,
     ConnectionLost,
@@ -56,6 +56,7 @@ from cockpit.remote.base import (
     SshConfigs,
     TrustPrompt,
 )
+from cockpit.remote.ssh_client import config_paths
 from cockpit.remote.sudo import disk_trouble
 
 MAX_SESSIONS = 10  # sshd's default MaxSessions
@@ -82,14 +83,6 @@ T = TypeVar("T")
 # 0.92 of the raw socket against 0.69 (issue 14's transport benchmark). A `Ciphers` line in the
 # user's ssh_config is kept as it is.
 PREFERRED_CIPHERS = "^aes128-gcm@openssh.com"
-
-
-def config_paths(extra: Sequence[str] = ()) -> list[str]:
-    """Any in $COCKPIT_SSH_CONFIG (colon-separated), ~/.ssh/config, then `extra`: the files the
-    caller knows of (the session adds the running labs' ssh_config; this layer knows no lab)."""
-    given = [Path(p).expanduser() for p in os.environ.get("COCKPIT_SSH_CONFIG", "").split(":") if p]
-    paths = [p for p in (*given, Path("~/.ssh/config").expanduser(), *map(Path, extra)) if p.is_file()]
-    return [str(p) for p in dict.fromkeys(paths)]
 
 
 def _as_bytes(data: bytes | str | None) -> bytes:
@@ -582,8 +575,6 @@ class SSHHost(Host):
     async def forward_port(self, host: str, port: int) -> AsyncIterator[int]:
         """Through the user's OpenSSH where it comes up (a load run at 256 streams reads the
         server's true rate only so: cockpit.remote.openssh), else through this connection."""
-        from cockpit.remote import openssh
-
         jump = self.jump.config if self.jump is not None else None
         stack = contextlib.AsyncExitStack()
         try:  # only the set-up falls back: a failure of the caller's work is the caller's

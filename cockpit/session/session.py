@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from cockpit.errors import CockpitError
 from cockpit.lab.paths import ssh_configs as lab_ssh_configs
 from cockpit.load.passive import ThroughputPoint, ThroughputSeries
 from cockpit.load.results import LevelResult, RequestResult
-from cockpit.remote.base import Host, SshConfigs, TrustPrompt
+from cockpit.remote.base import Host, HostError, SshConfigs, TrustPrompt
 from cockpit.remote.pool import HostPool
 from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, SourceFile, staleness
 from cockpit.session.feeds import POLL_S, StatusPoll, supervise
@@ -37,7 +38,7 @@ from cockpit.sglang.deployment import Deployment, read_deployment
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import Finding, given_flags
 from cockpit.systemd.entry import JournalEntry
-from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show
+from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show, with_file_check
 from cockpit.systemd.unit import Unit
 from cockpit.targets import Target
 from cockpit.traceback.journal_rows import JournalRows
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from cockpit.incident import Incident
     from cockpit.load.gpu import NoticeCallback, SamplesCallback
     from cockpit.load.store import Comparison, SavedRun
+    from cockpit.remote.mux import MuxHost
 
 GATHER_TIMEOUT_S = 120.0
 FIRST_STATUS_WAIT_S = 2.0  # how long the journal and the deployment wait for the first status
@@ -79,6 +81,10 @@ class Listener:
     def failed(self, what: str, detail: str) -> None:
         """A background task failed (it was restarted where it is a feed)."""
 
+    async def drawn(self) -> None:
+        """Once what was heard so far is on screen: the session waits for it before work that
+        takes the CPU for a while."""
+
 
 @dataclass
 class FrameView:
@@ -105,8 +111,10 @@ class Session:
         trust_prompt: TrustPrompt | None = None,
         ssh_configs: SshConfigs | None = None,
         backlog: int = BACKLOG,
+        reader: MuxHost | None = None,
     ) -> None:
         self.config = config
+        self.reader = reader  # an OpenSSH master the caller started early, for the first reads
         self.target = target
         self.read_only = read_only
         self.backlog = backlog
@@ -170,16 +178,27 @@ class Session:
         self._spawn(self._start(), "starting the feeds")
 
     async def _start(self) -> None:
-        # A front end draws its first screen before this runs; the poll's first `host` then
-        # imports asyncssh (0.3 s, in the pool; in a thread it took twice as long, sharing the
-        # GIL with the drawing).
+        # A front end draws its first screen before this runs. Without an early master, the
+        # poll's first `host` imports asyncssh (0.37 s, in the pool: in a thread it took twice as
+        # long, sharing the GIL with the drawing). With one, the master reads the first status,
+        # and asyncssh is imported once that is drawn, in a thread: imported on the loop, it held
+        # the screen that was to show that status for the whole import.
+        target = self.target
+        assert target is not None
+        shown = self.reader is not None and await self._early_status(target.unit)
+        if self.reader is not None:
+            self._spawn(self.reader.close(), "closing the early ssh")
+            self.reader = None
+            await self.listener.drawn()
+            await asyncio.to_thread(importlib.import_module, "cockpit.remote.ssh")
         first: asyncio.Future[UnitStatus] = asyncio.get_running_loop().create_future()
         self._status_waiters.append(first)
         self._spawn(self._poll_status(), "the status poll")
         # The unit's state first: the journal's backlog and the unit files would share the new
         # connection and the CPU with it. A host that does not answer delays them at most this.
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(first, FIRST_STATUS_WAIT_S)
+        if not shown:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(first, FIRST_STATUS_WAIT_S)
         self._spawn(self.journal.run(), "the journal feed")
         self._spawn(self.reload(), "reading the unit")
 
@@ -208,6 +227,29 @@ class Session:
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.start()
+
+    async def reading_host(self) -> Host:
+        """The host for a one-shot read: the early OpenSSH master once it has logged in, else
+        (none was started, or it could not log in) the asyncssh connection, whose errors are
+        the sentences the cockpit words for an unknown key, a refused login, and the rest."""
+        if self.reader is not None:
+            try:
+                await self.reader.ready()
+                return self.reader
+            except HostError:
+                await self.reader.close()
+                self.reader = None
+        return self.host
+
+    async def _early_status(self, unit: str) -> bool:
+        """The first status through the early master, read while asyncssh is still to be
+        imported and connected; any failure is left to the poll, which reads at once."""
+        with contextlib.suppress(Exception):  # the poll that follows reports whatever is wrong
+            host = await self.reading_host()
+            if host is self.reader:
+                self._status(await with_file_check(host, await fetch(host, unit)))
+                return True
+        return False
 
     async def _poll_status(self) -> None:
         target = self.target
@@ -529,6 +571,8 @@ class Session:
 
     async def close(self) -> None:
         await self.stop()
+        if self.reader is not None:
+            await self.reader.close()
         await self.pool.close()
 
 

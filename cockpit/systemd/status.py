@@ -177,10 +177,15 @@ def parse_show(text: str, host: str) -> list[UnitStatus]:
     return out
 
 
+def show_argv(units: Sequence[str]) -> list[str]:
+    """The command `show` runs first (an early OpenSSH master runs it as it logs in)."""
+    return ["systemctl", "show", "--timestamp=unix", "-p", ",".join(PROPERTIES), "--", *units]
+
+
 async def show(host: Host, units: Sequence[str]) -> list[UnitStatus]:
     """The status of each unit (one remote call). A unit systemd does not know has
     load_state "not-found"; `fetch` turns that into an error for single-unit callers."""
-    argv = ["systemctl", "show", "--timestamp=unix", "-p", ",".join(PROPERTIES), "--", *units]
+    argv = show_argv(units)
     result = await host.query(argv)
     if not result.ok and b"timestamp" in result.stdout:  # systemd < 248: no --timestamp=unix
         argv.remove("--timestamp=unix")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -47,6 +47,9 @@ from cockpit.ui.screens.trust import trust_modal
 from cockpit.ui.screens.write import WriteModal
 from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
 
+if TYPE_CHECKING:
+    from cockpit.remote.mux import MuxHost
+
 _ACTION_TEXT = {
     "restart": ("Restart", "SGLang stops serving now and loads the model again; requests in flight fail."),
     "stop": ("Stop", "SGLang stops serving until you start it again."),
@@ -70,6 +73,11 @@ class _Panes(Listener):
         if self.app.is_running:
             self.app.status_pane.show_connection(state, detail)
             self.app.check_freshness()
+
+    async def drawn(self) -> None:
+        done = asyncio.get_running_loop().create_future()
+        self.app.call_after_refresh(lambda: None if done.done() else done.set_result(None))
+        await done
 
     def journal(self, batch: JournalBatch) -> None:
         self.app.journal_view.show_added(batch.added, batch.rows_before)
@@ -117,14 +125,16 @@ class CockpitApp(App[None]):
         read_only: bool = False,
         live: bool = True,
         session: Session | None = None,
+        reader: MuxHost | None = None,
     ) -> None:
         """`session`: the session to draw; by default a live one of `target` (`live=False`: a
-        recorded one, which follows nothing)."""
+        recorded one, which follows nothing), whose first status comes through `reader` (an
+        OpenSSH master started before Textual was imported) where one is given."""
         super().__init__()
         self.config = config
         if session is None:
             session = (
-                Session(config, target, read_only=read_only, trust_prompt=self._ask_trust)
+                Session(config, target, read_only=read_only, trust_prompt=self._ask_trust, reader=reader)
                 if live
                 else RecordedSession(config, target, read_only=read_only)
             )

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from cockpit.config import Config
 from cockpit.errors import UsageError
 from cockpit.targets import Target, all_targets
 
+if TYPE_CHECKING:
+    from cockpit.remote.mux import MuxHost
 
-def open_app(cfg: Config, target: Target | None, *, read_only: bool = False) -> int:
+
+def open_app(cfg: Config, target: Target | None, *, read_only: bool = False, reader: MuxHost | None = None) -> int:
     """The app on `target`; with none given, on the config's one unit, or the picker for several."""
     from cockpit.ui.app import CockpitApp
 
@@ -18,7 +22,7 @@ def open_app(cfg: Config, target: Target | None, *, read_only: bool = False) -> 
         targets = all_targets(cfg)
         target = targets[0] if len(targets) == 1 else None
     use_the_terminal()
-    CockpitApp(cfg, target, read_only=read_only).run()
+    CockpitApp(cfg, target, read_only=read_only, reader=reader).run()
     return 0
 
 

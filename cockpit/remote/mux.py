@@ -1,0 +1,222 @@
+"""One-shot reads through the user's own OpenSSH, over one master connection (`ssh -M`).
+
+`cockpit status` is asked of a host by scripts and by people who compare it with `ssh host
+systemctl show`: 0.30 s on the lab. Through asyncssh it took 0.83 to 0.94 s, of which 0.37 s
+is importing asyncssh and 0.3 s its connection, both on the one core the command has. An `ssh`
+started before the cockpit imports its own modules logs in on the other core meanwhile, and
+each later read is a client of its master (20 to 30 ms each, no new login). The app starts
+one the same way, before Textual is imported, so the unit's state is on screen as soon as
+the first screen is (docs/architecture.md, "Start-up").
+
+The reads are the only thing it carries: it never writes a file, follows a journal or
+forwards a port (those go through the session's asyncssh connection, whose failures, host
+key questions and channel limits the cockpit knows how to word). `BatchMode` keeps OpenSSH
+from asking anything; when its master does not come up (an unknown host key, a key with a
+passphrase, no `ssh` at all), `ready` says why and the caller uses asyncssh instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cockpit.config import HostConfig
+from cockpit.remote import ssh_client
+from cockpit.remote.base import FileMissing, FileStat, Host, HostError, LineStream, RunResult
+
+if TYPE_CHECKING:
+    import asyncio
+
+READY_S = 10.0  # how long the master may take to log in
+PERSIST_S = 30  # how long a master whose cockpit died stays, idle, before it ends itself
+SSH_FAILED = 255  # ssh's own exit status when the connection, not the command, failed
+
+
+class MuxHost(Host):
+    """Read-only commands, files and HTTP requests of one host through an OpenSSH master.
+
+    The master is started when the object is made (a plain fork, no event loop needed), so
+    the login runs while the caller goes on importing; `ready()` waits for it. `first`, a
+    command the caller will surely ask first (the unit's `systemctl show`), runs as soon as
+    the login is done, as `ssh host CMD` would: the first answer then costs what plain ssh
+    costs. The master leaves the foreground once logged in (`ControlPersist`) and ends at
+    `close`, or by itself PERSIST_S after its last client if the cockpit died first."""
+
+    def __init__(
+        self, config: HostConfig, files: Sequence[str], jump: HostConfig | None = None, first: Sequence[str] = ()
+    ) -> None:
+        self.name = config.name
+        self._dir = tempfile.mkdtemp(prefix="cockpit-mux-")
+        self._socket = os.path.join(self._dir, "ctl")  # short: a socket path has ~100 bytes
+        conf = os.path.join(self._dir, "ssh_config")
+        with open(conf, "w") as f:
+            f.write(ssh_client.config_text(files))
+        base = ssh_client.options(config, conf, jump)
+        self._client = [*base, "-S", self._socket, "-o", "ControlMaster=no", ssh_client.destination(config)]
+        self._out, self._said = os.path.join(self._dir, "stdout"), os.path.join(self._dir, "stderr")  # files:
+        self._first = tuple(first)  # a pipe that nobody reads would stall ssh once full
+        self._master: subprocess.Popen[bytes] | None = None
+        if shutil.which("ssh") is not None:
+            master = [*base, "-M", "-S", self._socket, "-o", f"ControlPersist={PERSIST_S}", "-T"]
+            command = ["--", shlex.join(first)] if first else ["-N"]
+            with open(self._out, "wb") as out, open(self._said, "wb") as said:
+                self._master = subprocess.Popen(
+                    [*master, self._client[-1], *command], stdin=subprocess.DEVNULL, stdout=out, stderr=said
+                )
+
+    async def ready(self, timeout: float = READY_S) -> None:
+        """Once the master has logged in (its control socket exists); HostError with ssh's
+        last word when it cannot."""
+        import asyncio
+
+        if self._master is None:
+            raise HostError("no OpenSSH client (ssh) on this machine")
+        deadline = time.monotonic() + timeout
+        while not self._logged_in():
+            if self._master.poll() is not None:
+                raise HostError(f"ssh to {self.name} ended ({self._master.returncode}): {self._last_word()}")
+            if time.monotonic() > deadline:
+                raise HostError(f"ssh to {self.name} did not log in within {timeout:.0f} s")
+            await asyncio.sleep(0.005)
+
+    def _logged_in(self) -> bool:
+        return os.path.exists(self._socket)
+
+    def _last_word(self) -> str:
+        with open(self._said, "rb") as f:
+            lines = f.read().decode("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else "no word from ssh"
+
+    async def _first_answer(self) -> RunResult | None:
+        """The answer to `first`, once, when ssh ran it (None: ask the normal way)."""
+        import asyncio
+
+        argv, self._first = self._first, ()
+        master = self._master
+        if master is None or await asyncio.to_thread(master.wait) == SSH_FAILED:
+            return None
+        answer = await asyncio.to_thread(lambda: Path(self._out).read_bytes() + Path(self._said).read_bytes())
+        return RunResult(argv, master.returncode, answer, b"")
+
+    async def _process(self, remote: Sequence[str], *, stdin: int) -> asyncio.subprocess.Process:
+        import asyncio
+
+        return await asyncio.create_subprocess_exec(
+            *remote, stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, limit=1 << 24
+        )
+
+    async def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = 30.0) -> RunResult:
+        return await self._ssh([*self._client, "--", shlex.join(argv)], argv, input, timeout)
+
+    async def _ssh(
+        self, ssh: Sequence[str], argv: Sequence[str], input: bytes | None, timeout: float | None
+    ) -> RunResult:
+        import asyncio
+
+        stdin = asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL
+        proc = await self._process(ssh, stdin=stdin)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            raise HostError(f"`{argv[0]}` on {self.name} did not finish within {timeout:.0f} s") from None
+        if proc.returncode == SSH_FAILED:
+            said = err.decode("utf-8", "replace").strip().splitlines()
+            raise HostError(f"ssh to {self.name} failed: {said[-1] if said else 'no word from ssh'}")
+        return RunResult(tuple(argv), proc.returncode or 0, out, err)
+
+    async def query(self, argv: Sequence[str], *, timeout: float = 10.0) -> RunResult:
+        if self._first and tuple(argv) == self._first and (answer := await self._first_answer()) is not None:
+            return answer
+        result = await self.run(argv, timeout=timeout)
+        return RunResult(result.argv, result.returncode, result.stdout + result.stderr, b"")
+
+    @contextlib.asynccontextmanager
+    async def stream(self, argv: Sequence[str]) -> AsyncIterator[LineStream]:
+        from cockpit.remote.local import ProcessLines
+
+        proc = await self._process([*self._client, "--", shlex.join(argv)], stdin=subprocess.DEVNULL)
+        try:
+            yield ProcessLines(proc)
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+
+    async def _file(self, path: str, argv: Sequence[str], doing: str) -> bytes:
+        result = await self.run(["env", "LC_ALL=C", *argv])
+        if result.ok:
+            return result.stdout
+        said = result.error_text
+        if "No such file" in said:
+            raise FileMissing(f"{path} does not exist on {self.name}")
+        if "Permission denied" in said:
+            raise HostError(f"permission denied {doing} {path} on {self.name}")
+        raise HostError(f"{doing} {path} on {self.name} failed: {said.splitlines()[-1] if said else result.returncode}")
+
+    async def read_file(self, path: str, *, limit: int = 64 << 20) -> bytes:
+        return await self._file(path, ["head", "-c", str(limit), "--", path], "reading")
+
+    async def stat(self, path: str) -> FileStat:
+        out = await self._file(path, ["stat", "-L", "-c", "%s %Y %f %u", "--", path], "reading")
+        size, mtime, mode, uid = out.split()
+        return FileStat(int(size), float(mtime), int(mode, 16), int(uid))
+
+    async def realpath(self, path: str) -> str:
+        return (await self._file(path, ["realpath", "-e", "--", path], "reading")).decode().rstrip("\n")
+
+    def _reads_only(self, doing: str) -> HostError:
+        return HostError(f"{doing} on {self.name}: the one-shot OpenSSH connection only reads")
+
+    async def write_file(self, path: str, data: bytes, mode: int) -> None:
+        raise self._reads_only(f"writing {path}")
+
+    async def rename(self, source: str, target: str) -> None:
+        raise self._reads_only(f"renaming {source}")
+
+    async def remove(self, path: str, *, missing_ok: bool = False) -> None:
+        raise self._reads_only(f"removing {path}")
+
+    def forward_port(self, host: str, port: int) -> contextlib.AbstractAsyncContextManager[int]:
+        raise self._reads_only(f"forwarding {host}:{port}")
+
+    async def http_request(
+        self, method: str, host: str, port: int, path: str, *, body: bytes | None = None, timeout: float = 5.0
+    ) -> tuple[int, bytes]:
+        """Through `ssh -W host:port` (a client of the master whose stdin and stdout are the
+        connection), so it reaches what the host's loopback reaches."""
+        import asyncio
+
+        from cockpit.remote import http
+
+        client = [*self._client[:-1], "-W", f"{host}:{port}", self._client[-1]]
+        proc = await self._process(client, stdin=asyncio.subprocess.PIPE)
+        assert proc.stdin is not None and proc.stdout is not None
+        exchange = http.exchange(proc.stdout, proc.stdin, method, host, port, path, body)
+        try:
+            return await asyncio.wait_for(exchange, timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+    async def close(self) -> None:
+        if self._master is not None and self._master.poll() is None:
+            self._master.kill()  # only before its login (or while `first` ran): ssh, not the master
+        if self._logged_in():
+            with contextlib.suppress(HostError):
+                await self._ssh([*self._client[:-1], "-O", "exit", self._client[-1]], ["ssh", "-O", "exit"], None, 5)
+        shutil.rmtree(self._dir, ignore_errors=True)

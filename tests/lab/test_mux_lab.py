@@ -1,0 +1,147 @@
+"""The one-shot reads through the user's OpenSSH (cockpit.remote.mux) against the lab: the same
+answers as the asyncssh connection, the same sentences for what is missing or refused, no
+`ssh` left behind, and asyncssh's connection used instead when OpenSSH cannot log in."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.cli.target import early_reader
+from cockpit.config import Config, HostConfig
+from cockpit.lab.paths import ssh_configs
+from cockpit.remote.base import FileMissing, HostError
+from cockpit.remote.mux import MuxHost
+from cockpit.remote.ssh import SSHHost
+from cockpit.remote.ssh_client import config_paths
+from cockpit.session import Listener, Session
+from cockpit.systemd import status
+from cockpit.targets import Target
+from tests.conftest import LabHandle
+
+COCKPIT = str(Path(sys.executable).with_name("cockpit"))
+UNIT = "sglang-demo.service"
+
+
+def _files() -> list[str]:
+    return config_paths([str(p) for p in ssh_configs()])
+
+
+def _left_running() -> str:
+    return subprocess.run(["pgrep", "-af", "cockpit-mux-"], capture_output=True, text=True).stdout.strip()
+
+
+async def test_the_reads_answer_as_the_asyncssh_connection_does(lab: LabHandle) -> None:
+    mux = MuxHost(HostConfig(name=lab.name), _files(), first=status.show_argv([UNIT]))
+    root = SSHHost(HostConfig(name=lab.name))
+    try:
+        await mux.ready()
+        first, again = await status.fetch(mux, UNIT), await status.fetch(mux, UNIT)  # `first`, then a client
+        truth = await status.fetch(root, UNIT)
+        for st in (first, again):
+            assert (st.active_state, st.main_pid, st.invocation_id) == (
+                truth.active_state,
+                truth.main_pid,
+                truth.invocation_id,
+            )
+            assert st.main_pid and st.main_pid > 0
+        fragment = truth.fragment_path
+        assert fragment is not None
+        assert await mux.read_file(fragment) == await root.read_file(fragment)
+        assert await mux.read_file(fragment, limit=7) == (await root.read_file(fragment))[:7]
+        assert await mux.stat(fragment) == await root.stat(fragment)
+        assert await mux.realpath("/etc/../etc/systemd") == "/etc/systemd"
+        with pytest.raises(FileMissing, match=f"/nonexistent does not exist on {lab.name}"):
+            await mux.read_file("/nonexistent")
+        assert (await mux.http_request("GET", "127.0.0.1", 30000, "/health"))[0] == 200
+        with pytest.raises(OSError):  # nothing listens there: the same family as a refused socket
+            await mux.http_request("GET", "127.0.0.1", 30009, "/health")
+        with pytest.raises(HostError, match="only reads"):
+            await mux.write_file("/tmp/x", b"x", 0o644)
+        odd = await mux.run(["printf", "%s|", "a b", "$HOME", "it's", "x\ny"])  # quoted once, as given
+        assert odd.stdout == b"a b|$HOME|it's|x\ny|"
+    finally:
+        await mux.close()
+        await root.close()
+    assert _left_running() == ""
+
+
+async def test_a_file_the_login_may_not_read_is_a_permission_sentence(lab: LabHandle) -> None:
+    mux = MuxHost(HostConfig(name=f"{lab.name}-operator"), _files())
+    try:
+        await mux.ready()
+        with pytest.raises(HostError, match=f"permission denied reading /etc/shadow on {lab.name}-operator"):
+            await mux.read_file("/etc/shadow")
+    finally:
+        await mux.close()
+
+
+async def test_a_master_that_cannot_log_in_says_why(lab: LabHandle, tmp_path: Path) -> None:
+    """An empty known_hosts: OpenSSH, told never to ask, refuses; `ready` gives ssh's word."""
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    cfg = tmp_path / "ssh_config"
+    lab_cfg = next(p for p in ssh_configs() if p.parent.name == lab.name)
+    cfg.write_text(f"Host {lab.name}\n  UserKnownHostsFile {known}\n" + lab_cfg.read_text())
+    mux = MuxHost(HostConfig(name=lab.name), [str(cfg)])
+    try:
+        with pytest.raises(HostError, match="Host key verification failed"):
+            await mux.ready()
+    finally:
+        await mux.close()
+    assert _left_running() == ""
+
+
+async def test_the_apps_first_status_comes_before_asyncssh_has_connected(lab: LabHandle) -> None:
+    """The early master's status is on screen first; the poll's own connection comes after."""
+    heard: list[str] = []
+
+    class Heard(Listener):
+        def status(self, st: status.UnitStatus) -> None:
+            heard.append(f"status {st.active_state}")
+
+        def connection(self, state: str, detail: str | None) -> None:
+            heard.append(state)
+
+    target = Target(lab.name, UNIT)
+    session = Session(Config(), target, reader=early_reader(Config(), target))
+    session.listener = Heard()
+    session.start()
+    try:
+        deadline = asyncio.get_running_loop().time() + 30
+        while "connected" not in heard or heard.count("status active") < 2:
+            assert asyncio.get_running_loop().time() < deadline, heard
+            await asyncio.sleep(0.05)
+    finally:
+        await session.close()
+    assert heard[0] == "status active", heard  # before "connecting": no asyncssh yet
+    assert session.reader is None and _left_running() == ""
+
+
+def test_cockpit_status_needs_no_asyncssh_when_openssh_logs_in(lab: LabHandle, tmp_path: Path) -> None:
+    """With OpenSSH: asyncssh is never imported. Without it on PATH: the same answer through
+    asyncssh. Either way the same JSON."""
+    argv = [sys.executable, "-X", "importtime", "-m", "cockpit", "status", "--host", lab.name, "--unit", UNIT]
+    with_ssh = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=60)
+    assert with_ssh.returncode == 0, with_ssh.stderr[-2000:]
+    assert "asyncssh" not in with_ssh.stderr
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = dict(os.environ, PATH=str(bare))  # no ssh (nor anything else) to be found
+    without = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=60, env=env)
+    assert without.returncode == 0, without.stderr[-2000:]
+    assert "asyncssh" in without.stderr
+    a, b = json.loads(with_ssh.stdout), json.loads(without.stdout)
+    assert a["active_state"] == "active" and a["ready"] is True
+    assert (a["active_state"], a["main_pid"], a["invocation_id"], a["ready"]) == (
+        b["active_state"],
+        b["main_pid"],
+        b["invocation_id"],
+        b["ready"],
+    )
