@@ -38,6 +38,22 @@ class ProcessLines(LineStream):
         return data.decode("utf-8", "replace").strip()
 
 
+async def communicate(
+    proc: asyncio.subprocess.Process, input: bytes | None, timeout: float | None, what: str
+) -> tuple[bytes, bytes]:
+    """`proc`'s stdout and stderr once it ends; killed (never left running) when it takes
+    longer than `timeout` or the caller is cancelled."""
+    try:
+        return await asyncio.wait_for(proc.communicate(input), timeout)
+    except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        if isinstance(e, asyncio.CancelledError):
+            raise
+        raise HostError(f"{what} did not finish within {timeout:.0f} s") from None
+
+
 class LocalHost(Host):
     def __init__(self, name: str = "localhost") -> None:
         self.name = name
@@ -52,15 +68,7 @@ class LocalHost(Host):
             )
         except FileNotFoundError:
             return RunResult(tuple(argv), 127, b"", f"{argv[0]}: command not found".encode())
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            if isinstance(e, asyncio.CancelledError):
-                raise
-            raise HostError(f"`{argv[0]}` on {self.name} did not finish within {timeout:.0f} s") from None
+        out, err = await communicate(proc, input, timeout, f"`{argv[0]}` on {self.name}")
         return RunResult(tuple(argv), proc.returncode or 0, out, err)
 
     async def query(self, argv: Sequence[str], *, timeout: float = 10.0) -> RunResult:

@@ -121,17 +121,11 @@ class MuxHost(Host):
     ) -> RunResult:
         import asyncio
 
+        from cockpit.remote.local import communicate
+
         stdin = asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL
         proc = await self._process(ssh, stdin=stdin)
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            if isinstance(e, asyncio.CancelledError):
-                raise
-            raise HostError(f"`{argv[0]}` on {self.name} did not finish within {timeout:.0f} s") from None
+        out, err = await communicate(proc, input, timeout, f"`{argv[0]}` on {self.name}")
         if proc.returncode == SSH_FAILED:
             said = err.decode("utf-8", "replace").strip().splitlines()
             raise HostError(f"ssh to {self.name} failed: {said[-1] if said else 'no word from ssh'}")
