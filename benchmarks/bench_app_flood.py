@@ -76,6 +76,7 @@ from cockpit.lab.lab import Lab
 from cockpit.systemd.entry import JournalEntry
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
+from cockpit.ui.launch import collect_less_often
 
 MARKER = "cockpit-bench flood end"
 TRACEBACK_EVERY = 10_000  # lines between two 8-rank crashes in the mixed flood
@@ -483,6 +484,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
     try:
         if terminal is not None:
             terminal.__enter__()
+        collect_less_often()  # as `open_app` does for the real command
         created = time.perf_counter()
         # Port 9: nothing listens, so readiness says "not ready" rather than asking another server.
         app = CockpitApp(Config(), Target(lab_name, unit, url="http://127.0.0.1:9"))

@@ -148,8 +148,7 @@ class JournalRows:
         if grew_expanded:
             self.rebuild()
         else:
-            for i in range(changes.first_new, len(records)):
-                self._append_rows(base + i)
+            self._append_rows(base + changes.first_new, base + len(records))
         if len(records) > self.window:
             self._drop(len(records) - self.window + self.window // 10)  # in chunks
         return -1 if grew_expanded else max(0, len(self.rows) - before)
@@ -170,8 +169,7 @@ class JournalRows:
         self._invocation, self._last_exit = saved
         before = len(self.rows)
         tail, self.rows = self.rows, []
-        for k in range(len(records)):
-            self._append_rows(self.discarded + k)
+        self._append_rows(self.discarded, self.discarded + len(records))
         self.rows.extend(tail)
         if self._traceback_numbers and self._traceback_numbers[0] < self.discarded + len(records):
             self.tracebacks_changed = True
@@ -205,20 +203,25 @@ class JournalRows:
             self._invocation = invocation
             self._last_exit = None
 
-    def _append_rows(self, number: int) -> None:
-        record = self.record(number)
-        if not self.filter.accepts(record):
-            return
-        if number in self.separators:
-            self.rows.append((number, SEPARATOR))
-        self.rows.append((number, MAIN))
-        if isinstance(record, Traceback) and id(record) in self.expanded:
-            self.rows.extend((number, k) for k in range(len(record.lines)))
+    def _append_rows(self, first: int, end: int) -> None:
+        """The rows of records `first` to `end` (numbers), at the end: one loop for a batch, as
+        a flood's batch is thousands of records."""
+        records, base = self.folder.records, self.discarded
+        accepts = self.filter.accepts if self.filter.active else None
+        separators, expanded, rows = self.separators, self.expanded, self.rows
+        for number in range(first, end):
+            record = records[number - base]
+            if accepts is not None and not accepts(record):
+                continue
+            if number in separators:
+                rows.append((number, SEPARATOR))
+            rows.append((number, MAIN))
+            if isinstance(record, Traceback) and id(record) in expanded:
+                rows.extend((number, k) for k in range(len(record.lines)))
 
     def rebuild(self) -> None:
         self.rows = []
-        for i in range(len(self.folder.records)):
-            self._append_rows(self.discarded + i)
+        self._append_rows(self.discarded, self.discarded + len(self.folder.records))
 
     # -- folding ----------------------------------------------------------------------------
 

@@ -1,7 +1,10 @@
 """The records a fold produces: plain lines and traceback blocks.
 
 A `Line` keeps a reference to its journal entry rather than copies of its fields: a million
-of them is the normal size of a fold, so each costs one small object. A `Traceback` keeps its
+of them is the normal size of a fold, so each costs one small object, and one the cyclic
+collector never walks (like the entry, it holds only strings and an untracked struct): as a
+slotted class, the window's 200,000 lines made each full collection during a flood take
+about 90 ms, and all collections together 11 us per line. A `Traceback` keeps its
 lines and reads its structure (frames, exception, chain, group members) on demand, again
 each time lines have arrived since: records update in place while a traceback is printed.
 """
@@ -9,7 +12,9 @@ each time lines have arrived since: records update in place while a traceback is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+
+import msgspec
 
 from cockpit.systemd.entry import JournalEntry
 from cockpit.traceback.frames import Frame, Location
@@ -25,15 +30,12 @@ def _time(realtime_us: int | None) -> str | None:
     return None if realtime_us is None else str(realtime_us)
 
 
-class Line:
-    """A line that belongs to no traceback."""
+class Line(msgspec.Struct, gc=False, eq=False):
+    """A line that belongs to no traceback (compared by identity, as a record is)."""
 
-    __slots__ = ("text", "entry")
-    kind = "line"
-
-    def __init__(self, text: str, entry: JournalEntry) -> None:
-        self.text = text
-        self.entry = entry  # shared by the lines of one multi-line MESSAGE
+    text: str
+    entry: JournalEntry  # shared by the lines of one multi-line MESSAGE
+    kind: ClassVar[str] = "line"
 
     @property
     def pid(self) -> int | None:

@@ -221,3 +221,47 @@ async def test_the_scrollbar_is_at_the_end_after_the_first_backlog() -> None:
         drawn = ScrollBarRender.render_bar(bar.size.height, bar.window_virtual_size, bar.window_size, bar.position)
         true = ScrollBarRender.render_bar(bar.size.height, 2000, bar.window_size, view.scroll_y)
         assert [(s.text, s.style) for s in drawn.segments] == [(s.text, s.style) for s in true.segments]
+
+
+async def test_rows_are_converted_to_truecolor_once_per_style_not_per_frame() -> None:
+    """The app's ANSI-to-truecolor filter rewrote every segment of every row on every frame; the
+    view converts its few styles once and leaves the filter out. With the ANSI theme and
+    `ansi_color` off (the filter on, which restyles nothing), a row's colours are exactly what
+    the filter makes of the unconverted style; with the filter off they are left as they are."""
+    from textual.filter import ANSIToTruecolor
+
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        app.theme = "ansi-dark"
+        view = await load(pilot)
+        await pilot.pause()
+        raw = view.rich_style + view.get_component_rich_style("journal--time")
+        assert raw.color is not None and raw.color.triplet is None  # the theme's colour is a system one
+
+        def time_style():
+            return next(seg.style for seg in view.render_line(0) if seg.style is not None and seg.text.strip())
+
+        assert not any(isinstance(f, ANSIToTruecolor) for f in app.get_line_filters())  # native ANSI
+        assert time_style() == raw
+        app.ansi_color = False
+        [to_truecolor] = [f for f in app.get_line_filters() if isinstance(f, ANSIToTruecolor)]
+        assert not any(isinstance(f, ANSIToTruecolor) for f in view.get_line_filters())
+        converted = time_style()
+        assert converted == to_truecolor.truecolor_style(raw, view.background_colors[1].rich_color)
+        assert converted.color is not None and converted.color.triplet is not None
+
+
+async def test_a_row_is_as_wide_as_the_view_and_its_text_stops_at_the_scrollbar() -> None:
+    """A row shorter than the content width was widened by Textual, one new Strip per row and
+    frame; a row now is the width, and the column under the scrollbar holds only padding."""
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = pilot.app.query_one(JournalView)
+        view.append_entries([JournalEntry("x" * 500, cursor=f"w{i}", pid=41) for i in range(200)])
+        await pilot.pause()
+        assert view.scrollable_content_region.width < view.content_region.width  # a scrollbar is shown
+        strip = view.render_line(0)
+        text = "".join(seg.text for seg in strip)
+        assert strip.cell_length == len(text) == view.content_region.width
+        under_bar = view.content_region.width - view.scrollable_content_region.width
+        assert text.endswith(" " * under_bar) and text[:-under_bar].endswith("x")

@@ -18,7 +18,8 @@ from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.filter import ANSIToTruecolor, LineFilter
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -33,6 +34,8 @@ from cockpit.ui.panes.cursor import CursorView
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 TIME_WIDTH = 16
+# a drawn row: record, part, text width, strip width, scroll x, times shown, cursor, search
+RowKey = tuple[int, int, int, int, int, bool, bool, "re.Pattern[str] | None"]
 
 
 def display_text(message: str) -> str:
@@ -139,8 +142,12 @@ class JournalView(CursorView):
         self.behind = 0
         self.filter_text = ""
         self._title = ""
-        self._paints: dict[tuple[str, ...], Style] = {}
-        self._strips: LRUCache[tuple[int, int, int, int, bool, bool, re.Pattern[str] | None], Strip] = LRUCache(1024)
+        self._paints: dict[tuple[bool, tuple[str, ...]], Style] = {}
+        self._frame = (0, 0, 0, 0)  # scroll x and y, widths: read once a frame, not once a row
+        self._in_frame = False
+        self._to_truecolor: ANSIToTruecolor | None = None
+        self._stamps: LRUCache[int, str] = LRUCache(256)
+        self._strips: LRUCache[RowKey, Strip] = LRUCache(1024)
 
     def on_mount(self) -> None:
         self._update_title()
@@ -322,43 +329,91 @@ class JournalView(CursorView):
 
     def _paint(self, *names: str) -> Style:
         """The view's own style with these components' on top, worked out once per style
-        change: `rich_style` walks every ancestor, and took half of `render_line` in a flood."""
-        style = self._paints.get(names)
+        change: `rich_style` walks every ancestor, and took half of `render_line` in a flood.
+        The app's ANSI-to-truecolor filter, when on, is applied here, once per style, instead
+        of to every segment of every row of every frame (`get_line_filters`)."""
+        to_truecolor = self._to_truecolor
+        key = (to_truecolor is not None, names)
+        style = self._paints.get(key)
         if style is None:
             style = self.rich_style
             for name in names:
                 style = style + self.get_component_rich_style(name)
-            self._paints[names] = style
+            if to_truecolor is not None:
+                style = to_truecolor.truecolor_style(style, self.background_colors[1].rich_color)
+            self._paints[key] = style
         return style
+
+    def _check_filter(self) -> None:
+        """Note the app's ANSI-to-truecolor filter while it is on. The app turns it off for an
+        ANSI theme, and on again with `ansi_color`, which restyles nothing: rows drawn under the
+        other setting are dropped then."""
+        on = next((f for f in self.app.get_line_filters() if isinstance(f, ANSIToTruecolor)), None)
+        if (on is None) != (self._to_truecolor is None):
+            self._strips.clear()
+        self._to_truecolor = on
+
+    def get_line_filters(self) -> list[LineFilter]:
+        """The app's filters but ANSI-to-truecolor, whose work `_paint` has done: it rebuilt
+        every visible row (a list of segments and a Strip with its seven caches) on every frame
+        of a flood, where every row is new."""
+        return [f for f in self.app.get_line_filters() if not isinstance(f, ANSIToTruecolor)]
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._frame = self._where()  # 44 us a call: once a frame, not once a row
+        self._check_filter()
+        self._in_frame = True
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._in_frame = False
+
+    def _where(self) -> tuple[int, int, int, int]:
+        """Scroll x and y, the width text may use (the scrollbar's column left out) and the
+        width of a row's Strip: the whole content width, which Textual would otherwise widen
+        each row to, one new Strip per row per frame."""
+        x, y = self.scroll_offset
+        return x, y, self.scrollable_content_region.width, self.content_region.width
+
+    def _stamp(self, realtime_us: int) -> str:
+        second = realtime_us // 1_000_000
+        stamp = self._stamps.get(second)
+        if stamp is None:
+            stamp = self._stamps[second] = time.strftime("%b %d %H:%M:%S ", time.localtime(second))
+        return stamp
 
     def render_line(self, y: int) -> Strip:
         """Lines that are not part of a traceback are drawn once and kept (`_strips`): while
         following, every row moves up on every batch, and only the new ones are new."""
-        scroll_x, scroll_y = self.scroll_offset
+        if not self._in_frame:
+            self._check_filter()
+        scroll_x, scroll_y, width, cells = self._frame if self._in_frame else self._where()
         row = scroll_y + y
-        width = self.scrollable_content_region.width
         model = self.model
         if row >= len(model.rows):
-            return Strip.blank(width, self._paint())
+            return Strip.blank(cells, self._paint())
         index, part = model.rows[row]
         record = model.record(index)
         if isinstance(record, Line):  # a plain line (or its restart separator) draws the same wherever it scrolls
-            key = (index, part, width, scroll_x, self.show_time, row == self.cursor and self.has_focus, self.search)
+            cursor = row == self.cursor and self.has_focus
+            key = (index, part, width, cells, scroll_x, self.show_time, cursor, self.search)
             strip = self._strips.get(key)
             if strip is None:
-                strip = self._strips[key] = self._render_row(row, index, part, record, width, scroll_x)
+                strip = self._strips[key] = self._render_row(row, index, part, record, width, cells, scroll_x)
             return strip
-        return self._render_row(row, index, part, record, width, scroll_x)
+        return self._render_row(row, index, part, record, width, cells, scroll_x)
 
     def _render_row(
-        self, row: int, index: int, part: int, record: Line | Traceback, width: int, scroll_x: int
+        self, row: int, index: int, part: int, record: Line | Traceback, width: int, cells: int, scroll_x: int
     ) -> Strip:
+        """The row's text cut to `width` cells, its Strip `cells` wide (the rest is padding)."""
         paint = self._paint
         model = self.model
         kind: tuple[str, ...] = ()
         if part == SEPARATOR:
             text = f"──── {model.separators.get(index, 'restart')} "
-            return Strip([Segment(text + "─" * max(0, width - len(text)), paint("journal--separator"))]).crop(0, width)
+            rule = Segment(text + "─" * max(0, width - len(text)), paint("journal--separator"))
+            return Strip([rule]).crop(0, width).extend_cell_length(cells, paint())
         stamp_time: int | None = None
         if isinstance(record, Traceback):
             if part == MAIN:
@@ -394,18 +449,18 @@ class JournalView(CursorView):
         segments = []
         gutter = self._gutter()
         if gutter:
-            stamp = time.strftime("%b %d %H:%M:%S ", time.localtime(stamp_time / 1e6)) if stamp_time else " " * gutter
+            stamp = self._stamp(stamp_time) if stamp_time else " " * gutter
             segments.append(Segment(stamp, paint("journal--time")))
         start = max(0, scroll_x - gutter)
         crop_from = min(scroll_x, gutter)
         room = width - (gutter - crop_from)
         if self.search is None and crop_from == 0 and (visible := text[start : start + room]).isascii():
             # One cell a character: the row is cut and padded here, one Strip instead of three.
-            segments.append(Segment(visible.ljust(room), style))
-            return Strip(segments, width)
+            segments.append(Segment(visible.ljust(room + cells - width), style))
+            return Strip(segments, cells)
         visible = text[start : start + width * 2]  # crop before building segments: lines can be 100 KB
         segments.extend(self._highlight(visible, style, kind))
-        return Strip(segments).crop(crop_from, crop_from + width).extend_cell_length(width, style)
+        return Strip(segments).crop(crop_from, crop_from + width).extend_cell_length(cells, style)
 
     def _highlight(self, text: str, style: Style, kind: tuple[str, ...]) -> list[Segment]:
         if self.search is None:
