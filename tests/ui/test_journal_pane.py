@@ -4,6 +4,7 @@ tests/unit/test_journal_rows.py; paging a real journal: tests/lab/test_journal_p
 from __future__ import annotations
 
 import pytest
+from msgspec.structs import replace
 from textual.scrollbar import ScrollBarRender
 
 from cockpit.config import Config
@@ -140,6 +141,38 @@ async def test_a_burst_of_batches_redraws_the_side_list_once(monkeypatch) -> Non
         await pilot.pause()
         assert 1 <= len(calls) <= 2  # one message still queued was replaced by the next
         assert app.query_one(TracebackList).option_count == 8
+
+
+async def test_the_same_failure_again_relabels_its_row_without_a_layout(monkeypatch) -> None:
+    """A rebuilt side list lays out the whole screen (61 ms under a flood, for each traceback
+    that arrived); a failure seen again changes only its row's count, in place, and the row
+    then jumps to the newest of them."""
+    from textual.screen import Screen
+
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = await load(pilot)
+        side = app.query_one(TracebackList)
+        before = [str(side.get_option_at_index(i).prompt) for i in range(side.option_count)]
+        newest_before = view.model.tracebacks()[0][0]
+        layouts = []
+        refresh_layout = Screen._refresh_layout
+        monkeypatch.setattr(
+            Screen, "_refresh_layout", lambda self, *a, **k: (layouts.append(1), refresh_layout(self, *a, **k))[1]
+        )
+        again = entries("journal-crash8.jsonl")
+        view.append_entries([replace(e, cursor=f"again-{k}") for k, e in enumerate(again)])
+        await pilot.pause()
+        await pilot.pause()
+        after = [str(side.get_option_at_index(i).prompt) for i in range(side.option_count)]
+        assert side.option_count == len(before) and after != before  # the counts grew, in the same rows
+        assert layouts == []
+        side.focus()
+        side.highlighted = 0
+        await pilot.press("enter")
+        await pilot.pause()
+        newest = view.model.tracebacks()[0][0]
+        assert view.model.rows[view.cursor] == (newest, MAIN) and newest > newest_before  # the second copy's
 
 
 async def test_the_title_says_how_far_behind_the_feed_is_until_it_catches_up() -> None:
