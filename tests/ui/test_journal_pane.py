@@ -161,12 +161,15 @@ async def test_the_same_failure_again_relabels_its_row_without_a_layout(monkeypa
             Screen, "_refresh_layout", lambda self, *a, **k: (layouts.append(1), refresh_layout(self, *a, **k))[1]
         )
         again = entries("journal-crash8.jsonl")
-        view.append_entries([replace(e, cursor=f"again-{k}") for k, e in enumerate(again)])
+        # the unit started again and failed the same way: a restart loop, a longer label
+        view.append_entries([replace(e, cursor=f"again-{k}", invocation_id="start-2") for k, e in enumerate(again)])
         await pilot.pause()
         await pilot.pause()
         after = [str(side.get_option_at_index(i).prompt) for i in range(side.option_count)]
         assert side.option_count == len(before) and after != before  # the counts grew, in the same rows
         assert layouts == []
+        assert max(len(row) for row in after) > side.scrollable_content_region.width  # too long for a row:
+        assert side.virtual_size.height == side.option_count  # cut with an ellipsis, never wrapped
         side.focus()
         side.highlighted = 0
         await pilot.press("enter")
