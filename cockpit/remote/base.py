@@ -72,6 +72,7 @@ class FileStat:
 
 
 CHUNK = 1 << 18
+CONNECT_TIMEOUT = 10.0  # how long a host may take to answer a login, whichever client logs in
 
 
 class LineStream(abc.ABC):

@@ -30,12 +30,20 @@ from typing import TYPE_CHECKING
 
 from cockpit.config import HostConfig
 from cockpit.remote import ssh_client
-from cockpit.remote.base import FileMissing, FileStat, Host, HostError, LineStream, RunResult
+from cockpit.remote.base import (
+    CONNECT_TIMEOUT,
+    ConnectionLost,
+    FileMissing,
+    FileStat,
+    Host,
+    HostError,
+    LineStream,
+    RunResult,
+)
 
 if TYPE_CHECKING:
     import asyncio
 
-READY_S = 10.0  # how long the master may take to log in
 PERSIST_S = 30  # how long a master whose cockpit died stays, idle, before it ends itself
 SSH_FAILED = 255  # ssh's own exit status when the connection, not the command, failed
 
@@ -72,9 +80,10 @@ class MuxHost(Host):
                     [*master, self._client[-1], *command], stdin=subprocess.DEVNULL, stdout=out, stderr=said
                 )
 
-    async def ready(self, timeout: float = READY_S) -> None:
+    async def ready(self, timeout: float = CONNECT_TIMEOUT) -> None:
         """Once the master has logged in (its control socket exists); HostError with ssh's
-        last word when it cannot."""
+        last word when it cannot, ConnectionLost when the host has not answered in `timeout`
+        (asyncssh would wait as long again: the caller says so rather than trying it)."""
         import asyncio
 
         if self._master is None:
@@ -84,7 +93,7 @@ class MuxHost(Host):
             if self._master.poll() is not None:
                 raise HostError(f"ssh to {self.name} ended ({self._master.returncode}): {self._last_word()}")
             if time.monotonic() > deadline:
-                raise HostError(f"ssh to {self.name} did not log in within {timeout:.0f} s")
+                raise ConnectionLost(f"{self.name} did not answer within {timeout:.0f} s")
             await asyncio.sleep(0.005)
 
     def _logged_in(self) -> bool:

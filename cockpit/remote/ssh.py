@@ -44,6 +44,7 @@ from cockpit.config import HostConfig
 from cockpit.remote import http, openssh
 from cockpit.remote.base import (
     CHUNK,
+    CONNECT_TIMEOUT,
     ConnectionLost,
     FileMissing,
     FileStat,
@@ -62,7 +63,6 @@ from cockpit.remote.sudo import disk_trouble
 MAX_SESSIONS = 10  # sshd's default MaxSessions
 KEEPALIVE_INTERVAL = 2.0
 KEEPALIVE_COUNT = 3  # a frozen host is declared dead after about 6 to 8 s
-CONNECT_TIMEOUT = 10.0
 SFTP_TIMEOUT = 30.0
 BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
 USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")  # OpenSSH's defaults

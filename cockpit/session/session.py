@@ -28,7 +28,7 @@ from cockpit.errors import CockpitError
 from cockpit.lab.paths import ssh_configs as lab_ssh_configs
 from cockpit.load.passive import ThroughputPoint, ThroughputSeries
 from cockpit.load.results import LevelResult, RequestResult
-from cockpit.remote.base import Host, HostError, SshConfigs, TrustPrompt
+from cockpit.remote.base import CONNECT_TIMEOUT, ConnectionLost, Host, HostError, SshConfigs, TrustPrompt
 from cockpit.remote.pool import HostPool
 from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, SourceFile, staleness
 from cockpit.session.feeds import POLL_S, StatusPoll, supervise
@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 
 GATHER_TIMEOUT_S = 120.0
 FIRST_STATUS_WAIT_S = 2.0  # how long the journal and the deployment wait for the first status
+# The app's early master was forked about a second before the session starts, and a login takes
+# 0.25 s: one that is not done a second later goes no faster than asyncssh, which says what is wrong.
+EARLY_STATUS_S = 1.0
 NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll before asking itself
 
 
@@ -228,24 +231,29 @@ class Session:
         self.journal = self._new_journal()
         self.start()
 
-    async def reading_host(self) -> Host:
+    async def reading_host(self, wait: float = CONNECT_TIMEOUT) -> Host:
         """The host for a one-shot read: the early OpenSSH master once it has logged in, else
         (none was started, or it could not log in) the asyncssh connection, whose errors are
-        the sentences the cockpit words for an unknown key, a refused login, and the rest."""
-        if self.reader is not None:
+        the sentences the cockpit words for an unknown key, a refused login, and the rest. A
+        host that has not answered the master within `wait` is not asked again: ConnectionLost."""
+        reader, self.reader = self.reader, None
+        if reader is not None:
             try:
-                await self.reader.ready()
-                return self.reader
+                await reader.ready(wait)
+                self.reader = reader
+                return reader
+            except ConnectionLost:
+                await reader.close()
+                raise
             except HostError:
-                await self.reader.close()
-                self.reader = None
+                await reader.close()
         return self.host
 
     async def _early_status(self, unit: str) -> bool:
         """The first status through the early master, read while asyncssh is still to be
         imported and connected; any failure is left to the poll, which reads at once."""
         with contextlib.suppress(Exception):  # the poll that follows reports whatever is wrong
-            host = await self.reading_host()
+            host = await self.reading_host(EARLY_STATUS_S)
             if host is self.reader:
                 self._status(await with_file_check(host, await fetch(host, unit)))
                 return True
