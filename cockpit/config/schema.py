@@ -35,6 +35,11 @@ class HostConfig:
     def ssh_alias(self) -> str:
         return self.ssh or self.name
 
+    @property
+    def destination(self) -> str:
+        """What an SSH client is told to connect to: the hostname, else the ssh_config alias."""
+        return self.hostname or self.ssh_alias
+
 
 @dataclass(frozen=True)
 class UnitConfig:

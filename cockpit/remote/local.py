@@ -54,6 +54,31 @@ async def communicate(
         raise HostError(f"{what} did not finish within {timeout:.0f} s") from None
 
 
+@contextlib.asynccontextmanager
+async def process_lines(argv: Sequence[str]) -> AsyncIterator[LineStream]:
+    """A local process's stdout as it arrives; leaving ends the process (terminated, killed if
+    it is still there 2 s later)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=1 << 24,
+    )
+    try:
+        yield ProcessLines(proc)
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 2)
+            except asyncio.TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+
+
 class LocalHost(Host):
     def __init__(self, name: str = "localhost") -> None:
         self.name = name
@@ -75,27 +100,8 @@ class LocalHost(Host):
         result = await self.run(argv, timeout=timeout)
         return RunResult(result.argv, result.returncode, result.stdout + result.stderr, b"")
 
-    @contextlib.asynccontextmanager
-    async def stream(self, argv: Sequence[str]) -> AsyncIterator[LineStream]:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=1 << 24,
-        )
-        try:
-            yield ProcessLines(proc)
-        finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
-                try:
-                    await asyncio.wait_for(proc.wait(), 2)
-                except asyncio.TimeoutError:
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-                    await proc.wait()
+    def stream(self, argv: Sequence[str]) -> contextlib.AbstractAsyncContextManager[LineStream]:
+        return process_lines(argv)
 
     async def _file_op(self, path: str, doing: str, op: Callable[[], T]) -> T:
         try:

@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 PERSIST_S = 30  # how long a master whose cockpit died stays, idle, before it ends itself
 SSH_FAILED = 255  # ssh's own exit status when the connection, not the command, failed
+NO_WORD = "no word from ssh"
 
 
 class MuxHost(Host):
@@ -68,7 +69,7 @@ class MuxHost(Host):
         with open(conf, "w") as f:
             f.write(ssh_client.config_text(files))
         base = ssh_client.options(config, conf, jump)
-        self._client = [*base, "-S", self._socket, "-o", "ControlMaster=no", ssh_client.destination(config)]
+        self._client = [*base, "-S", self._socket, "-o", "ControlMaster=no", config.destination]
         self._out, self._said = os.path.join(self._dir, "stdout"), os.path.join(self._dir, "stderr")  # files:
         self._first = tuple(first)  # a pipe that nobody reads would stall ssh once full
         self._master: subprocess.Popen[bytes] | None = None
@@ -100,9 +101,7 @@ class MuxHost(Host):
         return os.path.exists(self._socket)
 
     def _last_word(self) -> str:
-        with open(self._said, "rb") as f:
-            lines = f.read().decode("utf-8", "replace").strip().splitlines()
-        return lines[-1] if lines else "no word from ssh"
+        return ssh_client.last_word(Path(self._said).read_bytes()) or NO_WORD
 
     async def _first_answer(self) -> RunResult | None:
         """The answer to `first`, once, when ssh ran it (None: ask the normal way)."""
@@ -136,8 +135,7 @@ class MuxHost(Host):
         proc = await self._process(ssh, stdin=stdin)
         out, err = await communicate(proc, input, timeout, f"`{argv[0]}` on {self.name}")
         if proc.returncode == SSH_FAILED:
-            said = err.decode("utf-8", "replace").strip().splitlines()
-            raise HostError(f"ssh to {self.name} failed: {said[-1] if said else 'no word from ssh'}")
+            raise HostError(f"ssh to {self.name} failed: {ssh_client.last_word(err) or NO_WORD}")
         return RunResult(tuple(argv), proc.returncode or 0, out, err)
 
     async def query(self, argv: Sequence[str], *, timeout: float = 10.0) -> RunResult:
@@ -146,18 +144,10 @@ class MuxHost(Host):
         result = await self.run(argv, timeout=timeout)
         return RunResult(result.argv, result.returncode, result.stdout + result.stderr, b"")
 
-    @contextlib.asynccontextmanager
-    async def stream(self, argv: Sequence[str]) -> AsyncIterator[LineStream]:
-        from cockpit.remote.local import ProcessLines
+    def stream(self, argv: Sequence[str]) -> contextlib.AbstractAsyncContextManager[LineStream]:
+        from cockpit.remote.local import process_lines
 
-        proc = await self._process([*self._client, "--", shlex.join(argv)], stdin=subprocess.DEVNULL)
-        try:
-            yield ProcessLines(proc)
-        finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+        return process_lines([*self._client, "--", shlex.join(argv)])
 
     async def _file(self, path: str, argv: Sequence[str], doing: str) -> bytes:
         result = await self.run(["env", "LC_ALL=C", *argv])

@@ -23,7 +23,7 @@ from typing import IO
 
 from cockpit.config import HostConfig
 from cockpit.remote.base import HostError
-from cockpit.remote.ssh_client import config_text, destination, options
+from cockpit.remote.ssh_client import config_text, last_word, options
 
 READY_S = 10.0  # how long `ssh -L` may take to connect and listen
 
@@ -41,7 +41,7 @@ def command(
     """The `ssh` argv that listens on 127.0.0.1:`local` and reaches `host`:`port` from the host."""
     argv = options(config, config_file, jump) + ["-N", "-T", "-o", "ExitOnForwardFailure=yes"]
     argv += ["-o", "ServerAliveInterval=5", "-L", f"127.0.0.1:{local}:{host}:{port}"]
-    return [*argv, destination(config)]
+    return [*argv, config.destination]
 
 
 @contextlib.asynccontextmanager
@@ -82,8 +82,7 @@ async def _until_listening(proc: asyncio.subprocess.Process, local: int, name: s
     while time.monotonic() < deadline:
         if proc.returncode is not None:
             stderr.seek(0)
-            said = stderr.read().decode("utf-8", "replace").strip()
-            raise HostError(f"ssh -L to {name} ended ({proc.returncode}): {said.splitlines()[-1] if said else ''}")
+            raise HostError(f"ssh -L to {name} ended ({proc.returncode}): {last_word(stderr.read())}")
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", local)
         except OSError:

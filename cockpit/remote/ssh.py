@@ -257,10 +257,10 @@ class SSHHost(Host):
             kwargs["port"] = c.port
         if c.identity_file:
             kwargs["client_keys"] = [str(Path(c.identity_file).expanduser())]
-        options = asyncssh.SSHClientConnectionOptions(host=c.hostname or c.ssh_alias, **kwargs, **extra)
+        options = asyncssh.SSHClientConnectionOptions(host=c.destination, **kwargs, **extra)
         if list(options.encryption_algs) == get_default_encryption_algs():  # no `Ciphers` in ssh_config
             options = asyncssh.SSHClientConnectionOptions(
-                host=c.hostname or c.ssh_alias, encryption_algs=PREFERRED_CIPHERS, **kwargs, **extra
+                host=c.destination, encryption_algs=PREFERRED_CIPHERS, **kwargs, **extra
             )
         return options
 
@@ -292,7 +292,7 @@ class SSHHost(Host):
         else:
             self._set_state("connecting")
         base = self._options()
-        target = self.config.hostname or self.config.ssh_alias
+        target = self.config.destination
         port = base.port or 22
         names = [base.host_key_alias or base.host or target]
         user_files, global_files = known_hosts_files(base.config, base.username)

@@ -33,7 +33,7 @@ def config_text(files: Sequence[str]) -> str:
 def _jump(config: HostConfig) -> str:
     user = f"{config.user}@" if config.user else ""
     port = f":{config.port}" if config.port else ""
-    return f"{user}{destination(config)}{port}"
+    return f"{user}{config.destination}{port}"
 
 
 def options(config: HostConfig, config_file: str, jump: HostConfig | None = None) -> list[str]:
@@ -52,5 +52,7 @@ def options(config: HostConfig, config_file: str, jump: HostConfig | None = None
     return argv
 
 
-def destination(config: HostConfig) -> str:
-    return config.hostname or config.ssh_alias
+def last_word(said: bytes) -> str:
+    """The last line ssh wrote to its stderr (its reason, when it gave up), or ""."""
+    lines = said.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else ""

@@ -143,7 +143,7 @@ class JournalView(CursorView):
         self.filter_text = ""
         self._title = ""
         self._paints: dict[tuple[bool, tuple[str, ...]], Style] = {}
-        self._frame = (0, 0, 0, 0)  # scroll x and y, widths: read once a frame, not once a row
+        self._frame = (0, 0, 0, 0)  # scroll x and y, widths (`_read_frame`)
         self._in_frame = False
         self._to_truecolor: ANSIToTruecolor | None = None
         self._stamps: LRUCache[int, str] = LRUCache(256)
@@ -344,15 +344,6 @@ class JournalView(CursorView):
             self._paints[key] = style
         return style
 
-    def _check_filter(self) -> None:
-        """Note the app's ANSI-to-truecolor filter while it is on. The app turns it off for an
-        ANSI theme, and on again with `ansi_color`, which restyles nothing: rows drawn under the
-        other setting are dropped then."""
-        on = next((f for f in self.app.get_line_filters() if isinstance(f, ANSIToTruecolor)), None)
-        if (on is None) != (self._to_truecolor is None):
-            self._strips.clear()
-        self._to_truecolor = on
-
     def get_line_filters(self) -> list[LineFilter]:
         """The app's filters but ANSI-to-truecolor, whose work `_paint` has done: it rebuilt
         every visible row (a list of segments and a Strip with its seven caches) on every frame
@@ -360,20 +351,26 @@ class JournalView(CursorView):
         return [f for f in self.app.get_line_filters() if not isinstance(f, ANSIToTruecolor)]
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        self._frame = self._where()  # 44 us a call: once a frame, not once a row
-        self._check_filter()
+        self._read_frame()
         self._in_frame = True
         try:
             return super().render_lines(crop)
         finally:
             self._in_frame = False
 
-    def _where(self) -> tuple[int, int, int, int]:
-        """Scroll x and y, the width text may use (the scrollbar's column left out) and the
-        width of a row's Strip: the whole content width, which Textual would otherwise widen
-        each row to, one new Strip per row per frame."""
+    def _read_frame(self) -> None:
+        """What every row of a frame is drawn with, read once a frame (`scrollable_content_region`
+        alone costs 44 us a call): scroll x and y, the width text may use (the scrollbar's column
+        left out), the width of a row's Strip (the whole content width, which Textual would
+        otherwise widen each row to, a new Strip per row), and the app's ANSI-to-truecolor filter
+        while it is on. The app turns that off for an ANSI theme, and on again with `ansi_color`,
+        which restyles nothing: rows drawn under the other setting are dropped then."""
         x, y = self.scroll_offset
-        return x, y, self.scrollable_content_region.width, self.content_region.width
+        self._frame = (x, y, self.scrollable_content_region.width, self.content_region.width)
+        on = next((f for f in self.app.get_line_filters() if isinstance(f, ANSIToTruecolor)), None)
+        if (on is None) != (self._to_truecolor is None):
+            self._strips.clear()
+        self._to_truecolor = on
 
     def _stamp(self, realtime_us: int) -> str:
         second = realtime_us // 1_000_000
@@ -385,9 +382,9 @@ class JournalView(CursorView):
     def render_line(self, y: int) -> Strip:
         """Lines that are not part of a traceback are drawn once and kept (`_strips`): while
         following, every row moves up on every batch, and only the new ones are new."""
-        if not self._in_frame:
-            self._check_filter()
-        scroll_x, scroll_y, width, cells = self._frame if self._in_frame else self._where()
+        if not self._in_frame:  # called alone (a test, a benchmark): read what the frame would
+            self._read_frame()
+        scroll_x, scroll_y, width, cells = self._frame
         row = scroll_y + y
         model = self.model
         if row >= len(model.rows):
