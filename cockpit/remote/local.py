@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from cockpit.remote import http
 from cockpit.remote.base import CHUNK, FileMissing, FileStat, Host, HostError, LineStream, RunResult
+from cockpit.timeouts import within
 
 T = TypeVar("T")
 
@@ -32,7 +33,7 @@ class ProcessLines(LineStream):
         if self.proc.stderr is None:
             return ""
         try:
-            data = await asyncio.wait_for(self.proc.stderr.read(), 1.0)
+            data = await within(self.proc.stderr.read(), 1.0)
         except asyncio.TimeoutError:
             return ""
         return data.decode("utf-8", "replace").strip()
@@ -44,7 +45,7 @@ async def communicate(
     """`proc`'s stdout and stderr once it ends; killed (never left running) when it takes
     longer than `timeout` or the caller is cancelled."""
     try:
-        return await asyncio.wait_for(proc.communicate(input), timeout)
+        return await within(proc.communicate(input), timeout)
     except (asyncio.TimeoutError, asyncio.CancelledError) as e:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
@@ -72,7 +73,7 @@ async def process_lines(argv: Sequence[str]) -> AsyncIterator[LineStream]:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
             try:
-                await asyncio.wait_for(proc.wait(), 2)
+                await within(proc.wait(), 2)
             except asyncio.TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
@@ -158,7 +159,7 @@ class LocalHost(Host):
             finally:
                 writer.close()
 
-        return await asyncio.wait_for(go(), timeout)
+        return await within(go(), timeout)
 
     @contextlib.asynccontextmanager
     async def forward_port(self, host: str, port: int) -> AsyncIterator[int]:

@@ -40,6 +40,7 @@ from cockpit.remote.base import (
     LineStream,
     RunResult,
 )
+from cockpit.timeouts import within
 
 if TYPE_CHECKING:
     import asyncio
@@ -200,7 +201,7 @@ class MuxHost(Host):
         assert proc.stdin is not None and proc.stdout is not None
         exchange = http.exchange(proc.stdout, proc.stdin, method, host, port, path, body)
         try:
-            return await asyncio.wait_for(exchange, timeout)
+            return await within(exchange, timeout)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()

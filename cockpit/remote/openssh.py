@@ -24,6 +24,7 @@ from typing import IO
 from cockpit.config import HostConfig
 from cockpit.remote.base import HostError
 from cockpit.remote.ssh_client import config_text, last_word, options
+from cockpit.timeouts import within
 
 READY_S = 10.0  # how long `ssh -L` may take to connect and listen
 
@@ -71,7 +72,7 @@ async def forward(
             if proc.returncode is None:
                 proc.terminate()
                 try:
-                    await asyncio.wait_for(proc.wait(), 5)
+                    await within(proc.wait(), 5)
                 except asyncio.TimeoutError:
                     proc.kill()
                     await proc.wait()

@@ -59,6 +59,7 @@ from cockpit.remote.base import (
 )
 from cockpit.remote.ssh_client import config_paths
 from cockpit.remote.sudo import disk_trouble
+from cockpit.timeouts import within
 
 MAX_SESSIONS = 10  # sshd's default MaxSessions
 KEEPALIVE_INTERVAL = 2.0
@@ -195,7 +196,7 @@ class _ChannelLines(LineStream):
 
     async def stderr_text(self) -> str:
         try:
-            data = await asyncio.wait_for(self.process.stderr.read(), 1.0)
+            data = await within(self.process.stderr.read(), 1.0)
         except (asyncio.TimeoutError, *TRANSPORT_ERRORS):
             return ""
         return (data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)).strip()
@@ -387,9 +388,7 @@ class SSHHost(Host):
         async with self._sessions:
             try:
                 with self._transport(conn):
-                    result = await asyncio.wait_for(
-                        conn.run(shlex.join(argv), input=input, encoding=None, check=False), timeout
-                    )
+                    result = await within(conn.run(shlex.join(argv), input=input, encoding=None, check=False), timeout)
             except (asyncio.TimeoutError, TimeoutError):
                 raise HostError(f"`{argv[0]}` on {self.name} did not finish within {timeout:.0f} s") from None
         rc = result.exit_status if result.exit_status is not None else 255
@@ -398,7 +397,7 @@ class SSHHost(Host):
     async def query(self, argv: Sequence[str], *, timeout: float = 10.0) -> RunResult:
         async with self._query_lock:
             try:
-                return await asyncio.wait_for(self._query(argv), timeout)
+                return await within(self._query(argv), timeout)
             except (asyncio.TimeoutError, TimeoutError):
                 self._close_query()
                 raise HostError(f"`{argv[0]}` on {self.name} did not answer within {timeout:.0f} s") from None
@@ -470,7 +469,7 @@ class SSHHost(Host):
         try:
             with self._transport(conn):
                 try:
-                    return await asyncio.wait_for(op(sftp), SFTP_TIMEOUT)
+                    return await within(op(sftp), SFTP_TIMEOUT)
                 except asyncssh.SFTPNoSuchFile:
                     raise FileMissing(f"{path} does not exist on {self.name}") from None
                 except asyncssh.SFTPPermissionDenied:
@@ -567,7 +566,7 @@ class SSHHost(Host):
                 writer.close()
 
         try:
-            return await asyncio.wait_for(go(), timeout)
+            return await within(go(), timeout)
         except asyncssh.Error as e:  # the connection under the request failed, not the server
             raise self._lost(e, conn) from None
 
@@ -605,6 +604,6 @@ class SSHHost(Host):
         if self._conn is not None:
             self._conn.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._conn.wait_closed(), 2)
+                await within(self._conn.wait_closed(), 2)
         self._conn, self._sftp = None, None
         self._set_state("disconnected")

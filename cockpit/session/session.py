@@ -41,6 +41,7 @@ from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show, with_file_check
 from cockpit.systemd.unit import Unit
 from cockpit.targets import Target
+from cockpit.timeouts import within
 from cockpit.traceback.journal_rows import JournalRows
 from cockpit.traceback.model import Traceback
 
@@ -58,6 +59,19 @@ FIRST_STATUS_WAIT_S = 2.0  # how long the journal and the deployment wait for th
 # 0.25 s: one that is not done a second later goes no faster than asyncssh, which says what is wrong.
 EARLY_STATUS_S = 1.0
 NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll before asking itself
+STOP_WAIT_S = 5.0  # how long `stop` waits for its cancelled tasks before it goes on without them
+
+
+def waiting_at(task: asyncio.Task[Any]) -> str:
+    """Where a suspended task waits: the innermost coroutine of its chain of awaits."""
+    coro: Any = task.get_coro()
+    where = "at an unknown place"
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+        if frame is not None:
+            where = f"waiting in {frame.f_code.co_name} ({Path(frame.f_code.co_filename).name}:{frame.f_lineno})"
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+    return where
 
 
 class Listener:
@@ -201,12 +215,12 @@ class Session:
         # connection and the CPU with it. A host that does not answer delays them at most this.
         if not shown:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(first, FIRST_STATUS_WAIT_S)
+                await within(first, FIRST_STATUS_WAIT_S)
         self._spawn(self.journal.run(), "the journal feed")
         self._spawn(self.reload(), "reading the unit")
 
     def _spawn(self, work: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
-        task = asyncio.create_task(work)
+        task = asyncio.create_task(work, name=what)
         self._tasks.add(task)
 
         def done(t: asyncio.Task[Any]) -> None:
@@ -218,10 +232,19 @@ class Session:
         return task
 
     async def stop(self) -> None:
+        """Cancel every task. One still running STOP_WAIT_S later is reported (where it waits)
+        and left behind: closing the connections after this ends its remote commands, and a
+        quit never hangs on it."""
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if not tasks:
+            return
+        _, stuck = await asyncio.wait(tasks, timeout=STOP_WAIT_S)
+        for task in stuck:
+            self.listener.failed(
+                task.get_name(), f"still running {STOP_WAIT_S:g} s after it was stopped, {waiting_at(task)}"
+            )
 
     async def switch(self, target: Target) -> None:
         await self.stop()
@@ -294,7 +317,7 @@ class Session:
         waiter: asyncio.Future[UnitStatus] = asyncio.get_running_loop().create_future()
         self._status_waiters.append(waiter)
         try:
-            return await asyncio.wait_for(waiter, NEXT_STATUS_WAIT_S)
+            return await within(waiter, NEXT_STATUS_WAIT_S)
         except asyncio.TimeoutError:
             return await fetch(self.host, self.target.unit)
 
@@ -539,7 +562,7 @@ class Session:
         if target is None or not self.live:
             return self.incident_in_memory()
         try:
-            return await asyncio.wait_for(self.gather_incident(since), GATHER_TIMEOUT_S)
+            return await within(self.gather_incident(since), GATHER_TIMEOUT_S)
         except (CockpitError, asyncio.TimeoutError) as e:
             incident = self.incident_in_memory()
             reason = str(e) or f"no answer within {GATHER_TIMEOUT_S:.0f} s"

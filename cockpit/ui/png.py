@@ -20,6 +20,7 @@ import struct
 import zlib
 
 from cockpit.errors import CockpitError
+from cockpit.timeouts import within
 
 MONOSPACE = '"DejaVu Sans Mono", monospace'
 CONVERT_TIMEOUT_S = 60.0
@@ -66,7 +67,7 @@ async def _rsvg(rsvg: str, svg: str) -> bytes:
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        out, err = await asyncio.wait_for(proc.communicate(svg.encode()), CONVERT_TIMEOUT_S)
+        out, err = await within(proc.communicate(svg.encode()), CONVERT_TIMEOUT_S)
     except asyncio.TimeoutError:
         proc.kill()
         await proc.wait()

@@ -109,6 +109,9 @@ async def test_the_apps_first_status_comes_before_asyncssh_has_connected(lab: La
         def connection(self, state: str, detail: str | None) -> None:
             heard.append(state)
 
+        def failed(self, what: str, detail: str) -> None:
+            heard.append(f"failed: {what}: {detail}")
+
     target = Target(lab.name, UNIT)
     session = Session(Config(), target, reader=early_reader(Config(), target))
     session.listener = Heard()
@@ -121,6 +124,7 @@ async def test_the_apps_first_status_comes_before_asyncssh_has_connected(lab: La
     finally:
         await session.close()
     assert heard[0] == "status active", heard  # before "connecting": no asyncssh yet
+    assert not [h for h in heard if h.startswith("failed")], heard
     assert session.reader is None and _left_running() == ""
 
 

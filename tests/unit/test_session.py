@@ -99,3 +99,39 @@ def test_unsubscribing_stops_the_batches() -> None:
     unsubscribe()
     session.deliver(crash[10:20])
     assert got == [10]
+
+
+async def test_stop_goes_on_without_a_task_that_ignores_its_cancel_and_says_where_it_waits(monkeypatch) -> None:
+    """A quit never hangs on a task that will not end: it is named, with where it waits."""
+    import asyncio
+    import time
+
+    from cockpit.session import session as session_module
+
+    monkeypatch.setattr(session_module, "STOP_WAIT_S", 0.2)
+    session = RecordedSession(Config(), TARGET)
+    heard = session.listener = Heard()
+    release = asyncio.Event()
+
+    async def deaf() -> None:
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                continue  # a task that swallows its cancel
+
+    async def polite() -> None:
+        await asyncio.sleep(60)
+
+    stuck, ended = session._spawn(deaf(), "the deaf task"), session._spawn(polite(), "a polite task")
+    await asyncio.sleep(0)
+    started = time.monotonic()
+    await session.stop()
+    assert time.monotonic() - started < 2
+    assert ended.cancelled() and not stuck.done()
+    assert len(heard.failures) == 1, heard.failures
+    assert heard.failures[0].startswith("the deaf task: still running 0.2 s after it was stopped, waiting in wait ("), (
+        heard.failures
+    )
+    release.set()
+    await stuck
