@@ -28,20 +28,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader: MuxHost | None) -> int:
+    import asyncio
+
     from cockpit.sglang.deployment import read_deployment
+    from cockpit.systemd import gpu_use
     from cockpit.systemd.readiness import is_ready
     from cockpit.systemd.status import fetch
 
     async with session_of(cfg, target, reader=reader) as session:
         host = await session.reading_host()
         status = await fetch(host, target.unit)
-        ready = False
-        if status.active_state == "active":  # where it listens: the config's url, or the unit's own flags
+
+        async def readiness() -> bool:
+            if status.active_state != "active":
+                return False
+            # where it listens: the config's url, or the unit's own flags
             found = await read_deployment(host, target, catalogs=session.catalogs, status=status, python=False)
-            ready = await is_ready(host, *found.address)
+            return await is_ready(host, *found.address)
+
+        ready, gpus = await asyncio.gather(readiness(), gpu_use.read_or_say(host))
     status = replace(status, ready=ready)
+    gpu_lines = gpu_use.summary_lines(gpus, target.unit, status.invocation_id)
     if args.json:
-        print(json.dumps(status.to_json()))
+        print(
+            json.dumps(
+                {**status.to_json(), "gpus": gpus.to_json(target.unit, status.invocation_id), "gpus_note": gpus.missing}
+            )
+        )
     else:
         state = f"{status.active_state} ({status.sub_state})"
         print(f"{status.unit} on {status.host}: {state}, {'ready' if ready else 'not ready'}")
@@ -53,6 +66,8 @@ async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader:
             f"  invocation {status.invocation_id or '-'}, unit file {status.fragment_path or '-'}"
             + (" (changed on disk: daemon-reload needed)" if status.need_daemon_reload else "")
         )
+        for line in gpu_lines:
+            print(f"  {line}")
     return 0 if status.active_state == "active" and ready else 1
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from cockpit.lab.standin.engine import MAX_TOTAL_NUM_TOKENS, Engine, Request
 from cockpit.lab.standin.launch import parse_or_die
 from cockpit.lab.standin.log import Logger, rank_prefix
+from cockpit.lab.standin.nvidia_smi import GPUS, TOTAL_MIB
 from cockpit.lab.standin.settings import Settings
 
 STANDIN_LABEL = "cockpit lab stand-in (CPU program, not SGLang)"
@@ -33,6 +34,13 @@ class HttpError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def gpu_env(rank: int, args: Any) -> dict[str, str]:
+    """What makes a rank's worker hold GPU memory for the lab's nvidia-smi stand-in: its
+    `--mem-fraction-static` share of an H200 on GPU `rank`, as a real scheduler would."""
+    fraction = float(getattr(args, "mem_fraction_static", None) or 0.88)
+    return {"COCKPIT_STANDIN_GPU_MIB": str(int(fraction * TOTAL_MIB)), "COCKPIT_STANDIN_GPUS": str(rank % GPUS)}
 
 
 class Standin:
@@ -117,6 +125,7 @@ class Standin:
                 str(w),
                 stdin=asyncio.subprocess.PIPE,
                 pass_fds=(w,),
+                env={**os.environ, **gpu_env(rank, self.args)},
             )
             os.close(w)
             self.workers.append(proc)
