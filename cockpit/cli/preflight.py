@@ -61,7 +61,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
     from cockpit.sglang.deployment import read_deployment
 
     async with open_target(args, unit=False) as session:
-        python = None
+        python, on_gpus = None, None
         if session.target is not None:
             found = await read_deployment(
                 session.host, session.target, catalogs=session.catalogs, python=catalog is None
@@ -70,6 +70,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
                 raise CockpitError(found.problems[0] if found.problems else "the unit could not be read")
             argv = argv or found.command
             python = found.interpreter
+            on_gpus = (found.target.unit, found.status.invocation_id, found.unit.environment())
             if catalog is None:
                 if found.catalog is None:
                     raise CockpitError(f"cannot read {found.problems[0]}" if found.problems else "no SGLang flag list")
@@ -81,7 +82,12 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
             raise UsageError("give the flags to check after `--`, or --unit to read them from the unit")
         if catalog is None:
             raise UsageError("give --unit (its Python tells where SGLang is) or --sglang-version")
-        return await _report(args, argv, catalog, host, python)
+        report = await _report(args, argv, catalog, host, python)
+        if on_gpus is not None:
+            from cockpit.sglang.gpu_preflight import check_gpus
+
+            report.findings += await check_gpus(host, argv, catalog, *on_gpus)
+        return report
 
 
 async def _report(

@@ -423,6 +423,24 @@ class Session:
 
         return preflight(unit, catalog)
 
+    async def gpu_findings(self, edited: Unit) -> list[Finding]:
+        """What processes outside the unit hold on the GPUs the edited unit will use (the
+        write modal's host check; nothing for a recorded session)."""
+        catalog = self.deployment.catalog if self.deployment is not None else None
+        if not self.live or self.target is None or catalog is None:
+            return []
+        from cockpit.sglang.gpu_preflight import check_gpus
+
+        invocation = self.status.invocation_id if self.status is not None else None
+        return await check_gpus(self.host, edited.exec(), catalog, self.target.unit, invocation, edited.environment())
+
+    async def end_processes(self, pids: list[int]) -> list[int]:
+        """End processes by PID (SIGTERM, then SIGKILL): the PIDs that survived."""
+        from cockpit.systemd.control import UnitControl
+
+        control = UnitControl(self.host, self.host_config, read_only=self.changes_refused())
+        return await control.end_processes(pids)
+
     def attempts(self) -> list[Attempt]:
         assert self.target is not None
         return AttemptLog(self.target.host, self.target.unit).load()

@@ -42,6 +42,7 @@ class Finding:
     message: str
     would_raise: str | None = None  # what launch_server dies with: "AssertionError", "SystemExit(2)", ...
     fix: str | None = None
+    pid: int | None = None  # the process a host finding is about (one holding a GPU's memory)
 
     def to_json(self) -> dict:
         return asdict(self)

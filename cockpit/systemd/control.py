@@ -1,4 +1,5 @@
-"""Changing a unit: start, stop, restart, daemon-reload, reset-failed, with `sudo -n` where the
+"""Changing a unit: start, stop, restart, daemon-reload, reset-failed, and ending processes
+that hold its GPUs, with `sudo -n` where the
 host config asks for it. A password prompt or a refusal becomes one sentence, never a hang:
 `sudo -n` fails at once instead of asking, and there is no terminal to ask on anyway."""
 
@@ -10,6 +11,7 @@ from cockpit.remote.base import Host, RunResult
 from cockpit.remote.sudo import explain_failure, privileged
 
 ACTIONS = ("start", "stop", "restart", "reset-failed")
+END_GRACE_S = 10.0  # SIGTERM, then SIGKILL this long after for a process still there
 
 
 class ControlError(CockpitError):
@@ -45,3 +47,24 @@ class UnitControl:
 
     async def daemon_reload(self) -> None:
         await self._systemctl("daemon-reload")
+
+    async def end_processes(self, pids: list[int], grace_s: float = END_GRACE_S) -> list[int]:
+        """SIGTERM to each PID, SIGKILL `grace_s` later to those still there; the PIDs that
+        survived both (none, normally). By PID only: never a pattern, never a process group."""
+        if self.read_only:
+            raise ReadOnlyError(f"{self.config.name} is read-only here: no process was ended")
+        listed = " ".join(str(int(p)) for p in pids)
+        script = (
+            f"kill -TERM {listed} || true; i=0; alive='{listed}'; "
+            f"while [ $i -lt {int(grace_s * 10)} ]; do still=''; "
+            'for p in $alive; do [ -e "/proc/$p" ] && still="$still $p"; done; '
+            'alive=$still; [ -z "$alive" ] && exit 0; sleep 0.1; i=$((i+1)); done; '
+            "kill -KILL $alive 2>/dev/null; sleep 0.5; left=''; "
+            'for p in $alive; do [ -e "/proc/$p" ] && left="$left $p"; done; echo $left'
+        )
+        argv = privileged(self.config.sudo, ["sh", "-c", script])
+        result = await self.host.run(argv, timeout=grace_s + 30)
+        said = result.text.strip()
+        if not result.ok or (said and not said.replace(" ", "").isdigit()):
+            raise ControlError(explain_failure(self.config.name, self.config.user, argv, result))
+        return [int(p) for p in said.split()]

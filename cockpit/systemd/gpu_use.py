@@ -202,21 +202,6 @@ async def read_or_say(host: Host) -> GpuUse:
         return GpuUse(missing=str(e))
 
 
-def kill_argv(pids: list[int], grace_s: float) -> list[str]:
-    """SIGTERM to each PID, then SIGKILL to those still there after `grace_s`; prints the PIDs
-    that survived both (none, normally)."""
-    listed = " ".join(str(p) for p in pids)
-    script = (
-        f"kill -TERM {listed} 2>/dev/null; i=0; "
-        f"while [ $i -lt {int(grace_s * 10)} ]; do alive=''; "
-        f'for p in {listed}; do kill -0 $p 2>/dev/null && alive="$alive $p"; done; '
-        '[ -z "$alive" ] && exit 0; sleep 0.1; i=$((i+1)); done; '
-        f"kill -KILL $alive 2>/dev/null; sleep 0.5; left=''; "
-        'for p in $alive; do kill -0 $p 2>/dev/null && left="$left $p"; done; echo $left'
-    )
-    return ["sh", "-c", script]
-
-
 def describe(p: GpuProcess, unit: str, invocation: str | None) -> str:
     """One sentence: PID, name, memory, age and owner."""
     memory = f"{p.used_mib} MiB" if p.used_mib is not None else "an unknown amount"

@@ -27,8 +27,11 @@ from cockpit.load.results import LevelResult
 from cockpit.load.store import SavedRun
 from cockpit.session import FrameView, JournalBatch, Listener, RecordedSession, Session
 from cockpit.sglang.deployment import Deployment
+from cockpit.sglang.preflight import WARNING, Finding
+from cockpit.systemd.control import END_GRACE_S
 from cockpit.systemd.status import UnitStatus
 from cockpit.targets import Target, all_targets
+from cockpit.timeouts import within
 from cockpit.traceback.groups import crash_loop, group
 from cockpit.traceback.model import Traceback
 from cockpit.traceback.render import site_title
@@ -50,6 +53,7 @@ from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
 if TYPE_CHECKING:
     from cockpit.remote.mux import MuxHost
 
+GPU_CHECK_S = 8.0  # how long the write modal waits for the host's GPU table
 _ACTION_TEXT = {
     "restart": ("Restart", "SGLang stops serving now and loads the model again; requests in flight fail."),
     "stop": ("Stop", "SGLang stops serving until you start it again."),
@@ -413,15 +417,62 @@ class CockpitApp(App[None]):
         if self.changes_refused():
             self.notify(f"{target.host} is read-only here: nothing is written", severity="error")
             return
+        self.open_write(target, event.loaded, event.edited, event.findings)
+
+    @work(exclusive=True, group="write", exit_on_error=False)
+    async def open_write(self, target: Target, loaded: Any, edited: Any, findings: list[Finding]) -> None:
+        """The write modal, with what other processes hold on the unit's GPUs read first (a
+        host that does not say within GPU_CHECK_S gets the modal without it)."""
+        try:
+            held = await within(self.session.gpu_findings(edited), GPU_CHECK_S)
+        except (CockpitError, TimeoutError) as e:
+            held = [Finding(WARNING, "gpu-held-by-other", [], f"the GPUs of {target.host} could not be read: {e}")]
+        if target != self.target:
+            return
+        modal = WriteModal(
+            target.host, target.unit, loaded, edited, findings + held, self.config.host(target.host).sudo
+        )
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.run_attempt(event.loaded, event.edited, "")
+                self.run_attempt(loaded, edited, "")
+            elif modal.end_pids:
+                self.confirm_end(
+                    target, modal.end_pids, [f for f in held if f.pid in modal.end_pids], loaded, edited, findings
+                )
 
-        sudo = self.config.host(target.host).sudo
-        self.push_screen(
-            WriteModal(target.host, target.unit, event.loaded, event.edited, event.findings, sudo), confirmed
+        self.push_screen(modal, confirmed)
+
+    def confirm_end(
+        self, target: Target, pids: list[int], about: list[Finding], loaded: Any, edited: Any, findings: list[Finding]
+    ) -> None:
+        body = "\n".join(f.message for f in about) + (
+            f"\n\nSends SIGTERM to {', '.join(map(str, pids))}, then SIGKILL to any still there "
+            f"{END_GRACE_S:.0f} s later, by PID on {target.host}; then the write modal opens again."
         )
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.end_then_write(target, pids, loaded, edited, findings)
+            else:
+                self.open_write(target, loaded, edited, findings)
+
+        self.push_screen(ConfirmModal(f"End {len(pids)} process(es) on {target.host}?", body, confirm="End"), confirmed)
+
+    @work(exclusive=True, group="write", exit_on_error=False)
+    async def end_then_write(
+        self, target: Target, pids: list[int], loaded: Any, edited: Any, findings: list[Finding]
+    ) -> None:
+        try:
+            survived = await self.session.end_processes(pids)
+        except CockpitError as e:
+            self.notify(str(e), title="ending the processes failed", severity="error", timeout=10)
+            return
+        if survived:
+            self.notify(f"still there after SIGKILL: {' '.join(map(str, survived))}", severity="error", timeout=10)
+        else:
+            self.notify(f"ended {' '.join(map(str, pids))} on {target.host}", timeout=4)
+        self.open_write(target, loaded, edited, findings)
 
     def on_attempts_pane_rollback(self, event: AttemptsPane.Rollback) -> None:
         target, current = self.target, self.session.unit

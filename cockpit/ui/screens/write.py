@@ -6,6 +6,7 @@ import difflib
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, Static
 
@@ -35,6 +36,11 @@ def diff_text(loaded: Unit, edited: Unit) -> Text:
 
 
 class WriteModal(YesNoModal):
+    """y writes, n cancels; k (shown only when processes outside the unit hold its GPUs) closes
+    it with `end_pids` set, and the app asks to end them and opens it again."""
+
+    BINDINGS = [Binding("k", "end", "End the GPU holders", id="write.end")]
+
     def __init__(self, host: str, unit: str, loaded: Unit, edited: Unit, findings: list[Finding], sudo: bool) -> None:
         super().__init__()
         self.host, self.unit, self.loaded, self.edited, self.findings, self.sudo = (
@@ -45,6 +51,8 @@ class WriteModal(YesNoModal):
             findings,
             sudo,
         )
+        self.holders = sorted({f.pid for f in findings if f.pid is not None})
+        self.end_pids: list[int] = []
 
     def compose(self) -> ComposeResult:
         errors = [f for f in self.findings if f.severity == ERROR]
@@ -72,10 +80,29 @@ class WriteModal(YesNoModal):
                 "dim",
             )
             yield Static(verdict, classes="dialog-body")
+            held = [f for f in self.findings if f.pid is not None and f.severity != ERROR]
+            if held:
+                notes = Text()
+                for f in held:
+                    notes.append(f"⚠ {f.message}\n", "yellow")
+                yield Static(notes, classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(
                     "Write anyway (y)" if errors else "Write and restart (y)",
                     id="yes",
                     variant="error" if errors else "primary",
                 )
+                if self.holders:
+                    yield Button(f"End PID {' '.join(map(str, self.holders))} (k)", id="end", variant="warning")
                 yield Button("Cancel (n)", id="no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "end":
+            self.action_end()
+        else:
+            super().on_button_pressed(event)
+
+    def action_end(self) -> None:
+        if self.holders:
+            self.end_pids = list(self.holders)
+            self.dismiss(False)

@@ -1,0 +1,124 @@
+"""Before a start: what other processes hold on the GPUs the unit will use.
+
+A restart stops the unit's own processes, so their memory does not count; what counts is
+everything else: another unit, a process started by hand, or a left-over of an earlier start
+of this very unit (SGLang's schedulers reparented to PID 1 after a crash, sglang #23627).
+SGLang claims `--mem-fraction-static` of each GPU's total at start-up; when what the others
+hold leaves less than that, it fails ("The memory capacity is unbalanced", or out of memory
+while loading weights). That is an error here. Memory held but leaving room is a warning. When
+the flag is not given SGLang picks the share itself, and the finding stays a warning: the
+static layer never guesses an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from cockpit.fmt import duration
+from cockpit.remote.base import Host
+from cockpit.sglang.flags import Catalog
+from cockpit.sglang.preflight import ERROR, WARNING, Finding, given_flags
+from cockpit.systemd import gpu_use
+from cockpit.systemd.gpu_use import GpuProcess, GpuUse
+
+RULE = "gpu-held-by-other"
+
+
+def _number(flags: Mapping[str, str | None], name: str, default: float) -> float:
+    value = flags.get(name)
+    try:
+        return float(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def gpus_of(flags: Mapping[str, str | None], env: Mapping[str, str], count: int) -> list[int]:
+    """The GPU indices (as nvidia-smi numbers them) the server's ranks on this node use:
+    tp x pp (x dp without DP attention) over the nodes, from `--base-gpu-id` by
+    `--gpu-id-step`, through the unit's CUDA_VISIBLE_DEVICES where it sets one."""
+    tp, pp, dp = (int(_number(flags, f, 1)) for f in ("--tp-size", "--pp-size", "--dp-size"))
+    nodes = max(int(_number(flags, "--nnodes", 1)), 1)
+    ranks = tp * pp * (1 if "--enable-dp-attention" in flags else dp) // nodes
+    base, step = int(_number(flags, "--base-gpu-id", 0)), int(_number(flags, "--gpu-id-step", 1))
+    local = [base + i * step for i in range(max(ranks, 1))]
+    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if visible:
+        local = [int(visible[i]) for i in local if i < len(visible) and visible[i].isdigit()]
+    return [i for i in local if i < count]
+
+
+def findings_of(
+    use: GpuUse, flags: Mapping[str, str | None], env: Mapping[str, str], unit: str, invocation: str | None, host: str
+) -> list[Finding]:
+    """One finding per process outside the unit that holds memory on one of its GPUs."""
+    if not use.gpus:
+        return []
+    wanted = set(gpus_of(flags, env, len(use.gpus)))
+    totals = {g.index: g.total_mib for g in use.gpus}
+    fraction = flags.get("--mem-fraction-static")
+    share = _number(flags, "--mem-fraction-static", 0.0)
+    held: dict[int, list[GpuProcess]] = {}
+    for p in use.processes:
+        if p.gpu in wanted and p.outside(unit, invocation):
+            held.setdefault(p.pid, []).append(p)
+    others_on: dict[int, int] = {}
+    for procs in held.values():
+        for p in procs:
+            others_on[p.gpu or 0] = others_on.get(p.gpu or 0, 0) + (p.used_mib or 0)
+    findings = []
+    for pid, procs in sorted(held.items()):
+        first = procs[0]
+        gpus = sorted(p.gpu for p in procs if p.gpu is not None)
+        each = {p.used_mib for p in procs}
+        memory = f"{procs[0].used_mib} MiB" + (" on each of" if len(procs) > 1 else " on")
+        if len(each) > 1:
+            memory = f"{sum(p.used_mib or 0 for p in procs)} MiB in all on"
+        short = [g for g in gpus if fraction is not None and totals[g] - others_on[g] < share * totals[g]]
+        where = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {','.join(map(str, gpus))}"
+        age = f", running {duration(first.age_s)}" if first.age_s is not None else ""
+        owner = first.owner(unit, invocation)
+        said = f"PID {pid} ({first.name}) holds {memory} {where} of {unit} on {host}{age}; owner: {owner}"
+        if short:
+            findings.append(
+                Finding(
+                    ERROR,
+                    RULE,
+                    ["--mem-fraction-static"],
+                    f"{said}. With it, GPU {short[0]} has {totals[short[0]] - others_on[short[0]]} MiB free, less than "
+                    f"the {share:g} share ({int(share * totals[short[0]])} MiB) SGLang claims at start.",
+                    "RuntimeError",
+                    f"End PID {pid} (the write modal offers it), or lower --mem-fraction-static.",
+                    pid=pid,
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    WARNING,
+                    RULE,
+                    [],
+                    f"{said}."
+                    + (
+                        ""
+                        if fraction is not None
+                        else " SGLang picks its memory share itself (no --mem-fraction-static)."
+                    ),
+                    None,
+                    f"End PID {pid} if it should not be there (the write modal offers it).",
+                    pid=pid,
+                )
+            )
+    return findings
+
+
+async def check_gpus(
+    host: Host,
+    argv: Sequence[str],
+    catalog: Catalog,
+    unit: str,
+    invocation: str | None,
+    env: Mapping[str, str] | None = None,
+) -> list[Finding]:
+    """The findings of `findings_of` for the host as it is now (none where it has no GPUs)."""
+    use = await gpu_use.read_or_say(host)
+    return findings_of(use, given_flags(argv, catalog), env or {}, unit, invocation, host.name)
