@@ -37,7 +37,9 @@ from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.sglang.deployment import Deployment, read_deployment
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import Finding, given_flags
+from cockpit.systemd import gpu_use
 from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show, with_file_check
 from cockpit.systemd.unit import Unit
 from cockpit.targets import Target
@@ -59,6 +61,7 @@ FIRST_STATUS_WAIT_S = 2.0  # how long the journal and the deployment wait for th
 # 0.25 s: one that is not done a second later goes no faster than asyncssh, which says what is wrong.
 EARLY_STATUS_S = 1.0
 NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll before asking itself
+GPU_POLL_S = 5.0  # how often the host's GPU table is read (a process tree walk and two nvidia-smi)
 STOP_WAIT_S = 5.0  # how long `stop` waits for its cancelled tasks before it goes on without them
 
 
@@ -78,6 +81,9 @@ class Listener:
     """What a front end hears from its session; each method does nothing unless overridden."""
 
     def status(self, status: UnitStatus) -> None: ...
+
+    def gpus(self, use: GpuUse) -> None:
+        """The host's GPU table (every GPU_POLL_S), with who holds each GPU's memory."""
 
     def problem(self, kind: str, sentence: str) -> None: ...
 
@@ -142,6 +148,7 @@ class Session:
         self.catalogs = CatalogCache()
         self.deployment: Deployment | None = None
         self.status: UnitStatus | None = None
+        self.gpus: GpuUse | None = None
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.poll: StatusPoll | None = None
@@ -218,6 +225,7 @@ class Session:
                 await within(first, FIRST_STATUS_WAIT_S)
         self._spawn(self.journal.run(), "the journal feed")
         self._spawn(self.reload(), "reading the unit")
+        self._spawn(self._poll_gpus(), "the GPU table")
 
     def _spawn(self, work: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(work, name=what)
@@ -249,7 +257,7 @@ class Session:
     async def switch(self, target: Target) -> None:
         await self.stop()
         self.target = target
-        self.deployment, self.status, self.poll = None, None, None
+        self.deployment, self.status, self.poll, self.gpus = None, None, None, None
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.start()
@@ -289,6 +297,16 @@ class Session:
             self.host, target.unit, target.url_host_port, on_status=self._status, on_problem=self._problem
         )
         await supervise(poll.run, lambda detail: self._problem("error", f"the status poll failed: {detail}"))
+
+    async def _poll_gpus(self) -> None:
+        """The host's GPU table every GPU_POLL_S; read once only where it has no nvidia-smi."""
+        while True:
+            use = await gpu_use.read_or_say(self.host)
+            self.gpus = use
+            self.listener.gpus(use)
+            if use.missing is not None and use.missing.startswith("no nvidia-smi"):
+                return
+            await asyncio.sleep(GPU_POLL_S)
 
     def _status(self, status: UnitStatus) -> None:
         self.status = status

@@ -29,6 +29,7 @@ from cockpit.session import FrameView, JournalBatch, Listener, RecordedSession, 
 from cockpit.sglang.deployment import Deployment
 from cockpit.sglang.preflight import WARNING, Finding
 from cockpit.systemd.control import END_GRACE_S
+from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.status import UnitStatus
 from cockpit.targets import Target, all_targets
 from cockpit.timeouts import within
@@ -69,6 +70,9 @@ class _Panes(Listener):
 
     def status(self, status: UnitStatus) -> None:
         self.app.status_pane.show_status(status)
+
+    def gpus(self, use: GpuUse) -> None:
+        self.app.status_pane.gpus = use
 
     def problem(self, kind: str, sentence: str) -> None:
         self.app.status_pane.show_problem(kind, sentence)

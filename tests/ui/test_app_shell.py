@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from cockpit.config import Config, HostConfig
 from cockpit.systemd.entry import parse_json_line
+from cockpit.systemd.gpu_use import Gpu, GpuProcess, GpuUse
 from cockpit.systemd.status import parse_show
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
@@ -230,3 +231,49 @@ async def test_the_status_pane_shows_the_previous_exit_and_no_unknown_memory() -
         assert "last exit exited 1 at " in text and "mem" not in text
         await _feed(pilot, recorded_status(memory_bytes=3 << 30))
         assert "mem 3.0 GiB" in str(app.query_one(StatusPane).render())
+
+
+def _gpu_table(invocation: str | None) -> GpuUse:
+    """Eight GPUs: the unit's ranks on each, and an orphan of an earlier start on GPUs 2 and 3."""
+    gpus = [Gpu(i, f"GPU-{i}", 122205 + (20000 if i in (2, 3) else 0), 143771) for i in range(8)]
+    unit = "/system.slice/sglang-demo.service"
+    ranks = [
+        GpuProcess(100 + i, "python3", 122205, i, f"GPU-{i}", TARGET.unit, unit, 62, 300.0, invocation)
+        for i in range(8)
+    ]
+    orphan = [
+        GpuProcess(4242, "python3", 20000, i, f"GPU-{i}", TARGET.unit, unit, 1, 4000.0, "0123456789abcdef0123")
+        for i in (2, 3)
+    ]
+    return GpuUse(gpus, ranks + orphan)
+
+
+async def test_the_status_pane_shows_gpu_use_and_marks_what_is_not_the_units() -> None:
+    app = recorded_app()
+    async with app.run_test(size=(160, 30)) as pilot:
+        status = recorded_status()
+        await _feed(pilot, status)
+        pane = app.query_one(StatusPane)
+        assert "gpu " not in str(pane.render())  # no table yet: no line
+        pane.gpus = _gpu_table(status.invocation_id)
+        await pilot.pause()
+        line = str(pane.render()).splitlines()[2]
+        assert line.startswith("gpu 0:85% 1:85% 2:99% 3:99% 4:85%"), line
+        assert (
+            "⚠ PID 4242 19.5 GiB on each of GPUs 2,3 "
+            "(PID 1's child from sglang-demo.service's earlier invocation 0123456789ab)" in line
+        ), line
+        assert "PID 100" not in line  # the unit's own ranks are not named
+        pane.gpus = GpuUse(missing="no nvidia-smi on cockpit-lab")
+        await pilot.pause()
+        assert "gpu" not in str(pane.render())
+
+
+def test_snapshot_gpu_held_by_an_orphan(snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        status = recorded_status()
+        await _feed(pilot, status, recorded_entries())
+        pilot.app.query_one(StatusPane).gpus = _gpu_table(status.invocation_id)
+        await pilot.pause()
+
+    assert snap_compare(recorded_app(), terminal_size=(160, 30), run_before=run_before)

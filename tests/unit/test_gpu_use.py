@@ -84,11 +84,18 @@ def test_the_standin_prints_the_real_tools_format(holder: subprocess.Popen[bytes
 
 
 def test_the_standin_names_exactly_the_processes_that_say_they_hold_memory(holder: subprocess.Popen[bytes]) -> None:
-    use = gpu_use.parse(
-        _standin(gpu_use.GPU_QUERY, gpu_use.FORMAT) + SEP + "\n" + _standin(gpu_use.APPS_QUERY, gpu_use.FORMAT)
-    )
-    assert [(p.pid, p.used_mib, p.gpu) for p in use.processes] == [(holder.pid, 70000, 0)]
-    assert [g.used_mib for g in use.gpus] == [70000, 0, 0, 0, 0, 0, 0, 0]
+    """The holder, and not a process without the variable (a lab up on this machine shows its
+    own ranks too: its processes are in this /proc)."""
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        text = _standin(gpu_use.GPU_QUERY, gpu_use.FORMAT) + SEP + "\n" + _standin(gpu_use.APPS_QUERY, gpu_use.FORMAT)
+    finally:
+        bystander.kill()
+        bystander.wait()
+    use = gpu_use.parse(text)
+    assert [(p.used_mib, p.gpu) for p in use.processes if p.pid == holder.pid] == [(70000, 0)]
+    assert bystander.pid not in {p.pid for p in use.processes}
+    assert use.gpus[0].used_mib >= 70000 and len(use.gpus) == 8
     refused = subprocess.run(
         [sys.executable, "-m", "cockpit.lab.standin.nvidia_smi", "-q"], capture_output=True, text=True
     )

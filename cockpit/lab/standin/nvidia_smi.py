@@ -111,7 +111,7 @@ def _gpu_rows(fields: list[str], units: bool, held: list[Holder]) -> list[list[s
     stamp = datetime.now().strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
     rows = []
     for index in range(GPUS):
-        used = sum(h.mib for h in held if index in h.gpus)
+        used = min(sum(h.mib for h in held if index in h.gpus), TOTAL_MIB)  # a GPU has no more to give
         live = {"timestamp": stamp, "index": str(index), "uuid": gpu_uuid(index), "memory.used": str(used)}
         rows.append([_cell(live.get(f) or GPU_FIELDS[f][1], GPU_FIELDS[f][0], units) for f in fields])
     return rows

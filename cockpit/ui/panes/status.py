@@ -18,6 +18,7 @@ from textual.widget import Widget
 
 from cockpit.fmt import duration, size
 from cockpit.session.feeds import POLL_S
+from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.status import UnitStatus
 
 STALE_AFTER_S = 2 * POLL_S
@@ -59,6 +60,7 @@ class StatusPane(Widget, can_focus=False):
     connection: reactive[tuple[str, str | None]] = reactive(("connecting", None), layout=True)
     problem: reactive[tuple[str, str] | None] = reactive(None, layout=True)
     crash_loop: reactive[str | None] = reactive(None, layout=True)
+    gpus: reactive[GpuUse | None] = reactive(None, layout=True)
 
     def __init__(self, host: str, unit: str, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -76,6 +78,7 @@ class StatusPane(Widget, can_focus=False):
 
     def reset(self, host: str, unit: str) -> None:
         self.host, self.unit, self.status, self.problem, self.received = host, unit, None, None, None
+        self.gpus = None
         self.crash_loop = None
 
     def show_status(self, status: UnitStatus) -> None:
@@ -128,6 +131,24 @@ class StatusPane(Widget, can_focus=False):
         if stale or stale != self._was_stale:
             self.refresh(layout=stale != self._was_stale)
         self._was_stale = stale
+
+    def _gpu_line(self, text: Text, use: GpuUse, invocation: str | None) -> None:
+        """`gpu 0:85% 1:85% …`, then each process outside the unit's current start (⚠): on a
+        host where orphans hold the memory, that is the line to read before a restart."""
+        outside = [p for p in use.processes if p.outside(self.unit, invocation)]
+        marked = {p.gpu for p in outside}
+        text.append("gpu", self._style("status-dim"))
+        for g in use.gpus:
+            share = f" {g.index}:{100 * g.used_mib / g.total_mib:.0f}%" if g.total_mib else f" {g.index}:?"
+            text.append(share, self._style("status-warn" if g.index in marked else "status-dim"))
+        for pid in dict.fromkeys(p.pid for p in outside):
+            mine = [p for p in outside if p.pid == pid]
+            amounts = {p.used_mib or 0 for p in mine}
+            gpus = ",".join(str(p.gpu) for p in mine)
+            held = f"{size(amounts.pop() << 20)} on {'each of GPUs' if len(mine) > 1 else 'GPU'} {gpus}"
+            if amounts:  # not the same on each
+                held = f"{size(sum(p.used_mib or 0 for p in mine) << 20)} in all on GPUs {gpus}"
+            text.append(f"   ⚠ PID {pid} {held} ({mine[0].owner(self.unit, invocation)})", self._style("status-warn"))
 
     def _style(self, name: str) -> str:
         return str(self.get_component_rich_style(name))
@@ -183,6 +204,9 @@ class StatusPane(Widget, can_focus=False):
                 f"invocation {st.invocation_id[:12] if st.invocation_id else '-'}",
             ]
             text.append(" · ".join(parts), self._style("status-dim"))
+            if self.gpus is not None and self.gpus.gpus:
+                text.append("\n")
+                self._gpu_line(text, self.gpus, st.invocation_id)
         if trouble:
             text.append("\n")
             text.append(f"✗ {trouble}", self._style("status-failed"))
