@@ -48,13 +48,10 @@ async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader:
 
         ready, gpus = await asyncio.gather(readiness(), gpu_use.read_or_say(host))
     status = replace(status, ready=ready)
-    gpu_lines = gpu_use.summary_lines(gpus, target.unit, status.invocation_id)
+    view = gpu_use.Viewpoint(target.unit, status.invocation_id if status.active_state in gpu_use.UP else None)
+    gpu_lines = gpu_use.summary_lines(gpus, view)
     if args.json:
-        print(
-            json.dumps(
-                {**status.to_json(), "gpus": gpus.to_json(target.unit, status.invocation_id), "gpus_note": gpus.missing}
-            )
-        )
+        print(json.dumps({**status.to_json(), "gpus": gpus.to_json(view), "gpus_note": gpus.missing}))
     else:
         state = f"{status.active_state} ({status.sub_state})"
         print(f"{status.unit} on {status.host}: {state}, {'ready' if ready else 'not ready'}")

@@ -39,7 +39,7 @@ from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import Finding, given_flags
 from cockpit.systemd import gpu_use
 from cockpit.systemd.entry import JournalEntry
-from cockpit.systemd.gpu_use import GpuUse
+from cockpit.systemd.gpu_use import GpuUse, Viewpoint
 from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show, with_file_check
 from cockpit.systemd.unit import Unit
 from cockpit.targets import Target
@@ -62,6 +62,7 @@ FIRST_STATUS_WAIT_S = 2.0  # how long the journal and the deployment wait for th
 EARLY_STATUS_S = 1.0
 NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll before asking itself
 GPU_POLL_S = 5.0  # how often the host's GPU table is read (a process tree walk and two nvidia-smi)
+SURVIVOR_CHECK_S = 1.5  # after a start ends: systemd's kill of the unit's cgroup is done by then
 STOP_WAIT_S = 5.0  # how long `stop` waits for its cancelled tasks before it goes on without them
 
 
@@ -84,6 +85,10 @@ class Listener:
 
     def gpus(self, use: GpuUse) -> None:
         """The host's GPU table (every GPU_POLL_S), with who holds each GPU's memory."""
+
+    def notice(self, sentence: str) -> None:
+        """Something the user must read now, not an error of the cockpit's (processes of an
+        ended start that outlived it)."""
 
     def problem(self, kind: str, sentence: str) -> None: ...
 
@@ -149,6 +154,8 @@ class Session:
         self.deployment: Deployment | None = None
         self.status: UnitStatus | None = None
         self.gpus: GpuUse | None = None
+        self.invocations: set[str] = set()  # the unit's starts seen (journal, polls): whose left-overs
+        self._running: str | None = None  # the invocation of the start that is up now
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.poll: StatusPoll | None = None
@@ -187,6 +194,7 @@ class Session:
 
     def _on_batch(self, batch: JournalBatch) -> None:
         """The core's own subscribers: the poll's memory of exits, and the throughput series."""
+        self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
         if self.poll is not None:
             for entry in batch.entries:
                 if entry.pid == 1 and (how := main_exit_of(entry.message)) is not None:
@@ -258,6 +266,7 @@ class Session:
         await self.stop()
         self.target = target
         self.deployment, self.status, self.poll, self.gpus = None, None, None, None
+        self.invocations, self._running = set(), None
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.start()
@@ -298,6 +307,30 @@ class Session:
         )
         await supervise(poll.run, lambda detail: self._problem("error", f"the status poll failed: {detail}"))
 
+    async def _survivors_of(self, ended: str) -> None:
+        """After a start ended: its processes that still hold GPU memory, said at once. Out of
+        the unit's cgroup, systemd's stop never reaches them; inside it, KillMode= let them be."""
+        await asyncio.sleep(SURVIVOR_CHECK_S)
+        assert self.target is not None
+        unit = self.target.unit
+        use = await gpu_use.read_or_say(self.host)
+        left = {p.pid: p for p in use.processes if p.invocation == ended}
+        if not left:
+            return
+        self.gpus = use
+        self.listener.gpus(use)
+        named = ", ".join(f"PID {p.pid} ({p.cgroup})" for p in left.values())
+        inside = [p for p in left.values() if p.unit == unit]
+        why = (
+            f"still in {unit}'s cgroup: its KillMode= lets them live (KillMode=control-group ends them)"
+            if inside
+            else "out of the unit's cgroup, where stopping the unit never reaches them"
+        )
+        self.listener.notice(
+            f"{len(left)} process(es) of {unit}'s ended start {ended[:12]} still hold GPU memory: {named}; {why}. "
+            "End them (the write modal offers it) before the next start."
+        )
+
     async def _poll_gpus(self) -> None:
         """The host's GPU table every GPU_POLL_S; read once only where it has no nvidia-smi."""
         while True:
@@ -309,6 +342,12 @@ class Session:
             await asyncio.sleep(GPU_POLL_S)
 
     def _status(self, status: UnitStatus) -> None:
+        if status.invocation_id:
+            self.invocations.add(status.invocation_id)
+        up = status.invocation_id if status.active_state in gpu_use.UP else None
+        if self._running is not None and up != self._running and self.live:
+            self._spawn(self._survivors_of(self._running), "checking what outlived the start")
+        self._running = up
         self.status = status
         waiters, self._status_waiters = self._status_waiters, []
         for waiter in waiters:
@@ -449,8 +488,12 @@ class Session:
             return []
         from cockpit.sglang.gpu_preflight import check_gpus
 
-        invocation = self.status.invocation_id if self.status is not None else None
-        return await check_gpus(self.host, edited.exec(), catalog, self.target.unit, invocation, edited.environment())
+        return await check_gpus(self.host, edited.exec(), catalog, self.gpu_view(), edited.environment())
+
+    def gpu_view(self) -> Viewpoint:
+        """The unit's side of the GPU table: its current start, and the starts seen before."""
+        assert self.target is not None
+        return Viewpoint(self.target.unit, self._running, frozenset(self.invocations - {self._running}))
 
     async def end_processes(self, pids: list[int]) -> list[int]:
         """End processes by PID (SIGTERM, then SIGKILL): the PIDs that survived."""

@@ -19,7 +19,7 @@ from cockpit.remote.base import Host
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import ERROR, WARNING, Finding, given_flags
 from cockpit.systemd import gpu_use
-from cockpit.systemd.gpu_use import GpuProcess, GpuUse
+from cockpit.systemd.gpu_use import GpuProcess, GpuUse, Viewpoint
 
 RULE = "gpu-held-by-other"
 
@@ -48,7 +48,7 @@ def gpus_of(flags: Mapping[str, str | None], env: Mapping[str, str], count: int)
 
 
 def findings_of(
-    use: GpuUse, flags: Mapping[str, str | None], env: Mapping[str, str], unit: str, invocation: str | None, host: str
+    use: GpuUse, flags: Mapping[str, str | None], env: Mapping[str, str], view: Viewpoint, host: str
 ) -> list[Finding]:
     """One finding per process outside the unit that holds memory on one of its GPUs."""
     if not use.gpus:
@@ -59,7 +59,7 @@ def findings_of(
     share = _number(flags, "--mem-fraction-static", 0.0)
     held: dict[int, list[GpuProcess]] = {}
     for p in use.processes:
-        if p.gpu in wanted and p.outside(unit, invocation):
+        if p.gpu in wanted and p.outside(view):
             held.setdefault(p.pid, []).append(p)
     others_on: dict[int, int] = {}
     for procs in held.values():
@@ -76,8 +76,8 @@ def findings_of(
         short = [g for g in gpus if fraction is not None and totals[g] - others_on[g] < share * totals[g]]
         where = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {','.join(map(str, gpus))}"
         age = f", running {duration(first.age_s)}" if first.age_s is not None else ""
-        owner = first.owner(unit, invocation)
-        said = f"PID {pid} ({first.name}) holds {memory} {where} of {unit} on {host}{age}; owner: {owner}"
+        owner = first.owner(view)
+        said = f"PID {pid} ({first.name}) holds {memory} {where} of {view.unit} on {host}{age}; owner: {owner}"
         if short:
             findings.append(
                 Finding(
@@ -115,10 +115,9 @@ async def check_gpus(
     host: Host,
     argv: Sequence[str],
     catalog: Catalog,
-    unit: str,
-    invocation: str | None,
+    view: Viewpoint,
     env: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """The findings of `findings_of` for the host as it is now (none where it has no GPUs)."""
     use = await gpu_use.read_or_say(host)
-    return findings_of(use, given_flags(argv, catalog), env or {}, unit, invocation, host.name)
+    return findings_of(use, given_flags(argv, catalog), env or {}, view, host.name)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from cockpit.fmt import duration
 from cockpit.remote.base import Host, HostError
 
 GPU_QUERY = "--query-gpu=index,uuid,memory.used,memory.total"
@@ -24,6 +23,7 @@ APPS_QUERY = "--query-compute-apps=pid,process_name,used_gpu_memory,gpu_uuid"
 FORMAT = "--format=csv,noheader,nounits"
 NO_TOOL = 127  # what the script exits with when the host has no nvidia-smi
 SEP, PID_MARK = "\x1e", "\x1f"
+UP = ("active", "reloading")  # the unit states in which its invocation is a start that runs
 
 # One round trip: both queries, then for each PID its stat line, cgroup and INVOCATION_ID.
 SCRIPT = f"""
@@ -42,6 +42,17 @@ for pid in $(printf '%s\\n' "$apps" | cut -d, -f1 | sort -un); do
   tr '\\0' '\\n' < "/proc/$pid/environ" 2>/dev/null | grep '^INVOCATION_ID=' || true
 done
 """
+
+
+@dataclass(frozen=True)
+class Viewpoint:
+    """Whose GPUs: a unit, its current start, and the starts of it seen before (the journal's
+    and the status poll's invocation IDs), so a left-over of an earlier start is named as one
+    even after it left the unit's cgroup."""
+
+    unit: str
+    invocation: str | None = None  # the start that is up now (None: the unit is not running)
+    earlier: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -68,23 +79,27 @@ class GpuProcess:
     age_s: float | None = None
     invocation: str | None = None  # systemd's INVOCATION_ID in its environment
 
-    def owner(self, unit: str, invocation: str | None) -> str:
-        """Whose it is, said from `unit`'s side (the unit whose GPUs these are)."""
+    def owner(self, view: Viewpoint) -> str:
+        """Whose it is, said from the view's unit (the unit whose GPUs these are)."""
         if self.cgroup is None:
             return "gone, or not readable here"
+        ours = self.invocation is not None and (self.invocation in view.earlier or self.unit == view.unit)
+        if ours and self.invocation != view.invocation:
+            parent = "PID 1's child" if self.ppid == 1 else f"child of {self.ppid}"
+            left = "" if self.unit == view.unit else f", out of its cgroup (now {self.cgroup})"
+            return f"{parent} from {view.unit}'s earlier invocation {str(self.invocation)[:12]}{left}"
         if self.unit is None:
             return f"no unit (cgroup {self.cgroup})"
-        if self.unit != unit:
+        if self.unit != view.unit:
             return f"unit {self.unit}"
-        if invocation is not None and self.invocation is not None and self.invocation != invocation:
-            parent = "PID 1's child" if self.ppid == 1 else f"child of {self.ppid}"
-            return f"{parent} from {unit}'s earlier invocation {self.invocation[:12]}"
-        return unit
+        if view.invocation is None:
+            return f"left in {view.unit}'s cgroup while it is not running"
+        return view.unit
 
-    def outside(self, unit: str, invocation: str | None) -> bool:
-        """Not a process of `unit`'s current start: it will still hold its memory when the
+    def outside(self, view: Viewpoint) -> bool:
+        """Not a process of the unit's current start: it will still hold its memory when the
         unit starts again."""
-        return self.owner(unit, invocation) != unit
+        return self.owner(view) != view.unit
 
 
 @dataclass
@@ -93,16 +108,14 @@ class GpuUse:
     processes: list[GpuProcess] = field(default_factory=list)
     missing: str | None = None  # why there is nothing to show ("no nvidia-smi on H")
 
-    def to_json(self, unit: str, invocation: str | None) -> list[dict]:
+    def to_json(self, view: Viewpoint) -> list[dict]:
         """`cockpit status --json`'s `gpus`: one entry per GPU, with who holds it."""
         out = []
         for gpu in self.gpus:
             held = []
             for p in self.processes:
                 if p.gpu == gpu.index:
-                    held.append(
-                        {**asdict(p), "owner": p.owner(unit, invocation), "outside": p.outside(unit, invocation)}
-                    )
+                    held.append({**asdict(p), "owner": p.owner(view), "outside": p.outside(view)})
             out.append({**asdict(gpu), "processes": held})
         return out
 
@@ -202,14 +215,7 @@ async def read_or_say(host: Host) -> GpuUse:
         return GpuUse(missing=str(e))
 
 
-def describe(p: GpuProcess, unit: str, invocation: str | None) -> str:
-    """One sentence: PID, name, memory, age and owner."""
-    memory = f"{p.used_mib} MiB" if p.used_mib is not None else "an unknown amount"
-    age = f", running {duration(p.age_s)}" if p.age_s is not None else ""
-    return f"PID {p.pid} ({p.name}) holds {memory} on GPU {p.gpu}{age}; owner: {p.owner(unit, invocation)}"
-
-
-def summary_lines(use: GpuUse, unit: str, invocation: str | None) -> list[str]:
+def summary_lines(use: GpuUse, view: Viewpoint) -> list[str]:
     """Per GPU: used of total, and by whom (the status pane's and `cockpit status`'s lines); a
     holder outside the unit's current start is marked ⚠."""
     if use.missing:
@@ -218,8 +224,8 @@ def summary_lines(use: GpuUse, unit: str, invocation: str | None) -> list[str]:
     for gpu in use.gpus:
         held = [p for p in use.processes if p.gpu == gpu.index]
         who = ", ".join(
-            f"{'⚠ ' if p.outside(unit, invocation) else ''}PID {p.pid} ("
-            + ("" if p.owner(unit, invocation) == unit else f"{p.owner(unit, invocation)}, ")
+            f"{'⚠ ' if p.outside(view) else ''}PID {p.pid} ("
+            + ("" if p.owner(view) == view.unit else f"{p.owner(view)}, ")
             + f"{p.used_mib if p.used_mib is not None else '?'} MiB)"
             for p in held
         )

@@ -72,7 +72,10 @@ class _Panes(Listener):
         self.app.status_pane.show_status(status)
 
     def gpus(self, use: GpuUse) -> None:
-        self.app.status_pane.gpus = use
+        self.app.status_pane.show_gpus(use, self.app.session.gpu_view().earlier)
+
+    def notice(self, sentence: str) -> None:
+        self.app.notify(sentence, severity="warning", timeout=30)
 
     def problem(self, kind: str, sentence: str) -> None:
         self.app.status_pane.show_problem(kind, sentence)

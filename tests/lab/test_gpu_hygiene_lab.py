@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.config import Config
+from cockpit.systemd import gpu_use
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.confirm import ConfirmModal
@@ -57,7 +58,7 @@ def test_preflight_and_status_name_the_holder_by_pid(lab: LabHandle, holder: int
         assert procs[holder]["outside"] and procs[holder]["unit"] == "cockpit-test-holder.service"
         ours = [p for p in procs.values() if p["unit"] == UNIT]
         assert len(ours) == 1 and not ours[0]["outside"]  # the rank of this GPU, the unit's own
-        assert gpu["used_mib"] == sum(p["used_mib"] for p in procs.values())
+        assert gpu["used_mib"] == min(sum(p["used_mib"] for p in procs.values()), gpu["total_mib"])
 
 
 async def test_the_write_modal_names_the_holder_and_ends_it(lab: LabHandle, holder: int) -> None:
@@ -97,3 +98,72 @@ async def test_the_write_modal_names_the_holder_and_ends_it(lab: LabHandle, hold
         gone = lab.ssh("test", "-e", f"/proc/{holder}", check=False)
         assert gone.returncode == 1  # the process is gone from the host
         await pilot.press("n")  # nothing is written
+
+
+@pytest.fixture
+def orphaning_unit(lab: LabHandle) -> Iterator[None]:
+    """The demo unit with two ranks that, at a crash, leave its cgroup and live on."""
+    dropin = "/etc/systemd/system/sglang-demo.service.d/orphans.conf"
+    lab.ssh("mkdir", "-p", "/etc/systemd/system/sglang-demo.service.d")
+    lab.ssh("tee", dropin, input="[Service]\nEnvironment=COCKPIT_STANDIN_ORPHANS=2\n")
+    lab.ssh("systemctl", "daemon-reload")
+    lab.ssh("systemctl", "restart", UNIT)
+    yield
+    lab.ssh("rm", "-f", dropin)
+    lab.ssh(
+        "sh",
+        "-c",
+        "for p in $(cat /sys/fs/cgroup/unified/cockpit-orphans/cgroup.procs); do kill -9 $p; done",
+        check=False,
+    )
+    lab.ssh("systemctl", "daemon-reload")
+    lab.ssh("systemctl", "restart", UNIT)
+    lab.wait_for(lambda: "ready to roll" in lab.ssh("journalctl", "-u", UNIT, "-n", "5", "-o", "cat").stdout)
+
+
+async def _until(predicate, timeout: float = 60, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.2)
+
+
+async def test_an_orphan_crash_is_named_after_the_stop_and_before_the_next_start(
+    lab: LabHandle, orphaning_unit: None
+) -> None:
+    from cockpit.lab.lab import Lab, crash
+    from cockpit.session import Listener, Session
+
+    notices: list[str] = []
+
+    class Heard(Listener):
+        def notice(self, sentence: str) -> None:
+            notices.append(sentence)
+
+    session = Session(Config(), Target(lab.name, UNIT))
+    session.listener = Heard()
+    session.start()
+    try:
+        await _until(lambda: session.status is not None and session.status.ready and session.unit is not None)
+        crashed = session.status.invocation_id
+        await _until(lambda: session.journal.state == "following")
+        assert crash(Lab(lab.name)) == 6  # two of the eight ranks do not crash: they are left behind
+        await _until(lambda: notices, what="no notice of the survivors")
+        orphans = [int(p) for p in lab.ssh("cat", "/sys/fs/cgroup/unified/cockpit-orphans/cgroup.procs").stdout.split()]
+        assert len(orphans) == 2, orphans
+        assert all(f"PID {pid} (/cockpit-orphans)" in notices[0] for pid in orphans), notices
+        assert f"ended start {crashed[:12]}" in notices[0] and "out of the unit's cgroup" in notices[0]
+        # Before the next start (RestartSec=5): the write's pre-flight names both, as the unit's own.
+        findings = await session.gpu_findings(session.unit)
+        named = {f.pid: f for f in findings if f.rule == "gpu-held-by-other"}
+        assert set(named) == set(orphans), findings
+        assert all(
+            f"from {UNIT}'s earlier invocation {crashed[:12]}, out of its cgroup" in f.message for f in named.values()
+        )
+        # The automatic restart reaches ready beside them; ending them frees their memory.
+        await _until(lambda: session.status.invocation_id != crashed and session.status.ready, what="no new start")
+        assert await session.end_processes(orphans) == []
+        use = await gpu_use.read(session.host)
+        assert not {p.pid for p in use.processes} & set(orphans)
+    finally:
+        await session.close()

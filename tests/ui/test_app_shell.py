@@ -255,7 +255,7 @@ async def test_the_status_pane_shows_gpu_use_and_marks_what_is_not_the_units() -
         await _feed(pilot, status)
         pane = app.query_one(StatusPane)
         assert "gpu " not in str(pane.render())  # no table yet: no line
-        pane.gpus = _gpu_table(status.invocation_id)
+        pane.show_gpus(_gpu_table(status.invocation_id))
         await pilot.pause()
         line = str(pane.render()).splitlines()[2]
         assert line.startswith("gpu 0:85% 1:85% 2:99% 3:99% 4:85%"), line
@@ -264,7 +264,7 @@ async def test_the_status_pane_shows_gpu_use_and_marks_what_is_not_the_units() -
             "(PID 1's child from sglang-demo.service's earlier invocation 0123456789ab)" in line
         ), line
         assert "PID 100" not in line  # the unit's own ranks are not named
-        pane.gpus = GpuUse(missing="no nvidia-smi on cockpit-lab")
+        pane.show_gpus(GpuUse(missing="no nvidia-smi on cockpit-lab"))
         await pilot.pause()
         assert "gpu" not in str(pane.render())
 
@@ -273,7 +273,7 @@ def test_snapshot_gpu_held_by_an_orphan(snap_compare) -> None:
     async def run_before(pilot) -> None:
         status = recorded_status()
         await _feed(pilot, status, recorded_entries())
-        pilot.app.query_one(StatusPane).gpus = _gpu_table(status.invocation_id)
+        pilot.app.query_one(StatusPane).show_gpus(_gpu_table(status.invocation_id))
         await pilot.pause()
 
     assert snap_compare(recorded_app(), terminal_size=(160, 30), run_before=run_before)

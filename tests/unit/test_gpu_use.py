@@ -15,7 +15,7 @@ import pytest
 
 from cockpit.remote.local import LocalHost
 from cockpit.systemd import gpu_use
-from cockpit.systemd.gpu_use import SEP, GpuProcess
+from cockpit.systemd.gpu_use import SEP, GpuProcess, Viewpoint
 
 CAPTURE = json.loads((Path(__file__).parents[1] / "data" / "nvidia-smi" / "apps-capture.json").read_text())
 FORMS = ("--format=csv", "--format=csv,noheader,nounits")
@@ -153,12 +153,27 @@ def _p(**kw: object) -> GpuProcess:
 
 
 def test_owners_from_the_units_side() -> None:
-    assert _p().owner("a.service", "new") == "a.service" and not _p().outside("a.service", "new")
+    view = Viewpoint("a.service", "new")
+    assert _p().owner(view) == "a.service" and not _p().outside(view)
     old = _p(invocation="0123456789abcdef", ppid=1)
-    assert old.owner("a.service", "new") == "PID 1's child from a.service's earlier invocation 0123456789ab"
-    assert old.outside("a.service", "new")
+    assert old.owner(view) == "PID 1's child from a.service's earlier invocation 0123456789ab"
+    assert old.outside(view)
     other = _p(cgroup="/system.slice/run-u12.service")
-    assert other.owner("a.service", "new") == "unit run-u12.service" and other.outside("a.service", "new")
-    loose = _p(cgroup="/")
-    assert loose.owner("a.service", None) == "no unit (cgroup /)"
+    assert other.owner(view) == "unit run-u12.service" and other.outside(view)
+    loose = _p(cgroup="/", invocation=None)
+    assert loose.owner(Viewpoint("a.service")) == "no unit (cgroup /)"
     assert _p(cgroup="/user.slice/user-0.slice/session-3.scope").unit == "session-3.scope"
+
+
+def test_a_left_over_that_left_the_cgroup_is_named_by_its_invocation() -> None:
+    """An orphan moved out of the unit's cgroup still carries the INVOCATION_ID of the start
+    it belonged to: a start the session saw is named as the unit's."""
+    orphan = _p(cgroup="/cockpit-orphans", invocation="feedfacecafe0001", ppid=1)
+    assert orphan.owner(Viewpoint("a.service", "new")) == "no unit (cgroup /cockpit-orphans)"
+    seen = Viewpoint("a.service", "new", frozenset({"feedfacecafe0001"}))
+    assert orphan.owner(seen) == (
+        "PID 1's child from a.service's earlier invocation feedfacecafe, out of its cgroup (now /cockpit-orphans)"
+    )
+    assert orphan.outside(seen)
+    stranger = _p(cgroup="/system.slice/b.service", invocation="0000")
+    assert stranger.owner(seen) == "unit b.service"  # another unit's start is not ours

@@ -143,12 +143,14 @@ class Standin:
         if self.crashing:
             return
         self.crashing = True
-        for proc in self.workers:
+        staying = len(self.workers) - min(self.settings.orphans, len(self.workers))
+        for i, proc in enumerate(self.workers):
             if proc.stdin is not None:
-                proc.stdin.write(b"crash\n")
+                proc.stdin.write(b"crash\n" if i < staying else b"orphan\n")
         await asyncio.gather(*(p.stdin.drain() for p in self.workers if p.stdin is not None), return_exceptions=True)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*(p.wait() for p in self.workers)), timeout=10)
+            await asyncio.wait_for(asyncio.gather(*(p.wait() for p in self.workers[:staying])), timeout=10)
+        await asyncio.sleep(0.2 if staying < len(self.workers) else 0)  # the orphans have moved out
         self.log.info("Received sigquit from a child process. It usually means the child failed.")
         os.kill(os.getpid(), signal.SIGKILL)  # SGLang's kill_process_tree ends with the parent
 
@@ -183,7 +185,9 @@ class Standin:
                 return await self._completion(path.endswith("chat/completions"), body, writer)
             if method == "POST" and path == "/standin/crash":
                 asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.crash()))
-                return _send_json(writer, 200, {"crashing": True, "ranks": self.tp_size})
+                return _send_json(
+                    writer, 200, {"crashing": True, "ranks": self.tp_size - min(self.settings.orphans, self.tp_size)}
+                )
             if method != "GET":
                 raise HttpError(405, "use GET")
             if path in ("/health", "/health_generate", "/ready"):

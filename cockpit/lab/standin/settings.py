@@ -25,6 +25,7 @@ class Settings:
     startup_s: float = 2.0  # simulated weight load, memory pool and CUDA graph capture
     decode_log_interval: int = 40  # decode steps between `Decode batch` lines (SGLang's default)
     crash_after_s: float = 0.0  # crash all workers this long after ready; 0 = only on request
+    orphans: int = 0  # at a crash, this many ranks (the last) leave the unit's cgroup and live on
     worker_streams: str = "auto"  # "own": each rank logs to journald itself; "shared"; "auto"
     access_log: bool = True  # uvicorn-style access lines, as SGLang prints them
     sglang_root: str = ""  # directory holding the `sglang` package; "" = search sys.path

@@ -1,9 +1,10 @@
 """One tensor-parallel rank of the stand-in: logs the rank's start-up, then waits to crash.
 
 Run as `python -m cockpit.lab.standin.worker RANK TP_SIZE STREAMS STARTUP_S ARCH STATUS_FD`;
-reads commands on stdin (`crash`), reports `ready` on STATUS_FD. A crash raises a real exception through a few real
-frames of this file and logs it the way SGLang's scheduler does
-(`Scheduler hit an exception: <traceback>`), then exits 1.
+reads commands on stdin (`crash`, `orphan`), reports `ready` on STATUS_FD. A crash raises a
+real exception through a few real frames of this file and logs it the way SGLang's scheduler does
+(`Scheduler hit an exception: <traceback>`), then exits 1. An orphan leaves the unit's cgroup and
+lives on, holding its GPU memory, as SGLang's schedulers reparented to PID 1 do (sglang #23627).
 """
 
 from __future__ import annotations
@@ -63,6 +64,27 @@ def crash(log: Logger, line_by_line: bool) -> None:
         log.plain(line)
 
 
+# Where a process can leave its unit: the hierarchy systemd tracks units by (v1 `name=systemd` on
+# a hybrid host), the unified one, or the cgroup2 root of a pure-v2 host.
+CGROUP_ROOTS = ("/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+
+
+def orphan() -> None:
+    """Out of the unit's cgroup into /cockpit-orphans, so that stopping the unit does not reach
+    this process; then it waits, stuck and silent, until something ends it by PID."""
+    for root in CGROUP_ROOTS:
+        if not os.path.exists(os.path.join(root, "cgroup.procs")):
+            continue
+        try:
+            os.makedirs(os.path.join(root, "cockpit-orphans"), exist_ok=True)
+            with open(os.path.join(root, "cockpit-orphans", "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            continue
+    while True:
+        time.sleep(3600)
+
+
 def main(argv: list[str]) -> int:
     rank, tp_size, streams = int(argv[0]), int(argv[1]), argv[2]
     startup_s, arch, status_fd = float(argv[3]), argv[4], int(argv[5])
@@ -77,6 +99,8 @@ def main(argv: list[str]) -> int:
         if line.strip() == "crash":
             crash(log, line_by_line=own)
             return 1
+        if line.strip() == "orphan":
+            orphan()
     return 0
 
 

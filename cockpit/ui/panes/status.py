@@ -18,7 +18,7 @@ from textual.widget import Widget
 
 from cockpit.fmt import duration, size
 from cockpit.session.feeds import POLL_S
-from cockpit.systemd.gpu_use import GpuUse
+from cockpit.systemd.gpu_use import UP, GpuUse, Viewpoint
 from cockpit.systemd.status import UnitStatus
 
 STALE_AFTER_S = 2 * POLL_S
@@ -72,6 +72,7 @@ class StatusPane(Widget, can_focus=False):
         self.watching = False
         self.received: float | None = None  # self.clock() when `status` arrived
         self._was_stale = False
+        self.earlier: frozenset[str] = frozenset()  # the unit's earlier starts (GPU left-overs)
 
     def on_mount(self) -> None:
         self.set_interval(0.5, self._tick)
@@ -97,6 +98,11 @@ class StatusPane(Widget, can_focus=False):
         """`crash loop: 11 starts in 2m10s, the same failure ...`, or None: drawn while the unit
         is not serving."""
         self.crash_loop = text
+
+    def show_gpus(self, use: GpuUse, earlier: frozenset[str] = frozenset()) -> None:
+        """The host's GPU table; `earlier`: the invocation IDs of the unit's earlier starts."""
+        self.earlier = earlier
+        self.gpus = use
 
     def show_connection(self, state: str, detail: str | None) -> None:
         self.connection = (state, detail)
@@ -132,10 +138,10 @@ class StatusPane(Widget, can_focus=False):
             self.refresh(layout=stale != self._was_stale)
         self._was_stale = stale
 
-    def _gpu_line(self, text: Text, use: GpuUse, invocation: str | None) -> None:
+    def _gpu_line(self, text: Text, use: GpuUse, view: Viewpoint) -> None:
         """`gpu 0:85% 1:85% …`, then each process outside the unit's current start (⚠): on a
         host where orphans hold the memory, that is the line to read before a restart."""
-        outside = [p for p in use.processes if p.outside(self.unit, invocation)]
+        outside = [p for p in use.processes if p.outside(view)]
         marked = {p.gpu for p in outside}
         text.append("gpu", self._style("status-dim"))
         for g in use.gpus:
@@ -148,7 +154,7 @@ class StatusPane(Widget, can_focus=False):
             held = f"{size(amounts.pop() << 20)} on {'each of GPUs' if len(mine) > 1 else 'GPU'} {gpus}"
             if amounts:  # not the same on each
                 held = f"{size(sum(p.used_mib or 0 for p in mine) << 20)} in all on GPUs {gpus}"
-            text.append(f"   ⚠ PID {pid} {held} ({mine[0].owner(self.unit, invocation)})", self._style("status-warn"))
+            text.append(f"   ⚠ PID {pid} {held} ({mine[0].owner(view)})", self._style("status-warn"))
 
     def _style(self, name: str) -> str:
         return str(self.get_component_rich_style(name))
@@ -206,7 +212,8 @@ class StatusPane(Widget, can_focus=False):
             text.append(" · ".join(parts), self._style("status-dim"))
             if self.gpus is not None and self.gpus.gpus:
                 text.append("\n")
-                self._gpu_line(text, self.gpus, st.invocation_id)
+                up = st.invocation_id if st.active_state in UP else None
+                self._gpu_line(text, self.gpus, Viewpoint(self.unit, up, self.earlier))
         if trouble:
             text.append("\n")
             text.append(f"✗ {trouble}", self._style("status-failed"))
