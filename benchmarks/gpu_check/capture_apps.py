@@ -52,7 +52,10 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     record: dict[str, object] = {"captures": queries("idle")}
-    holders = [subprocess.Popen([sys.executable, "-c", HOLD, str(mib)], stdout=subprocess.PIPE, text=True) for mib in (20480, 8192)]
+    holders = [
+        subprocess.Popen([sys.executable, "-c", HOLD, str(mib)], stdout=subprocess.PIPE, text=True)
+        for mib in (20480, 8192)
+    ]
     try:
         pids = [int(h.stdout.readline()) for h in holders]  # type: ignore[union-attr]
         record["holder_pids"] = pids

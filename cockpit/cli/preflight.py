@@ -59,7 +59,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
     catalog and the Python for the dry run."""
     from cockpit.cli.target import open_target
     from cockpit.sglang.deployment import read_deployment
-    from cockpit.systemd.gpu_use import UP, Viewpoint
+    from cockpit.systemd.process_facts import UP, Viewpoint
 
     async with open_target(args, unit=False) as session:
         python, on_gpus = None, None
@@ -86,9 +86,9 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
             raise UsageError("give --unit (its Python tells where SGLang is) or --sglang-version")
         report = await _report(args, argv, catalog, host, python)
         if on_gpus is not None:
-            from cockpit.sglang.gpu_preflight import check_gpus
+            from cockpit.sglang.host_preflight import check_host
 
-            report.findings += await check_gpus(host, argv, catalog, *on_gpus)
+            report.findings += await check_host(host, argv, catalog, *on_gpus)
         return report
 
 

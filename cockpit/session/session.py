@@ -39,7 +39,8 @@ from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import Finding, given_flags
 from cockpit.systemd import gpu_use
 from cockpit.systemd.entry import JournalEntry
-from cockpit.systemd.gpu_use import GpuUse, Viewpoint
+from cockpit.systemd.gpu_use import GpuUse
+from cockpit.systemd.process_facts import UP, Viewpoint
 from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show, with_file_check
 from cockpit.systemd.unit import Unit
 from cockpit.targets import Target
@@ -344,7 +345,7 @@ class Session:
     def _status(self, status: UnitStatus) -> None:
         if status.invocation_id:
             self.invocations.add(status.invocation_id)
-        up = status.invocation_id if status.active_state in gpu_use.UP else None
+        up = status.invocation_id if status.active_state in UP else None
         if self._running is not None and up != self._running and self.live:
             self._spawn(self._survivors_of(self._running), "checking what outlived the start")
         self._running = up
@@ -480,15 +481,15 @@ class Session:
 
         return preflight(unit, catalog)
 
-    async def gpu_findings(self, edited: Unit) -> list[Finding]:
-        """What processes outside the unit hold on the GPUs the edited unit will use (the
-        write modal's host check; nothing for a recorded session)."""
+    async def host_findings(self, edited: Unit) -> list[Finding]:
+        """What processes outside the unit hold that the edited unit will need, its GPUs and
+        its ports (the write modal's host check; nothing for a recorded session)."""
         catalog = self.deployment.catalog if self.deployment is not None else None
         if not self.live or self.target is None or catalog is None:
             return []
-        from cockpit.sglang.gpu_preflight import check_gpus
+        from cockpit.sglang.host_preflight import check_host
 
-        return await check_gpus(self.host, edited.exec(), catalog, self.gpu_view(), edited.environment())
+        return await check_host(self.host, edited.exec(), catalog, self.gpu_view(), edited.environment())
 
     def gpu_view(self) -> Viewpoint:
         """The unit's side of the GPU table: its current start, and the starts seen before."""

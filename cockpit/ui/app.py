@@ -431,7 +431,7 @@ class CockpitApp(App[None]):
         """The write modal, with what other processes hold on the unit's GPUs read first (a
         host that does not say within GPU_CHECK_S gets the modal without it)."""
         try:
-            held = await within(self.session.gpu_findings(edited), GPU_CHECK_S)
+            held = await within(self.session.host_findings(edited), GPU_CHECK_S)
         except (CockpitError, TimeoutError) as e:
             held = [Finding(WARNING, "gpu-held-by-other", [], f"the GPUs of {target.host} could not be read: {e}")]
         if target != self.target:

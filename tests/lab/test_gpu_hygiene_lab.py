@@ -154,7 +154,7 @@ async def test_an_orphan_crash_is_named_after_the_stop_and_before_the_next_start
         assert all(f"PID {pid} (/cockpit-orphans)" in notices[0] for pid in orphans), notices
         assert f"ended start {crashed[:12]}" in notices[0] and "out of the unit's cgroup" in notices[0]
         # Before the next start (RestartSec=5): the write's pre-flight names both, as the unit's own.
-        findings = await session.gpu_findings(session.unit)
+        findings = await session.host_findings(session.unit)
         named = {f.pid: f for f in findings if f.rule == "gpu-held-by-other"}
         assert set(named) == set(orphans), findings
         assert all(
@@ -167,3 +167,27 @@ async def test_an_orphan_crash_is_named_after_the_stop_and_before_the_next_start
         assert not {p.pid for p in use.processes} & set(orphans)
     finally:
         await session.close()
+
+
+def test_preflight_names_the_process_that_holds_the_port(lab: LabHandle) -> None:
+    """A listener on the unit's --port (127.0.0.2:30000 beside the server's 127.0.0.1:30000)."""
+    name = "cockpit-test-squatter"
+    lab.ssh(
+        "systemd-run",
+        f"--unit={name}",
+        "/opt/sglang/venv/bin/python",
+        "-m",
+        "http.server",
+        "30000",
+        "--bind",
+        "127.0.0.2",
+    )
+    try:
+        lab.wait_for(lambda: "127.0.0.2:30000" in lab.ssh("ss", "-Hltn").stdout, what="the squatter's listener")
+        pid = int(lab.ssh("systemctl", "show", "-p", "MainPID", "--value", f"{name}.service").stdout)
+        findings = json.loads(_cockpit(lab, "preflight").stdout)
+        held = [f for f in findings if f["rule"] == "port-held-by-other"]
+        assert [(f["pid"], f["severity"], f["flags"]) for f in held] == [(pid, "error", ["--port"])], findings
+        assert f"owner: unit {name}.service" in held[0]["message"]
+    finally:
+        lab.ssh("systemctl", "stop", f"{name}.service", check=False)

@@ -237,13 +237,9 @@ def _gpu_table(invocation: str | None) -> GpuUse:
     """Eight GPUs: the unit's ranks on each, and an orphan of an earlier start on GPUs 2 and 3."""
     gpus = [Gpu(i, f"GPU-{i}", 122205 + (20000 if i in (2, 3) else 0), 143771) for i in range(8)]
     unit = "/system.slice/sglang-demo.service"
-    ranks = [
-        GpuProcess(100 + i, "python3", 122205, i, f"GPU-{i}", TARGET.unit, unit, 62, 300.0, invocation)
-        for i in range(8)
-    ]
+    ranks = [GpuProcess(100 + i, "python3", 122205, i, f"GPU-{i}", unit, 62, 300.0, invocation) for i in range(8)]
     orphan = [
-        GpuProcess(4242, "python3", 20000, i, f"GPU-{i}", TARGET.unit, unit, 1, 4000.0, "0123456789abcdef0123")
-        for i in (2, 3)
+        GpuProcess(4242, "python3", 20000, i, f"GPU-{i}", unit, 1, 4000.0, "0123456789abcdef0123") for i in (2, 3)
     ]
     return GpuUse(gpus, ranks + orphan)
 

@@ -15,7 +15,8 @@ import pytest
 
 from cockpit.remote.local import LocalHost
 from cockpit.systemd import gpu_use
-from cockpit.systemd.gpu_use import SEP, GpuProcess, Viewpoint
+from cockpit.systemd.gpu_use import GpuProcess
+from cockpit.systemd.process_facts import SEP, Viewpoint
 
 CAPTURE = json.loads((Path(__file__).parents[1] / "data" / "nvidia-smi" / "apps-capture.json").read_text())
 FORMS = ("--format=csv", "--format=csv,noheader,nounits")
@@ -147,7 +148,7 @@ async def test_a_host_without_nvidia_smi_has_nothing_to_show(tmp_path: Path, mon
 
 def _p(**kw: object) -> GpuProcess:
     base: dict = dict(pid=7, name="python3", used_mib=1000, gpu=0, gpu_uuid="GPU-x", cgroup="/system.slice/a.service")
-    base.update(unit=gpu_use._unit_of(str(kw.get("cgroup", base["cgroup"]))), invocation="new", ppid=50)
+    base.update(invocation="new", ppid=50)
     base.update(kw)
     return GpuProcess(**base)  # type: ignore[arg-type]
 

@@ -18,7 +18,8 @@ from textual.widget import Widget
 
 from cockpit.fmt import duration, size
 from cockpit.session.feeds import POLL_S
-from cockpit.systemd.gpu_use import UP, GpuUse, Viewpoint
+from cockpit.systemd.gpu_use import GpuUse
+from cockpit.systemd.process_facts import UP, Viewpoint
 from cockpit.systemd.status import UnitStatus
 
 STALE_AFTER_S = 2 * POLL_S

@@ -1,4 +1,4 @@
-"""Before a start: what other processes hold on the GPUs the unit will use.
+"""Before a start: what other processes hold that the unit will need, its GPUs and its port.
 
 A restart stops the unit's own processes, so their memory does not count; what counts is
 everything else: another unit, a process started by hand, or a left-over of an earlier start
@@ -8,6 +8,9 @@ hold leaves less than that, it fails ("The memory capacity is unbalanced", or ou
 while loading weights). That is an error here. Memory held but leaving room is a warning. When
 the flag is not given SGLang picks the share itself, and the finding stays a warning: the
 static layer never guesses an error.
+
+A listener on the server's `--port` (or node 0's `--dist-init-addr` port) that is not the
+unit's running start keeps SGLang from binding it: an error, named by PID.
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from cockpit.fmt import duration
-from cockpit.remote.base import Host
+from cockpit.remote.base import Host, HostError
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import ERROR, WARNING, Finding, given_flags
-from cockpit.systemd import gpu_use
-from cockpit.systemd.gpu_use import GpuProcess, GpuUse, Viewpoint
+from cockpit.systemd import gpu_use, listeners
+from cockpit.systemd.gpu_use import GpuProcess, GpuUse
+from cockpit.systemd.process_facts import Viewpoint
 
 RULE = "gpu-held-by-other"
+PORT_RULE = "port-held-by-other"
+DEFAULT_PORT = 30000  # launch_server's --port when none is given
 
 
 def _number(flags: Mapping[str, str | None], name: str, default: float) -> float:
@@ -111,13 +117,54 @@ def findings_of(
     return findings
 
 
-async def check_gpus(
+def ports_of(flags: Mapping[str, str | None]) -> dict[int, str]:
+    """The ports this node's server binds: --port, and node 0's dist-init port."""
+    ports = {int(_number(flags, "--port", DEFAULT_PORT)): "--port"}
+    addr = flags.get("--dist-init-addr") or ""
+    if addr.rpartition(":")[2].isdigit() and int(_number(flags, "--node-rank", 0)) == 0:
+        ports.setdefault(int(addr.rpartition(":")[2]), "--dist-init-addr")
+    return ports
+
+
+def port_findings(
+    holders: Sequence[listeners.PortHolder], flags: Mapping[str, str | None], view: Viewpoint, host: str
+) -> list[Finding]:
+    findings = []
+    for port, flag in sorted(ports_of(flags).items()):
+        for h in holders:
+            if h.port != port or not h.outside(view):
+                continue
+            who = f"PID {h.pid} ({h.name})" if h.pid is not None else "a process"
+            findings.append(
+                Finding(
+                    ERROR,
+                    PORT_RULE,
+                    [flag],
+                    f"{who} listens on {h.address}:{port} on {host}, {view.unit}'s {flag}; "
+                    f"owner: {h.owner(view)}. SGLang cannot bind it.",
+                    "OSError",
+                    f"End PID {h.pid} (the write modal offers it), or give {flag} another port."
+                    if h.pid is not None
+                    else f"Find it with `sudo ss -ltnp 'sport = :{port}'`, or give {flag} another port.",
+                    pid=h.pid,
+                )
+            )
+    return findings
+
+
+async def check_host(
     host: Host,
     argv: Sequence[str],
     catalog: Catalog,
     view: Viewpoint,
     env: Mapping[str, str] | None = None,
 ) -> list[Finding]:
-    """The findings of `findings_of` for the host as it is now (none where it has no GPUs)."""
+    """What the host holds now that the unit will need: its GPUs' memory, its ports."""
+    flags = given_flags(argv, catalog)
     use = await gpu_use.read_or_say(host)
-    return findings_of(use, given_flags(argv, catalog), env or {}, view, host.name)
+    found = findings_of(use, flags, env or {}, view, host.name)
+    try:
+        found += port_findings(await listeners.read(host), flags, view, host.name)
+    except HostError as e:
+        found.append(Finding(WARNING, PORT_RULE, [], f"the listeners of {host.name} could not be read: {e}"))
+    return found

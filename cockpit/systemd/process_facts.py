@@ -1,0 +1,131 @@
+"""Whose a host process is: its cgroup (so its unit), parent, age and systemd INVOCATION_ID,
+read for a list of PIDs in the same round trip as what named them (nvidia-smi's GPU
+processes, `ss`'s listeners).
+
+The invocation ID tells a left-over of an earlier start of a unit from the start that runs
+now, even after the process left the unit's cgroup (SGLang's schedulers reparented to PID 1
+after a crash, sglang #23627): systemd puts it in every service process's environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+SEP, PID_MARK = "\x1e", "\x1f"
+UP = ("active", "reloading")  # the unit states in which its invocation is a start that runs
+
+# Shell: a SEP line, uptime and clock ticks, then for each PID in $pids a PID_MARK line, its
+# stat line, its cgroup lines and its INVOCATION_ID (where this user may read its environment).
+FACTS = """
+printf '\\036\\n'
+cut -d' ' -f1 /proc/uptime
+getconf CLK_TCK
+for pid in $pids; do
+  printf '\\037%s\\n' "$pid"
+  cat "/proc/$pid/stat" 2>/dev/null || echo
+  cat "/proc/$pid/cgroup" 2>/dev/null
+  tr '\\0' '\\n' < "/proc/$pid/environ" 2>/dev/null | grep '^INVOCATION_ID=' || true
+done
+"""
+
+
+@dataclass(frozen=True)
+class Viewpoint:
+    """Whose side: a unit, its start that runs now, and the starts of it seen before (the
+    journal's and the status poll's invocation IDs)."""
+
+    unit: str
+    invocation: str | None = None  # the start that is up now (None: the unit is not running)
+    earlier: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Facts:
+    cgroup: str | None = None  # None: the process is gone, or this user may not read it
+    ppid: int | None = None
+    age_s: float | None = None
+    invocation: str | None = None
+
+    @property
+    def unit(self) -> str | None:
+        return unit_of(self.cgroup) if self.cgroup is not None else None
+
+
+class Tied(Protocol):
+    @property
+    def cgroup(self) -> str | None: ...
+    @property
+    def unit(self) -> str | None: ...
+    @property
+    def ppid(self) -> int | None: ...
+    @property
+    def invocation(self) -> str | None: ...
+
+
+def owner_of(p: Tied, view: Viewpoint) -> str:
+    """Whose the process is, said from the view's unit."""
+    if p.cgroup is None:
+        return "gone, or not readable here"
+    ours = p.invocation is not None and (p.invocation in view.earlier or p.unit == view.unit)
+    if ours and p.invocation != view.invocation:
+        parent = "PID 1's child" if p.ppid == 1 else f"child of {p.ppid}"
+        left = "" if p.unit == view.unit else f", out of its cgroup (now {p.cgroup})"
+        return f"{parent} from {view.unit}'s earlier invocation {str(p.invocation)[:12]}{left}"
+    if p.unit is None:
+        return f"no unit (cgroup {p.cgroup})"
+    if p.unit != view.unit:
+        return f"unit {p.unit}"
+    if view.invocation is None:
+        return f"left in {view.unit}'s cgroup while it is not running"
+    return view.unit
+
+
+def outside(p: Tied, view: Viewpoint) -> bool:
+    """Not a process of the unit's running start: a restart of the unit leaves it be."""
+    return owner_of(p, view) != view.unit
+
+
+def unit_of(cgroup: str) -> str | None:
+    """The unit of a cgroup v2 path: its last component that names a unit (a service or a
+    scope inside a slice); None for the root, a slice alone, or a path outside systemd."""
+    for part in reversed(cgroup.strip("/").split("/")):
+        if part.endswith((".service", ".scope", ".socket", ".mount")):
+            return part
+    return None
+
+
+def number(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isdigit() else None
+
+
+def _stat(line: str, uptime: float | None, ticks: int | None) -> tuple[int | None, float | None]:
+    """(ppid, age in s) from a /proc/PID/stat line; the name field can hold spaces and ')'."""
+    if ")" not in line:
+        return None, None
+    fields = line.rsplit(")", 1)[1].split()
+    if len(fields) < 20:
+        return None, None
+    ppid, start = number(fields[1]), number(fields[19])
+    age = uptime - start / ticks if uptime is not None and ticks and start is not None else None
+    return ppid, (max(age, 0.0) if age is not None else None)
+
+
+def parse_facts(text: str) -> dict[int, Facts]:
+    """What FACTS printed (after its SEP line)."""
+    head, *blocks = text.split(PID_MARK)
+    numbers = head.split()
+    uptime = float(numbers[0]) if numbers and numbers[0].replace(".", "", 1).isdigit() else None
+    ticks = number(numbers[1]) if len(numbers) > 1 else None
+    facts = {}
+    for block in blocks:
+        lines = block.splitlines()
+        pid = number(lines[0]) if lines else None
+        if pid is None:
+            continue
+        ppid, age = _stat(lines[1] if len(lines) > 1 else "", uptime, ticks)
+        cgroup = next((ln.split("::", 1)[1] for ln in lines[2:] if ln.startswith("0::")), None)
+        invocation = next((ln.split("=", 1)[1] for ln in lines[2:] if ln.startswith("INVOCATION_ID=")), None)
+        facts[pid] = Facts(cgroup, ppid, age, invocation)
+    return facts

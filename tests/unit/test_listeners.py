@@ -1,0 +1,53 @@
+"""The port check's reading of `ss -Hltnp` as the lab's iproute2 printed it (tests/data/), with
+each PID's facts, and the findings it gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cockpit.sglang.host_preflight import PORT_RULE, port_findings, ports_of
+from cockpit.systemd import listeners
+from cockpit.systemd.process_facts import SEP, Viewpoint
+
+SS = (Path(__file__).parents[1] / "data" / "ss-ltnp-lab.txt").read_text()
+FACTS = (
+    "12345.67\n100\n"
+    "\x1f62\n62 (python) S 1 62 62 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 3 0 1200000 0 0\n"
+    "0::/system.slice/sglang-demo.service\nINVOCATION_ID=aaaa\n"
+    "\x1f432\n432 (python) S 1 432 432 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1230000 0 0\n"
+    "0::/system.slice/port-squatter.service\nINVOCATION_ID=bbbb\n"
+)
+VIEW = Viewpoint("sglang-demo.service", "aaaa")
+
+
+def test_each_listener_is_read_with_its_pid_and_unit() -> None:
+    holders = listeners.parse(SS + SEP + "\n" + FACTS)
+    on_30000 = sorted((h.address, h.pid, h.unit) for h in holders if h.port == 30000)
+    assert on_30000 == [("127.0.0.1", 62, "sglang-demo.service"), ("127.0.0.2", 432, "port-squatter.service")]
+    assert {(h.address, h.port, h.pid) for h in holders if h.name == "sshd"} == {("0.0.0.0", 22, 64), ("[::]", 22, 64)}
+    squatter = next(h for h in holders if h.pid == 432)
+    assert squatter.age_s == 12345.67 - 12300.0 and squatter.outside(VIEW)
+
+
+def test_only_a_listener_that_is_not_the_units_running_start_is_an_error() -> None:
+    holders = listeners.parse(SS + SEP + "\n" + FACTS)
+    found = port_findings(holders, {"--port": "30000"}, VIEW, "lab")
+    assert [(f.rule, f.pid, f.severity) for f in found] == [(PORT_RULE, 432, "error")]
+    assert "127.0.0.2:30000 on lab, sglang-demo.service's --port; owner: unit port-squatter.service" in found[0].message
+    assert port_findings(holders, {"--port": "30001"}, VIEW, "lab") == []
+
+
+def test_a_listener_ss_names_without_a_pid_is_still_named() -> None:
+    """Without root, ss shows another user's listener with no users:(...) column."""
+    holders = listeners.parse("LISTEN 0      5      127.0.0.2:30000 0.0.0.0:*\n")
+    [f] = port_findings(holders, {}, VIEW, "lab")  # --port defaults to 30000
+    assert f.pid is None and "a process listens on 127.0.0.2:30000" in f.message and "sudo ss -ltnp" in f.fix
+
+
+def test_the_ports_a_node_binds() -> None:
+    assert ports_of({}) == {30000: "--port"}
+    assert ports_of({"--port": "31000", "--dist-init-addr": "10.0.0.1:5000"}) == {
+        31000: "--port",
+        5000: "--dist-init-addr",
+    }
+    assert ports_of({"--dist-init-addr": "10.0.0.1:5000", "--node-rank": "1"}) == {30000: "--port"}
