@@ -23,8 +23,9 @@ from cockpit.sglang.deployment import read_deployment
 from cockpit.sglang.explain import explain_traceback
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import given_flags
-from cockpit.systemd import journal
+from cockpit.systemd import gpu_use, journal
 from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.process_facts import UP, Viewpoint
 from cockpit.systemd.readiness import server_info
 from cockpit.systemd.status import fetch
 from cockpit.targets import Target
@@ -155,6 +156,10 @@ async def gather(
         )
     incident.tracebacks = tracebacks_in(entries)
     incident.events = unit_events(entries)
+    use = await gpu_use.read_or_say(host)
+    running = status.invocation_id if status.active_state in UP else None
+    seen = frozenset({e.invocation_id for e in entries if e.invocation_id} - {running})
+    incident.gpus = gpu_use.summary_lines(use, Viewpoint(unit, running, seen)) if use.gpus else []
 
     found = await read_deployment(host, target, catalogs=catalogs, status=status)
     incident.problems += found.problems

@@ -61,6 +61,7 @@ class Incident:
     load_run: dict[str, Any] | None = None
     images: list[Image] = field(default_factory=list)
     events: list[tuple[float, str]] = field(default_factory=list)  # systemd's messages and readiness, by time
+    gpus: list[str] = field(default_factory=list)  # per GPU: used, and who holds it (gpu_use.summary_lines)
     problems: list[str] = field(default_factory=list)
 
 

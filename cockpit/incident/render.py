@@ -111,6 +111,7 @@ def render(incident: Incident) -> str:
     w(_summary(incident))
     w("")
     _render_server(incident, w)
+    _render_gpus(incident, w)
     _render_timeline(incident, w)
     _render_images(incident, w)
     _render_attempts(incident, w)
@@ -187,6 +188,16 @@ def _render_server(incident: Incident, w) -> None:
     if incident.command:
         w("The unit's current command line (`ExecStart=`, as systemd runs it):\n")
         w(fenced(command_lines(incident.command), "sh"))
+
+
+def _render_gpus(incident: Incident, w) -> None:
+    if not incident.gpus:
+        return
+    w("## GPUs\n")
+    w("Memory in use when the note was written, and who holds it (⚠: not the unit's running start).\n")
+    for line in incident.gpus:
+        w(f"- {cell(line)}")
+    w("")
 
 
 def timeline(incident: Incident, gap_s: float = 5.0) -> list[tuple[float, str]]:

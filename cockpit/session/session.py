@@ -673,6 +673,8 @@ class Session:
             command=self.unit.exec() if self.unit is not None else None,
         )
         incident.events = unit_events(r.entry for r in records if not isinstance(r, Traceback))
+        if self.gpus is not None and self.gpus.gpus and target is not None:
+            incident.gpus = gpu_use.summary_lines(self.gpus, self.gpu_view())
         catalog = self.deployment.catalog if self.deployment else None
         if catalog is not None and catalog.version:
             incident.version, incident.version_from = catalog.version, "the installed package"

@@ -110,6 +110,8 @@ def test_cockpit_snapshot_after_the_eight_workers_crashed(lab: LabHandle, crashe
     assert "The failing statement: `raise StandinCudaError(" in source
     assert "![The journal at the last traceback" in note and "(journal.png)" in note and "(source.png)" in note
     assert "status=9/KILL" in section(note, "Timeline")
+    gpus = section(note, "GPUs")  # the lab's nvidia-smi stand-in: eight H200s
+    assert len(re.findall(r"^- GPU [0-7]: \d+ / 143771 MiB", gpus, re.M)) == 8, gpus
     print(f"snapshot took {elapsed:.1f} s")
 
 

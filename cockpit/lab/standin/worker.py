@@ -1,10 +1,9 @@
 """One tensor-parallel rank of the stand-in: logs the rank's start-up, then waits to crash.
 
-Run as `python -m cockpit.lab.standin.worker RANK TP_SIZE STREAMS STARTUP_S ARCH STATUS_FD`;
-reads commands on stdin (`crash`, `orphan`), reports `ready` on STATUS_FD. A crash raises a
-real exception through a few real frames of this file and logs it the way SGLang's scheduler does
-(`Scheduler hit an exception: <traceback>`), then exits 1. An orphan leaves the unit's cgroup and
-lives on, holding its GPU memory, as SGLang's schedulers reparented to PID 1 do (sglang #23627).
+Run as `python -m cockpit.lab.standin.worker RANK TP_SIZE STREAMS STARTUP_S ARCH STATUS_FD`; reads
+`crash` or `orphan` on stdin, reports `ready` on STATUS_FD. A crash raises a real exception through
+real frames of this file, logs it as SGLang's scheduler does (`Scheduler hit an exception: ...`) and
+exits 1; an orphan leaves the unit's cgroup and lives on. Tests name the frames' line numbers.
 """
 
 from __future__ import annotations
