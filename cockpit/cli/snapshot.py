@@ -175,6 +175,7 @@ async def render_screens(
     """Run the app headless against the unit and save its screens into `folder`."""
     from cockpit.ui.app import CockpitApp
     from cockpit.ui.panes.source import SourcePane, cached_highlight
+    from cockpit.ui.panes.tracebacks import TracebackList
     from cockpit.ui.screenshot import save_screen
 
     images: list[Image] = []
@@ -203,6 +204,8 @@ async def render_screens(
                 )
         if picked is not None:
             index, tb = picked
+            # The side list hears of the tracebacks by a message of its own: drawn after the model has them.
+            await _until(lambda: app.query_one(TracebackList).option_count > 0, timeout)
             view.toggle_record(index, True)
             view.jump_to_record(index)
             await pilot.pause()

@@ -12,6 +12,7 @@ from cockpit.attempts import Attempt
 from cockpit.sglang.logparse import READY_TEXT
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.status import UnitStatus
+from cockpit.systemd.suppression import Suppression
 from cockpit.traceback import Traceback
 
 
@@ -62,6 +63,7 @@ class Incident:
     images: list[Image] = field(default_factory=list)
     events: list[tuple[float, str]] = field(default_factory=list)  # systemd's messages and readiness, by time
     gpus: list[str] = field(default_factory=list)  # per GPU: used, and who holds it (gpu_use.summary_lines)
+    suppressions: list[Suppression] = field(default_factory=list)  # journald dropped lines of the period
     problems: list[str] = field(default_factory=list)
 
 

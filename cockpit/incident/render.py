@@ -112,6 +112,7 @@ def render(incident: Incident) -> str:
     w("")
     _render_server(incident, w)
     _render_gpus(incident, w)
+    _render_losses(incident, w)
     _render_timeline(incident, w)
     _render_images(incident, w)
     _render_attempts(incident, w)
@@ -198,6 +199,20 @@ def _render_gpus(incident: Incident, w) -> None:
     for line in incident.gpus:
         w(f"- {cell(line)}")
     w("")
+
+
+def _render_losses(incident: Incident, w) -> None:
+    if not incident.suppressions:
+        return
+    w("## journald's losses\n")
+    for lost in incident.suppressions:
+        w(f"- {lost.sentence()}")
+    w("")
+
+
+def _possibly_incomplete(incident: Incident, tb: Traceback) -> bool:
+    start = tb.times[0] / 1e6 if tb.times and tb.times[0] else None
+    return start is not None and any(lost.covers(start) for lost in incident.suppressions)
 
 
 def timeline(incident: Incident, gap_s: float = 5.0) -> list[tuple[float, str]]:
@@ -373,7 +388,8 @@ def _render_tracebacks(incident: Incident, w) -> None:
             for x in (tb.rank, tb.exception or "unfinished", when, f"pid {tb.pid}" if tb.pid is not None else None)
             if x
         )
-        w(f"### {k}. {head}" + (f" (×{g.count})" if g.count > 1 else "") + "\n")
+        lossy = " ⚠ possibly incomplete: journald dropped lines then" if _possibly_incomplete(incident, tb) else ""
+        w(f"### {k}. {head}" + (f" (×{g.count})" if g.count > 1 else "") + lossy + "\n")
         facts = []
         frame = tb.failing_frame
         if frame is not None:

@@ -42,6 +42,7 @@ from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.process_facts import UP, Viewpoint
 from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show, with_file_check
+from cockpit.systemd.suppression import Suppression, suppression_of
 from cockpit.systemd.unit import Unit
 from cockpit.targets import Target
 from cockpit.timeouts import within
@@ -157,6 +158,7 @@ class Session:
         self.gpus: GpuUse | None = None
         self.invocations: set[str] = set()  # the unit's starts seen (journal, polls): whose left-overs
         self._running: str | None = None  # the invocation of the start that is up now
+        self.suppressions: list[Suppression] = []  # journald's reports of lines it dropped
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.poll: StatusPoll | None = None
@@ -196,6 +198,11 @@ class Session:
     def _on_batch(self, batch: JournalBatch) -> None:
         """The core's own subscribers: the poll's memory of exits, and the throughput series."""
         self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
+        if self.target is not None:
+            for entry in batch.entries:
+                if (lost := suppression_of(entry, self.target.unit)) is not None:
+                    self.suppressions.append(lost)
+                    self.listener.notice(lost.sentence())
         if self.poll is not None:
             for entry in batch.entries:
                 if entry.pid == 1 and (how := main_exit_of(entry.message)) is not None:
@@ -267,7 +274,7 @@ class Session:
         await self.stop()
         self.target = target
         self.deployment, self.status, self.poll, self.gpus = None, None, None, None
-        self.invocations, self._running = set(), None
+        self.invocations, self._running, self.suppressions = set(), None, []
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.start()
@@ -675,6 +682,7 @@ class Session:
         incident.events = unit_events(r.entry for r in records if not isinstance(r, Traceback))
         if self.gpus is not None and self.gpus.gpus and target is not None:
             incident.gpus = gpu_use.summary_lines(self.gpus, self.gpu_view())
+        incident.suppressions = list(self.suppressions)
         catalog = self.deployment.catalog if self.deployment else None
         if catalog is not None and catalog.version:
             incident.version, incident.version_from = catalog.version, "the installed package"
