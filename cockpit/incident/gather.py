@@ -28,7 +28,7 @@ from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.process_facts import UP, Viewpoint
 from cockpit.systemd.readiness import server_info
 from cockpit.systemd.status import fetch
-from cockpit.systemd.suppression import suppression_of
+from cockpit.systemd.suppression import SuppressionScan
 from cockpit.targets import Target
 from cockpit.textlines import source_lines
 from cockpit.traceback import Traceback, fold_entries, last_with_frames
@@ -157,7 +157,7 @@ async def gather(
         )
     incident.tracebacks = tracebacks_in(entries)
     incident.events = unit_events(entries)
-    incident.suppressions = [lost for e in entries if (lost := suppression_of(e, unit)) is not None]
+    incident.suppressions = SuppressionScan(unit).feed(entries)
     use = await gpu_use.read_or_say(host)
     running = status.invocation_id if status.active_state in UP else None
     seen = frozenset({e.invocation_id for e in entries if e.invocation_id} - {running})

@@ -42,7 +42,7 @@ from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.process_facts import UP, Viewpoint
 from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show, with_file_check
-from cockpit.systemd.suppression import Suppression, suppression_of
+from cockpit.systemd.suppression import Suppression, SuppressionScan
 from cockpit.systemd.unit import Unit
 from cockpit.targets import Target
 from cockpit.timeouts import within
@@ -159,6 +159,7 @@ class Session:
         self.invocations: set[str] = set()  # the unit's starts seen (journal, polls): whose left-overs
         self._running: str | None = None  # the invocation of the start that is up now
         self.suppressions: list[Suppression] = []  # journald's reports of lines it dropped
+        self._losses = SuppressionScan(target.unit if target is not None else "")
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.poll: StatusPoll | None = None
@@ -198,11 +199,9 @@ class Session:
     def _on_batch(self, batch: JournalBatch) -> None:
         """The core's own subscribers: the poll's memory of exits, and the throughput series."""
         self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
-        if self.target is not None:
-            for entry in batch.entries:
-                if (lost := suppression_of(entry, self.target.unit)) is not None:
-                    self.suppressions.append(lost)
-                    self.listener.notice(lost.sentence())
+        for lost in self._losses.feed(batch.entries):
+            self.suppressions.append(lost)
+            self.listener.notice(lost.sentence())
         if self.poll is not None:
             for entry in batch.entries:
                 if entry.pid == 1 and (how := main_exit_of(entry.message)) is not None:
@@ -275,6 +274,7 @@ class Session:
         self.target = target
         self.deployment, self.status, self.poll, self.gpus = None, None, None, None
         self.invocations, self._running, self.suppressions = set(), None, []
+        self._losses = SuppressionScan(target.unit)
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.start()

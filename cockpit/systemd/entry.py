@@ -59,7 +59,8 @@ _share = _strings.setdefault
 
 
 class _Wire(msgspec.Struct, gc=False):
-    """The fields of a line the cockpit reads. UNIT is only on systemd's messages about a unit."""
+    """The fields of a line the cockpit reads. UNIT is only on systemd's messages about a unit,
+    OBJECT_SYSTEMD_UNIT on another program's (journald's `Suppressed N messages from U`)."""
 
     message: str | list | None | UnsetType = field(name="MESSAGE", default=UNSET)
     cursor: str | None = field(name="__CURSOR", default=None)
@@ -70,6 +71,7 @@ class _Wire(msgspec.Struct, gc=False):
     unit: str | None = field(name="_SYSTEMD_UNIT", default=None)
     identifier: str | None = field(name="SYSLOG_IDENTIFIER", default=None)
     about_unit: str | None | UnsetType = field(name="UNIT", default=UNSET)
+    about_object: str | None | UnsetType = field(name="OBJECT_SYSTEMD_UNIT", default=UNSET)
 
 
 _decode_wire = msgspec.json.Decoder(_Wire, strict=False).decode  # strict=False: "4100" -> 4100
@@ -120,8 +122,14 @@ def _careful(fields: dict[str, Any]) -> JournalEntry:
         realtime_us=_int(fields.get("__REALTIME_TIMESTAMP")),
         pid=pid_number,
         priority=priority if priority is not None else 6,
-        invocation_id=_shared(fields.get("_SYSTEMD_INVOCATION_ID") or fields.get("INVOCATION_ID")),
-        unit=_shared(fields.get("UNIT") or fields.get("_SYSTEMD_UNIT")),
+        # journald's (or another program's) entry about the unit names its process in OBJECT_*:
+        # it belongs to that invocation of the unit, not to the writer's own.
+        invocation_id=_shared(
+            fields.get("OBJECT_SYSTEMD_INVOCATION_ID")
+            or fields.get("_SYSTEMD_INVOCATION_ID")
+            or fields.get("INVOCATION_ID")
+        ),
+        unit=_shared(fields.get("OBJECT_SYSTEMD_UNIT") or fields.get("UNIT") or fields.get("_SYSTEMD_UNIT")),
         identifier=_shared(fields.get("SYSLOG_IDENTIFIER")),
         binary=binary,
     )
@@ -138,7 +146,12 @@ def parse_entry(line: str | bytes) -> JournalEntry | None:
     except msgspec.DecodeError:
         return None
     message = wire.message
-    if message.__class__ is not str or wire.about_unit is not UNSET or wire.priority is None:
+    if (
+        message.__class__ is not str
+        or wire.about_unit is not UNSET
+        or wire.about_object is not UNSET
+        or wire.priority is None
+    ):
         return None if message is UNSET else _careful(_decode_any(line))
     invocation, unit, identifier = wire.invocation_id, wire.unit, wire.identifier
     return JournalEntry(
