@@ -128,12 +128,15 @@ def parse(text: str) -> GpuUse:
 
 
 async def read(host: Host) -> GpuUse:
-    """The host's GPUs and who holds them; `missing` says why not where it has no nvidia-smi."""
-    result = await host.query(["sh", "-c", SCRIPT])
+    """The host's GPUs and who holds them; `missing` says why not where it has no nvidia-smi.
+
+    A channel of its own, not the status poll's query channel: nvidia-smi takes a while on
+    eight GPUs, and the poll would wait for it."""
+    result = await host.run(["sh", "-c", SCRIPT], timeout=30)
     if result.returncode == NO_TOOL:
         return GpuUse(missing=f"no nvidia-smi on {host.name}")
     if not result.ok:
-        said = result.text.strip().splitlines()
+        said = (result.text + "\n" + result.error_text).strip().splitlines()
         raise HostError(f"nvidia-smi on {host.name} failed ({result.returncode}): {said[-1] if said else 'no output'}")
     return parse(result.text)
 

@@ -82,7 +82,7 @@ def parse(text: str) -> list[PortHolder]:
 
 async def read(host: Host) -> list[PortHolder]:
     """Every TCP listener of the host (empty where it has no `ss`)."""
-    result = await host.query(["sh", "-c", SCRIPT])
+    result = await host.run(["sh", "-c", SCRIPT], timeout=30)
     if result.returncode == NO_TOOL:
         return []
     if not result.ok:
