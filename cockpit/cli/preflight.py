@@ -59,7 +59,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
     catalog and the Python for the dry run."""
     from cockpit.cli.target import open_target
     from cockpit.sglang.deployment import read_deployment
-    from cockpit.systemd.process_facts import UP, Viewpoint
+    from cockpit.systemd.process_facts import Viewpoint
 
     async with open_target(args, unit=False) as session:
         python, on_gpus = None, None
@@ -71,8 +71,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
                 raise CockpitError(found.problems[0] if found.problems else "the unit could not be read")
             argv = argv or found.command
             python = found.interpreter
-            up = found.status.invocation_id if found.status.active_state in UP else None
-            on_gpus = (Viewpoint(found.target.unit, up), found.unit.environment())
+            on_gpus = (Viewpoint(found.target.unit, found.status.running_invocation), found.unit.environment())
             if catalog is None:
                 if found.catalog is None:
                     raise CockpitError(f"cannot read {found.problems[0]}" if found.problems else "no SGLang flag list")

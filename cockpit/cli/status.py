@@ -32,7 +32,7 @@ async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader:
 
     from cockpit.sglang.deployment import read_deployment
     from cockpit.systemd import gpu_use
-    from cockpit.systemd.process_facts import UP, Viewpoint
+    from cockpit.systemd.process_facts import Viewpoint
     from cockpit.systemd.readiness import is_ready
     from cockpit.systemd.status import fetch
 
@@ -49,7 +49,7 @@ async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader:
 
         ready, gpus = await asyncio.gather(readiness(), gpu_use.read_or_say(host))
     status = replace(status, ready=ready)
-    view = Viewpoint(target.unit, status.invocation_id if status.active_state in UP else None)
+    view = Viewpoint(target.unit, status.running_invocation)
     gpu_lines = gpu_use.summary_lines(gpus, view)
     if args.json:
         print(json.dumps({**status.to_json(), "gpus": gpus.to_json(view), "gpus_note": gpus.missing}))

@@ -25,7 +25,7 @@ from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import given_flags
 from cockpit.systemd import gpu_use, journal
 from cockpit.systemd.entry import JournalEntry
-from cockpit.systemd.process_facts import UP, Viewpoint
+from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.readiness import server_info
 from cockpit.systemd.status import fetch
 from cockpit.systemd.suppression import SuppressionScan
@@ -159,7 +159,7 @@ async def gather(
     incident.events = unit_events(entries)
     incident.suppressions = SuppressionScan(unit).feed(entries)
     use = await gpu_use.read_or_say(host)
-    running = status.invocation_id if status.active_state in UP else None
+    running = status.running_invocation
     seen = frozenset({e.invocation_id for e in entries if e.invocation_id} - {running})
     incident.gpus = gpu_use.summary_lines(use, Viewpoint(unit, running, seen)) if use.gpus else []
 

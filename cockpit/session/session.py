@@ -40,7 +40,7 @@ from cockpit.sglang.preflight import Finding, given_flags
 from cockpit.systemd import gpu_use
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.gpu_use import GpuUse
-from cockpit.systemd.process_facts import UP, Viewpoint
+from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show, with_file_check
 from cockpit.systemd.suppression import Suppression, SuppressionScan
 from cockpit.systemd.unit import Unit
@@ -352,7 +352,7 @@ class Session:
     def _status(self, status: UnitStatus) -> None:
         if status.invocation_id:
             self.invocations.add(status.invocation_id)
-        up = status.invocation_id if status.active_state in UP else None
+        up = status.running_invocation
         if self._running is not None and up != self._running and self.live:
             self._spawn(self._survivors_of(self._running), "checking what outlived the start")
         self._running = up

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 SEP, PID_MARK = "\x1e", "\x1f"
-UP = ("active", "reloading")  # the unit states in which its invocation is a start that runs
 
 # Shell: a SEP line, uptime and clock ticks, then for each PID in $pids a PID_MARK line, its
 # stat line, its cgroup lines and its INVOCATION_ID (where this user may read its environment).

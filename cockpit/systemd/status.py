@@ -86,6 +86,13 @@ class UnitStatus:
     checked_at: float = field(default_factory=time.time)
 
     @property
+    def running_invocation(self) -> str | None:
+        """The invocation whose processes run now: active, reloading, or starting; not one
+        waiting to restart (`activating (auto-restart)`), whose invocation is the one that ended."""
+        starting = self.active_state == "activating" and self.sub_state != "auto-restart"
+        return self.invocation_id if self.active_state in ("active", "reloading") or starting else None
+
+    @property
     def last_exit(self) -> str | None:
         """`exited 1`, `killed 9/KILL`: how the main process last ended, if it has."""
         if not self.exec_main_code or self.exec_main_exit is None:

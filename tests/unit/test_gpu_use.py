@@ -178,3 +178,19 @@ def test_a_left_over_that_left_the_cgroup_is_named_by_its_invocation() -> None:
     assert orphan.outside(seen)
     stranger = _p(cgroup="/system.slice/b.service", invocation="0000")
     assert stranger.owner(seen) == "unit b.service"  # another unit's start is not ours
+
+
+def test_the_running_start_is_the_one_whose_processes_may_hold_the_gpus() -> None:
+    """A start under way (weights loading for minutes) owns its ranks; a unit waiting to
+    restart after a crash has none: what holds its GPUs then is left over."""
+    from cockpit.systemd.status import UnitStatus
+
+    def running(active: str, sub: str) -> str | None:
+        return UnitStatus("u", "h", active_state=active, sub_state=sub, invocation_id="inv").running_invocation
+
+    assert running("active", "running") == running("reloading", "reload") == "inv"
+    assert running("activating", "start") == "inv"
+    assert running("activating", "auto-restart") is None and running("failed", "failed") is None
+    starting = Viewpoint("u.service", running("activating", "start"))
+    rank = _p(cgroup="/system.slice/u.service", invocation="inv")
+    assert not rank.outside(starting)

@@ -19,7 +19,7 @@ from textual.widget import Widget
 from cockpit.fmt import duration, size
 from cockpit.session.feeds import POLL_S
 from cockpit.systemd.gpu_use import GpuUse
-from cockpit.systemd.process_facts import UP, Viewpoint
+from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.status import UnitStatus
 
 STALE_AFTER_S = 2 * POLL_S
@@ -213,8 +213,7 @@ class StatusPane(Widget, can_focus=False):
             text.append(" · ".join(parts), self._style("status-dim"))
             if self.gpus is not None and self.gpus.gpus:
                 text.append("\n")
-                up = st.invocation_id if st.active_state in UP else None
-                self._gpu_line(text, self.gpus, Viewpoint(self.unit, up, self.earlier))
+                self._gpu_line(text, self.gpus, Viewpoint(self.unit, st.running_invocation, self.earlier))
         if trouble:
             text.append("\n")
             text.append(f"✗ {trouble}", self._style("status-failed"))
