@@ -345,7 +345,7 @@ class Session:
             use = await gpu_use.read_or_say(self.host)
             self.gpus = use
             self.listener.gpus(use)
-            if use.missing is not None and use.missing.startswith("no nvidia-smi"):
+            if use.no_tool:
                 return
             await asyncio.sleep(GPU_POLL_S)
 

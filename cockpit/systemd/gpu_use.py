@@ -17,12 +17,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from cockpit.remote.base import Host, HostError
-from cockpit.systemd.process_facts import FACTS, SEP, Facts, Viewpoint, number, outside, owner_of, parse_facts
+from cockpit.systemd.process_facts import FACTS, NO_TOOL, SEP, Facts, Owned, Viewpoint, number, parse_facts, probe
 
 GPU_QUERY = "--query-gpu=index,uuid,memory.used,memory.total"
 APPS_QUERY = "--query-compute-apps=pid,process_name,used_gpu_memory,gpu_uuid"
 FORMAT = "--format=csv,noheader,nounits"
-NO_TOOL = 127  # what the script exits with when the host has no nvidia-smi
 
 # One round trip: both queries, then each PID's facts (process_facts.FACTS).
 SCRIPT = (
@@ -47,7 +46,7 @@ class Gpu:
 
 
 @dataclass(frozen=True)
-class GpuProcess:
+class GpuProcess(Owned):
     """One process's memory on one GPU (a process on two GPUs is two of these, as nvidia-smi
     lists it), with whose it is (process_facts)."""
 
@@ -61,24 +60,13 @@ class GpuProcess:
     age_s: float | None = None
     invocation: str | None = None  # systemd's INVOCATION_ID in its environment
 
-    @property
-    def unit(self) -> str | None:
-        return Facts(self.cgroup).unit
-
-    def owner(self, view: Viewpoint) -> str:
-        return owner_of(self, view)
-
-    def outside(self, view: Viewpoint) -> bool:
-        """Not a process of the unit's running start: it will still hold its memory when the
-        unit starts again."""
-        return outside(self, view)
-
 
 @dataclass
 class GpuUse:
     gpus: list[Gpu] = field(default_factory=list)
     processes: list[GpuProcess] = field(default_factory=list)
     missing: str | None = None  # why there is nothing to show ("no nvidia-smi on H")
+    no_tool: bool = False  # the host has no nvidia-smi: nothing to read again
 
     def to_json(self, view: Viewpoint) -> list[dict]:
         """`cockpit status --json`'s `gpus`: one entry per GPU, with who holds it."""
@@ -128,17 +116,9 @@ def parse(text: str) -> GpuUse:
 
 
 async def read(host: Host) -> GpuUse:
-    """The host's GPUs and who holds them; `missing` says why not where it has no nvidia-smi.
-
-    A channel of its own, not the status poll's query channel: nvidia-smi takes a while on
-    eight GPUs, and the poll would wait for it."""
-    result = await host.run(["sh", "-c", SCRIPT], timeout=30)
-    if result.returncode == NO_TOOL:
-        return GpuUse(missing=f"no nvidia-smi on {host.name}")
-    if not result.ok:
-        said = (result.text + "\n" + result.error_text).strip().splitlines()
-        raise HostError(f"nvidia-smi on {host.name} failed ({result.returncode}): {said[-1] if said else 'no output'}")
-    return parse(result.text)
+    """The host's GPUs and who holds them; `missing` says why not where it has no nvidia-smi."""
+    text = await probe(host, SCRIPT, "nvidia-smi")
+    return parse(text) if text is not None else GpuUse(missing=f"no nvidia-smi on {host.name}", no_tool=True)
 
 
 async def read_or_say(host: Host) -> GpuUse:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cockpit.remote.base import Host, HostError
-from cockpit.systemd.process_facts import FACTS, SEP, Facts, Viewpoint, outside, owner_of, parse_facts
+from cockpit.remote.base import Host
+from cockpit.systemd.process_facts import FACTS, NO_TOOL, SEP, Facts, Owned, Viewpoint, parse_facts, probe
 
-NO_TOOL = 127
 SCRIPT = (
     f"""
 command -v ss >/dev/null 2>&1 || exit {NO_TOOL}
@@ -28,7 +27,7 @@ _USER = re.compile(r'\("((?:[^"\\]|\\.)*)",pid=(\d+),fd=\d+\)')
 
 
 @dataclass(frozen=True)
-class PortHolder:
+class PortHolder(Owned):
     port: int
     address: str  # as ss prints it: 127.0.0.1, 0.0.0.0, [::], *
     pid: int | None  # None: ss did not say (another user's process, seen without root)
@@ -38,15 +37,11 @@ class PortHolder:
     age_s: float | None = None
     invocation: str | None = None
 
-    @property
-    def unit(self) -> str | None:
-        return Facts(self.cgroup).unit
-
     def owner(self, view: Viewpoint) -> str:
-        return owner_of(self, view) if self.pid is not None else "a process this login may not see"
+        return super().owner(view) if self.pid is not None else "a process this login may not see"
 
     def outside(self, view: Viewpoint) -> bool:
-        return self.pid is None or outside(self, view)
+        return self.pid is None or super().outside(view)
 
 
 def _port_of(local: str) -> tuple[str, int] | None:
@@ -82,9 +77,5 @@ def parse(text: str) -> list[PortHolder]:
 
 async def read(host: Host) -> list[PortHolder]:
     """Every TCP listener of the host (empty where it has no `ss`)."""
-    result = await host.run(["sh", "-c", SCRIPT], timeout=30)
-    if result.returncode == NO_TOOL:
-        return []
-    if not result.ok:
-        raise HostError(f"ss on {host.name} failed ({result.returncode})")
-    return parse(result.text)
+    text = await probe(host, SCRIPT, "ss")
+    return parse(text) if text is not None else []

@@ -10,9 +10,11 @@ after a crash, sglang #23627): systemd puts it in every service process's enviro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+
+from cockpit.remote.base import Host, HostError
 
 SEP, PID_MARK = "\x1e", "\x1f"
+NO_TOOL = 127  # what a probe script exits with when the host has not got its tool
 
 # Shell: a SEP line, uptime and clock ticks, then for each PID in $pids a PID_MARK line, its
 # stat line, its cgroup lines and its INVOCATION_ID (where this user may read its environment).
@@ -39,50 +41,58 @@ class Viewpoint:
     earlier: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
-class Facts:
-    cgroup: str | None = None  # None: the process is gone, or this user may not read it
-    ppid: int | None = None
-    age_s: float | None = None
-    invocation: str | None = None
+class Owned:
+    """Whose a process is, for a record that holds its facts as `cgroup`, `ppid` and
+    `invocation` (a GPU process, a listener, the facts alone)."""
+
+    cgroup: str | None
+    ppid: int | None
+    invocation: str | None
 
     @property
     def unit(self) -> str | None:
         return unit_of(self.cgroup) if self.cgroup is not None else None
 
+    def owner(self, view: Viewpoint) -> str:
+        """Whose the process is, said from the view's unit."""
+        if self.cgroup is None:
+            return "gone, or not readable here"
+        ours = self.invocation is not None and (self.invocation in view.earlier or self.unit == view.unit)
+        if ours and self.invocation != view.invocation:
+            parent = "PID 1's child" if self.ppid == 1 else f"child of {self.ppid}"
+            left = "" if self.unit == view.unit else f", out of its cgroup (now {self.cgroup})"
+            return f"{parent} from {view.unit}'s earlier invocation {str(self.invocation)[:12]}{left}"
+        if self.unit is None:
+            return f"no unit (cgroup {self.cgroup})"
+        if self.unit != view.unit:
+            return f"unit {self.unit}"
+        if view.invocation is None:
+            return f"left in {view.unit}'s cgroup while it is not running"
+        return view.unit
 
-class Tied(Protocol):
-    @property
-    def cgroup(self) -> str | None: ...
-    @property
-    def unit(self) -> str | None: ...
-    @property
-    def ppid(self) -> int | None: ...
-    @property
-    def invocation(self) -> str | None: ...
-
-
-def owner_of(p: Tied, view: Viewpoint) -> str:
-    """Whose the process is, said from the view's unit."""
-    if p.cgroup is None:
-        return "gone, or not readable here"
-    ours = p.invocation is not None and (p.invocation in view.earlier or p.unit == view.unit)
-    if ours and p.invocation != view.invocation:
-        parent = "PID 1's child" if p.ppid == 1 else f"child of {p.ppid}"
-        left = "" if p.unit == view.unit else f", out of its cgroup (now {p.cgroup})"
-        return f"{parent} from {view.unit}'s earlier invocation {str(p.invocation)[:12]}{left}"
-    if p.unit is None:
-        return f"no unit (cgroup {p.cgroup})"
-    if p.unit != view.unit:
-        return f"unit {p.unit}"
-    if view.invocation is None:
-        return f"left in {view.unit}'s cgroup while it is not running"
-    return view.unit
+    def outside(self, view: Viewpoint) -> bool:
+        """Not a process of the unit's running start: a restart of the unit leaves it be."""
+        return self.owner(view) != view.unit
 
 
-def outside(p: Tied, view: Viewpoint) -> bool:
-    """Not a process of the unit's running start: a restart of the unit leaves it be."""
-    return owner_of(p, view) != view.unit
+@dataclass(frozen=True)
+class Facts(Owned):
+    cgroup: str | None = None  # None: the process is gone, or this user may not read it
+    ppid: int | None = None
+    age_s: float | None = None
+    invocation: str | None = None
+
+
+async def probe(host: Host, script: str, tool: str) -> str | None:
+    """What `script` printed, on a channel of its own (the status poll's query channel would
+    wait behind it); None where the host has no `tool` (the script exits NO_TOOL)."""
+    result = await host.run(["sh", "-c", script], timeout=30)
+    if result.returncode == NO_TOOL:
+        return None
+    if not result.ok:
+        said = (result.text + "\n" + result.error_text).strip().splitlines()
+        raise HostError(f"{tool} on {host.name} failed ({result.returncode}): {said[-1] if said else 'no output'}")
+    return result.text
 
 
 def unit_of(cgroup: str) -> str | None:
