@@ -22,7 +22,7 @@ from cockpit.remote.base import Host, HostError
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import ERROR, WARNING, Finding, given_flags
 from cockpit.systemd import gpu_use, listeners
-from cockpit.systemd.gpu_use import GpuProcess, GpuUse
+from cockpit.systemd.gpu_use import GpuUse, by_pid, held_on
 from cockpit.systemd.process_facts import Viewpoint
 
 RULE = "gpu-held-by-other"
@@ -63,10 +63,7 @@ def findings_of(
     totals = {g.index: g.total_mib for g in use.gpus}
     fraction = flags.get("--mem-fraction-static")
     share = _number(flags, "--mem-fraction-static", 0.0)
-    held: dict[int, list[GpuProcess]] = {}
-    for p in use.processes:
-        if p.gpu in wanted and p.outside(view):
-            held.setdefault(p.pid, []).append(p)
+    held = by_pid(sorted((p for p in use.processes if p.gpu in wanted and p.outside(view)), key=lambda p: p.gpu or 0))
     others_on: dict[int, int] = {}
     for procs in held.values():
         for p in procs:
@@ -74,16 +71,12 @@ def findings_of(
     findings = []
     for pid, procs in sorted(held.items()):
         first = procs[0]
-        gpus = sorted(p.gpu for p in procs if p.gpu is not None)
-        each = {p.used_mib for p in procs}
-        memory = f"{procs[0].used_mib} MiB" + (" on each of" if len(procs) > 1 else " on")
-        if len(each) > 1:
-            memory = f"{sum(p.used_mib or 0 for p in procs)} MiB in all on"
+        gpus = [p.gpu for p in procs if p.gpu is not None]
+        memory = held_on(procs, lambda mib: f"{mib} MiB")
         short = [g for g in gpus if fraction is not None and totals[g] - others_on[g] < share * totals[g]]
-        where = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {','.join(map(str, gpus))}"
         age = f", running {duration(first.age_s)}" if first.age_s is not None else ""
         owner = first.owner(view)
-        said = f"PID {pid} ({first.name}) holds {memory} {where} of {view.unit} on {host}{age}; owner: {owner}"
+        said = f"PID {pid} ({first.name}) holds {memory} of {view.unit} on {host}{age}; owner: {owner}"
         if short:
             findings.append(
                 Finding(

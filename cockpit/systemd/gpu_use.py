@@ -14,6 +14,7 @@ H200 is in tests/data/nvidia-smi/). A host without nvidia-smi has no GPU use to 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from cockpit.remote.base import Host, HostError
@@ -127,6 +128,23 @@ async def read_or_say(host: Host) -> GpuUse:
         return await read(host)
     except HostError as e:
         return GpuUse(missing=str(e))
+
+
+def by_pid(processes: Iterable[GpuProcess]) -> dict[int, list[GpuProcess]]:
+    """A process's rows (one per GPU it holds memory on), in the order nvidia-smi gave them."""
+    out: dict[int, list[GpuProcess]] = {}
+    for p in processes:
+        out.setdefault(p.pid, []).append(p)
+    return out
+
+
+def held_on(rows: list[GpuProcess], amount: Callable[[int | None], str]) -> str:
+    """`70000 MiB on each of GPUs 0,1`, `… on GPU 2`, or `… in all on GPUs 0,1` where the
+    amounts differ; `amount` words MiB (`70000 MiB`, `68.4 GiB`)."""
+    gpus = ",".join(str(p.gpu) for p in rows)
+    if len({p.used_mib for p in rows}) > 1:
+        return f"{amount(sum(p.used_mib or 0 for p in rows))} in all on GPUs {gpus}"
+    return f"{amount(rows[0].used_mib)} on {'each of GPUs' if len(rows) > 1 else 'GPU'} {gpus}"
 
 
 def summary_lines(use: GpuUse, view: Viewpoint) -> list[str]:

@@ -18,7 +18,7 @@ from textual.widget import Widget
 
 from cockpit.fmt import duration, size
 from cockpit.session.feeds import POLL_S
-from cockpit.systemd.gpu_use import GpuUse
+from cockpit.systemd.gpu_use import GpuUse, by_pid, held_on
 from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.status import UnitStatus
 
@@ -148,14 +148,9 @@ class StatusPane(Widget, can_focus=False):
         for g in use.gpus:
             share = f" {g.index}:{100 * g.used_mib / g.total_mib:.0f}%" if g.total_mib else f" {g.index}:?"
             text.append(share, self._style("status-warn" if g.index in marked else "status-dim"))
-        for pid in dict.fromkeys(p.pid for p in outside):
-            mine = [p for p in outside if p.pid == pid]
-            amounts = {p.used_mib or 0 for p in mine}
-            gpus = ",".join(str(p.gpu) for p in mine)
-            held = f"{size(amounts.pop() << 20)} on {'each of GPUs' if len(mine) > 1 else 'GPU'} {gpus}"
-            if amounts:  # not the same on each
-                held = f"{size(sum(p.used_mib or 0 for p in mine) << 20)} in all on GPUs {gpus}"
-            text.append(f"   ⚠ PID {pid} {held} ({mine[0].owner(view)})", self._style("status-warn"))
+        for pid, rows in by_pid(outside).items():
+            held = held_on(rows, lambda mib: size((mib or 0) << 20))
+            text.append(f"   ⚠ PID {pid} {held} ({rows[0].owner(view)})", self._style("status-warn"))
 
     def _style(self, name: str) -> str:
         return str(self.get_component_rich_style(name))
