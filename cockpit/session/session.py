@@ -158,8 +158,7 @@ class Session:
         self.gpus: GpuUse | None = None
         self.invocations: set[str] = set()  # the unit's starts seen (journal, polls): whose left-overs
         self._running: str | None = None  # the invocation of the start that is up now
-        self.suppressions: list[Suppression] = []  # journald's reports of lines it dropped
-        self._losses = SuppressionScan(target.unit if target is not None else "")
+        self._losses = SuppressionScan(target.unit if target is not None else "")  # journald's reports
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.poll: StatusPoll | None = None
@@ -200,7 +199,6 @@ class Session:
         """The core's own subscribers: the poll's memory of exits, and the throughput series."""
         self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
         for lost in self._losses.feed(batch.entries):
-            self.suppressions.append(lost)
             self.listener.notice(lost.sentence())
         if self.poll is not None:
             for entry in batch.entries:
@@ -273,7 +271,7 @@ class Session:
         await self.stop()
         self.target = target
         self.deployment, self.status, self.poll, self.gpus = None, None, None, None
-        self.invocations, self._running, self.suppressions = set(), None, []
+        self.invocations, self._running = set(), None
         self._losses = SuppressionScan(target.unit)
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
@@ -325,8 +323,7 @@ class Session:
         left = {p.pid: p for p in use.processes if p.invocation == ended}
         if not left:
             return
-        self.gpus = use
-        self.listener.gpus(use)
+        self._show_gpus(use)
         named = ", ".join(f"PID {p.pid} ({p.cgroup})" for p in left.values())
         inside = [p for p in left.values() if p.unit == unit]
         why = (
@@ -343,11 +340,14 @@ class Session:
         """The host's GPU table every GPU_POLL_S; read once only where it has no nvidia-smi."""
         while True:
             use = await gpu_use.read_or_say(self.host)
-            self.gpus = use
-            self.listener.gpus(use)
+            self._show_gpus(use)
             if use.no_tool:
                 return
             await asyncio.sleep(GPU_POLL_S)
+
+    def _show_gpus(self, use: GpuUse) -> None:
+        self.gpus = use
+        self.listener.gpus(use)
 
     def _status(self, status: UnitStatus) -> None:
         if status.invocation_id:
@@ -404,6 +404,11 @@ class Session:
             self.poll.url_host_port = found.address
         self.listener.deployment(found, found.problems)
         return found
+
+    @property
+    def suppressions(self) -> list[Suppression]:
+        """journald's reports of lines it dropped from the unit, as the journal brought them."""
+        return self._losses.found
 
     @property
     def unit(self) -> Unit | None:

@@ -64,8 +64,10 @@ class SuppressionScan:
     def __init__(self, unit: str) -> None:
         self.unit = unit
         self.kept_last: float | None = None
+        self.found: list[Suppression] = []  # every report so far
 
     def feed(self, entries: list[JournalEntry]) -> list[Suppression]:
+        """The reports among `entries` (also added to `found`)."""
         found = []
         for entry in entries:
             if entry.realtime_us is None:
@@ -75,4 +77,5 @@ class SuppressionScan:
                 self.kept_last = entry.realtime_us / 1e6
             elif m.group(2) == self.unit:
                 found.append(Suppression(entry.realtime_us / 1e6, int(m.group(1)), self.unit, self.kept_last))
+        self.found += found
         return found
