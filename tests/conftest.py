@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +34,16 @@ LAB_SITE = f"/opt/sglang/venv/lib/{LAB_PYTHON}/site-packages"  # where the lab's
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 os.environ["TZ"] = "UTC"  # journal times in snapshots
 time.tzset()
+
+
+async def until(predicate: Callable[[], object], timeout: float, what: object = "timed out") -> None:
+    """Poll `predicate` until it holds; fail with `what` (shown as it is then) after `timeout` s."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.1)
 
 
 def pytest_configure(config: pytest.Config) -> None:

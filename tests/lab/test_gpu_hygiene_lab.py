@@ -4,7 +4,6 @@ that holds memory on its GPUs (the nvidia-smi stand-in reports it) is named by P
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.confirm import ConfirmModal
 from cockpit.ui.screens.write import WriteModal
-from tests.conftest import LabHandle
+from tests.conftest import LabHandle, until
 
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))
 UNIT = "sglang-demo.service"
@@ -65,18 +64,12 @@ async def test_the_write_modal_names_the_holder_and_ends_it(lab: LabHandle, hold
     target = Target(lab.name, UNIT)
     app = CockpitApp(Config(), target)
     async with app.run_test(size=(140, 48)) as pilot:
-        deadline = time.monotonic() + 30
-        while app.session.unit is None or app.session.status is None:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.2)
+        await until(lambda: app.session.unit is not None and app.session.status is not None, 30)
         loaded = app.session.unit
         app.open_write(target, loaded, loaded.set_flag("--log-level", "info"), [])
 
         async def modal() -> WriteModal:
-            end = time.monotonic() + 30
-            while not isinstance(app.screen, WriteModal):
-                assert time.monotonic() < end, app.screen
-                await asyncio.sleep(0.1)
+            await until(lambda: isinstance(app.screen, WriteModal), 30, "no write modal")
             await pilot.pause()
             return app.screen
 
@@ -84,10 +77,7 @@ async def test_the_write_modal_names_the_holder_and_ends_it(lab: LabHandle, hold
         assert first.holders == [holder]
         assert any(f"PID {holder}" in f.message and f.severity == "error" for f in first.findings)
         await pilot.press("k")
-        end = time.monotonic() + 10
-        while not isinstance(app.screen, ConfirmModal):
-            assert time.monotonic() < end
-            await asyncio.sleep(0.1)
+        await until(lambda: isinstance(app.screen, ConfirmModal), 10)
         await pilot.press("y")
         again = await modal()
         end = time.monotonic() + 30
@@ -121,13 +111,6 @@ def orphaning_unit(lab: LabHandle) -> Iterator[None]:
     lab.wait_for(lambda: "ready to roll" in lab.ssh("journalctl", "-u", UNIT, "-n", "5", "-o", "cat").stdout)
 
 
-async def _until(predicate, timeout: float = 60, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.2)
-
-
 async def test_an_orphan_crash_is_named_after_the_stop_and_before_the_next_start(
     lab: LabHandle, orphaning_unit: None
 ) -> None:
@@ -144,11 +127,11 @@ async def test_an_orphan_crash_is_named_after_the_stop_and_before_the_next_start
     session.listener = Heard()
     session.start()
     try:
-        await _until(lambda: session.status is not None and session.status.ready and session.unit is not None)
+        await until(lambda: session.status is not None and session.status.ready and session.unit is not None, 60)
         crashed = session.status.invocation_id
-        await _until(lambda: session.journal.state == "following")
+        await until(lambda: session.journal.state == "following", 60)
         assert crash(Lab(lab.name)) == 6  # two of the eight ranks do not crash: they are left behind
-        await _until(lambda: notices, what="no notice of the survivors")
+        await until(lambda: notices, 60, "no notice of the survivors")
         orphans = [int(p) for p in lab.ssh("cat", "/sys/fs/cgroup/unified/cockpit-orphans/cgroup.procs").stdout.split()]
         assert len(orphans) == 2, orphans
         assert all(f"PID {pid} (/cockpit-orphans)" in notices[0] for pid in orphans), notices
@@ -161,7 +144,7 @@ async def test_an_orphan_crash_is_named_after_the_stop_and_before_the_next_start
             f"from {UNIT}'s earlier invocation {crashed[:12]}, out of its cgroup" in f.message for f in named.values()
         )
         # The automatic restart reaches ready beside them; ending them frees their memory.
-        await _until(lambda: session.status.invocation_id != crashed and session.status.ready, what="no new start")
+        await until(lambda: session.status.invocation_id != crashed and session.status.ready, 60, "no new start")
         assert await session.end_processes(orphans) == []
         use = await gpu_use.read(session.host)
         assert not {p.pid for p in use.processes} & set(orphans)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -22,7 +21,7 @@ from cockpit.incident import render
 from cockpit.lab.lab import Lab, crash
 from cockpit.session import Listener, Session
 from cockpit.targets import Target
-from tests.conftest import LabHandle
+from tests.conftest import LabHandle, until
 
 UNIT = "sglang-demo.service"
 DROPIN = "/etc/systemd/journald.conf.d/zz-cockpit-test-rate-limit.conf"
@@ -48,18 +47,14 @@ async def test_a_crash_past_journalds_limit_is_marked_possibly_incomplete(lab: L
     session.listener = Heard()
     session.start()
     try:
-        deadline = time.monotonic() + 60
-        while not (session.status is not None and session.status.ready and session.journal.state == "following"):
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.2)
+        await until(
+            lambda: session.status is not None and session.status.ready and session.journal.state == "following", 60
+        )
         await asyncio.sleep(6)  # a fresh window: the crash's lines are the first in it
         before = len(heard)
         assert crash(Lab(lab.name)) == 8
         # journald reports at the unit's first line after the window: the restart's, 5 s later.
-        deadline = time.monotonic() + 60
-        while not any(h.startswith("journald dropped") for h in heard[before:]):
-            assert time.monotonic() < deadline, heard
-            await asyncio.sleep(0.2)
+        await until(lambda: any(h.startswith("journald dropped") for h in heard[before:]), 60, heard)
         said = next(h for h in heard[before:] if h.startswith("journald dropped"))
         assert re.match(r"journald dropped \d+ messages from sglang-demo.service between ", said), said
         assert "`systemctl edit sglang-demo.service`, add `[Service]` `LogRateLimitIntervalSec=0`" in said

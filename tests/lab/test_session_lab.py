@@ -4,22 +4,14 @@ restart, watch) that follows the journal once: the restart watch hears the sessi
 from __future__ import annotations
 
 import asyncio
-import time
 
 from cockpit.config import Config
 from cockpit.session import Session
 from cockpit.targets import Target
-from tests.conftest import LAB_SITE, LabHandle
+from tests.conftest import LAB_SITE, LabHandle, until
 from tests.lab.test_rollout_lab import seed_unit  # noqa: F401 - the fixture
 
 FOLLOWS = ["pgrep", "-fc", "[j]ournalctl -u sglang-demo.service .*--follow"]  # [j]: not the shell asking
-
-
-async def _until(predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.1)
 
 
 async def test_an_edit_applied_through_the_session_follows_the_journal_once(
@@ -29,12 +21,12 @@ async def test_an_edit_applied_through_the_session_follows_the_journal_once(
     session = Session(Config(), Target(lab.name, "sglang-demo.service"))
     session.start()
     try:
-        await _until(lambda: session.deployment is not None and session.status is not None)
+        await until(lambda: session.deployment is not None and session.status is not None, 30)
         found = session.deployment
         assert found is not None and found.problems == []
         assert found.package_root == LAB_SITE and found.catalog is not None
         assert found.address == ("127.0.0.1", 30000)  # from the unit's own --host and --port
-        await _until(lambda: session.journal.state == "following")
+        await until(lambda: session.journal.state == "following", 30)
 
         counts: list[int] = []
 
