@@ -230,6 +230,7 @@ class Clock:
         self.first_update: float | None = None  # perf_counter at the end of the first screen update
         self.writes = 0  # the driver's writes so far (each screen update writes one frame)
         self.flushed: list[tuple[int, float]] = []  # (writes done, perf_counter) at each flush
+        self.update_at: dict[int, tuple[float, float]] = {}  # write -> (start, end) of the update that made it
 
     def timed_deliver(self, deliver: Callable[[list[JournalEntry]], None]) -> Callable[[list[JournalEntry]], None]:
         def timed(entries: list[JournalEntry]) -> None:
@@ -258,6 +259,7 @@ class Clock:
                 self.first_update = time.perf_counter()
             if self.active:
                 self.update_ms.append(took)
+                self.update_at[self.writes] = (t, t + took / 1000)
                 for k in range(len(self.batch_write) - 1, -1, -1):  # every batch still waiting for a frame
                     if self.batch_write[k] is not None:
                         break
@@ -268,9 +270,12 @@ class Clock:
 
         return timed
 
-    def to_terminal_ms(self) -> list[float]:
-        """Per batch: from reaching the feed to the terminal holding the frame drawn after it."""
-        out = []
+    def to_terminal_ms(self) -> tuple[list[float], dict[str, list[float]]]:
+        """Per batch: from reaching the feed to the terminal holding the frame drawn after it;
+        and that time's parts: the wait for the screen update that drew it (`wait`), that
+        update (`update`), and from its end to the writer thread's flush (`write`)."""
+        out: list[float] = []
+        parts: dict[str, list[float]] = {"wait": [], "update": [], "write": []}
         flushed = self.flushed
         j = 0
         for started, write in zip(self.batch_started, self.batch_write, strict=True):
@@ -281,7 +286,11 @@ class Clock:
             if j == len(flushed):
                 break
             out.append((flushed[j][1] - started) * 1000)
-        return out
+            if (update := self.update_at.get(write)) is not None:
+                parts["wait"].append((update[0] - started) * 1000)
+                parts["update"].append((update[1] - update[0]) * 1000)
+                parts["write"].append((flushed[j][1] - update[1]) * 1000)
+        return out, parts
 
 
 class Terminal:
@@ -546,6 +555,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
     for at, n in clock.arrivals:
         per_s[min(len(per_s) - 1, int(at - wall0))] += n
     received = clock.received
+    to_terminal, parts = clock.to_terminal_ms()
     result: dict[str, Any] = {
         "benchmark": "app_flood",
         "rate_lines_per_s": args.rate,
@@ -578,7 +588,8 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             "series, JournalView.show_added) plus the next Screen._on_timer_update (layout, render_line of "
             "the visible rows, compositor), that update counted once, with the last batch before it"
         ),
-        "frame_to_terminal_ms": summary(clock.to_terminal_ms()) if terminal is not None else None,
+        "frame_to_terminal_ms": summary(to_terminal) if terminal is not None else None,
+        "frame_to_terminal_parts_ms": {k: summary(v) for k, v in parts.items() if v} if terminal is not None else None,
         "frame_to_terminal_measures": (
             "per batch, on a pseudo-terminal through Textual's real driver: from the batch reaching "
             "JournalFeed.deliver to the writer thread having flushed the first frame drawn after it"

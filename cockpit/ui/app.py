@@ -17,6 +17,7 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input
 
 from cockpit.config import Config
@@ -36,6 +37,7 @@ from cockpit.timeouts import within
 from cockpit.traceback.groups import crash_loop, group
 from cockpit.traceback.model import Traceback
 from cockpit.traceback.render import site_title
+from cockpit.ui.pacing import PacedScreen
 from cockpit.ui.panes.attempts import AttemptsPane
 from cockpit.ui.panes.flags import FlagsPane
 from cockpit.ui.panes.journal import JournalView
@@ -164,6 +166,9 @@ class CockpitApp(App[None]):
         self.set_keymap(config.ui.keys)
 
     # -- layout ---------------------------------------------------------------------------
+
+    def get_default_screen(self) -> Screen:
+        return PacedScreen(id="_default")
 
     @property
     def target(self) -> Target | None:

@@ -1,0 +1,58 @@
+"""When the screen is drawn: at once when something changed, at most MAX_FPS times a second.
+
+Textual draws a screen from a 60 Hz interval timer that it pauses after each update and resumes
+when a widget asks for a repaint. After an idle stretch its timer (textual/timer.py, `_skip`)
+sets its next tick one to two periods ahead, not at the next one: a journal batch that arrives
+just after an update waited up to 33 ms for the next, and one in twenty batches of a 10k
+lines/s flood waited more than 27 ms (benchmarks/bench_app_flood.py, `frame_to_terminal_parts_ms`,
+docs/facts.md). `PacedScreen` draws from `FrameTimer` instead: a resumed update runs at once when
+the last one is at least a period old, else a period after it, so no change waits longer than
+one period plus the work ahead of it.
+
+This reaches into two private parts of Textual (the screen's `_update_timer` and the Timer's
+`_run` loop), pinned by constraints.txt; tests/ui/test_pacing.py fails when an upgrade moves them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from textual import _time
+from textual.screen import UPDATE_PERIOD, Screen
+from textual.timer import EventTargetGone, Timer
+
+
+class FrameTimer(Timer):
+    """A repeating timer that ticks when resumed, never twice within one interval."""
+
+    last_tick = -math.inf
+
+    async def _run(self) -> None:
+        count = 0
+        while True:
+            await self._active.wait()
+            wait = self.last_tick + self._interval - _time.get_time()
+            if wait > 0:
+                await _time.sleep(wait)
+                continue  # paused meanwhile (a layout drew the screen): wait to be resumed again
+            self.last_tick = _time.get_time()
+            count += 1
+            try:
+                await self._tick(next_timer=self.last_tick, count=count)
+            except EventTargetGone:
+                break
+
+
+class PacedScreen(Screen):
+    """A screen whose updates come from a FrameTimer."""
+
+    _frame_timer: FrameTimer | None = None
+
+    @property
+    def _update_timer(self) -> Timer:
+        if self._frame_timer is None:
+            timer = FrameTimer(self, UPDATE_PERIOD, name="screen_update", callback=self._on_timer_update, pause=True)
+            timer._start()
+            self._timers.add(timer)
+            self._frame_timer = timer
+        return self._frame_timer

@@ -1,0 +1,128 @@
+"""The screen's update pacing (cockpit.ui.pacing): a change is drawn at once after a quiet spell,
+and never more often than one update a period. Timed on a clock of the test's own, so a busy
+machine cannot move the figures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from textual import _time, timer
+from textual._context import active_app
+from textual.screen import UPDATE_PERIOD, Screen
+
+from cockpit.config import Config
+from cockpit.targets import Target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.pacing import FrameTimer, PacedScreen
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def get_time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+class _App:
+    """What a Timer's tick reads of the running app."""
+
+    _exit = False
+    features: frozenset[str] = frozenset()
+
+    def _handle_exception(self, error: Exception) -> None:
+        raise error
+
+
+class _Target:
+    """What a Timer needs of its target: a weak reference to it."""
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    clock = Clock()
+    monkeypatch.setattr(_time, "get_time", clock.get_time)
+    monkeypatch.setattr(_time, "sleep", clock.sleep)
+    monkeypatch.setattr(timer, "sleep", clock.sleep)  # Textual's own Timer imported it by name
+    yield clock
+
+
+async def _settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def _ticks_of(kind: type[timer.Timer], clock: Clock, resumes: list[float]) -> list[float]:
+    """Resume a screen-update-like timer (the callback pauses it, as Screen._on_timer_update
+    does) at each of `resumes`; the clock's time at each tick."""
+    ticks: list[float] = []
+    target = _Target()
+    active_app.set(_App())  # type: ignore[arg-type]  # this test's task only: the timer's copies it
+
+    def update() -> None:
+        ticks.append(clock.now)
+        paced.pause()
+
+    paced = kind(target, UPDATE_PERIOD, callback=update, pause=True)  # type: ignore[arg-type]
+    paced._start()
+    try:
+        for at in resumes:
+            clock.now = max(clock.now, at)
+            paced.resume()
+            await _settle()
+    finally:
+        paced.stop()
+    return ticks
+
+
+async def test_a_change_after_a_quiet_spell_is_drawn_at_once(clock: Clock) -> None:
+    ticks = await _ticks_of(FrameTimer, clock, [100.0, 101.0, 105.5])
+    assert ticks == [100.0, 101.0, 105.5]
+
+
+async def test_changes_within_one_period_wait_for_its_end_and_no_longer(clock: Clock) -> None:
+    ticks = await _ticks_of(FrameTimer, clock, [100.0, 100.002, 100.010])
+    assert ticks[0] == 100.0
+    assert ticks[1] == pytest.approx(100.0 + UPDATE_PERIOD)  # not before a period has passed
+    assert ticks[2] == pytest.approx(100.0 + 2 * UPDATE_PERIOD)
+    assert all(b - a >= UPDATE_PERIOD - 1e-9 for a, b in zip(ticks, ticks[1:], strict=False))
+
+
+async def test_textuals_own_timer_still_waits_past_the_next_period(clock: Clock) -> None:
+    """Why the pacing exists: after a tick, Textual's screen timer skips to one to two periods
+    ahead. When this fails, an upgrade of Textual has changed its timer: the pacing may be
+    needless, or wrong (read textual/timer.py's `_run` again)."""
+    ticks = await _ticks_of(timer.Timer, clock, [100.0, 100.5, 100.502])
+    assert ticks[1] == 100.5  # resumed after a quiet spell: at once, as ours
+    assert ticks[2] - ticks[1] > 1.5 * UPDATE_PERIOD  # but the next change waited past a whole period
+
+
+async def test_the_apps_screen_is_drawn_by_the_frame_timer() -> None:
+    """The private parts the pacing overrides are still where Textual reads them: the app's
+    screen is a PacedScreen, and a repaint runs Screen._on_timer_update from a FrameTimer."""
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, PacedScreen)
+        assert isinstance(type(screen).__dict__["_update_timer"], property)
+        assert isinstance(Screen.__dict__["_update_timer"], property)  # what PacedScreen overrides
+        updates: list[float] = []
+        real = screen._on_timer_update
+
+        def counted() -> None:
+            updates.append(_time.get_time())
+            real()
+
+        screen._frame_timer._callback = counted  # type: ignore[union-attr]
+        app.status_pane.refresh()
+        await pilot.pause()
+        await pilot.pause(0.1)
+        assert updates, "the repaint asked for no update from the frame timer"
+        assert isinstance(screen._update_timer, FrameTimer)
+        assert screen._update_timer in screen._timers  # stopped with the screen
