@@ -1,3 +1,3 @@
-from cockpit.cli import main
+from cockpit.cli import console
 
-raise SystemExit(main())
+console()

@@ -38,16 +38,18 @@ async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader:
 
     async with session_of(cfg, target, reader=reader) as session:
         host = await session.reading_host()
-        status = await fetch(host, target.unit)
-
-        async def readiness() -> bool:
-            if status.active_state != "active":
-                return False
-            # where it listens: the config's url, or the unit's own flags
-            found = await read_deployment(host, target, catalogs=session.catalogs, status=status, python=False)
-            return await is_ready(host, *found.address)
-
-        ready, gpus = await asyncio.gather(readiness(), gpu_use.read_or_say(host))
+        # The GPU table needs nothing of the status: asked beside it, on a channel of its own.
+        gpus_read = asyncio.ensure_future(gpu_use.read_or_say(host))
+        try:
+            status = await fetch(host, target.unit)
+            ready = False
+            if status.active_state == "active":
+                # where it listens: the config's url, or the unit's own flags
+                found = await read_deployment(host, target, catalogs=session.catalogs, status=status, python=False)
+                ready = await is_ready(host, *found.address)
+            gpus = await gpus_read
+        finally:
+            gpus_read.cancel()
     status = replace(status, ready=ready)
     view = Viewpoint(target.unit, status.running_invocation)
     gpu_lines = gpu_use.summary_lines(gpus, view)

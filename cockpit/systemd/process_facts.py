@@ -13,21 +13,28 @@ from dataclasses import dataclass
 
 from cockpit.remote.base import Host, HostError
 
-SEP, PID_MARK = "\x1e", "\x1f"
+SEP, PID_MARK, ENV_MARK = "\x1e", "\x1f", "\x1d"
 NO_TOOL = 127  # what a probe script exits with when the host has not got its tool
 
 # Shell: a SEP line, uptime and clock ticks, then for each PID in $pids a PID_MARK line, its
-# stat line, its cgroup lines and its INVOCATION_ID (where this user may read its environment).
+# stat line and its cgroup lines, then an ENV_MARK line and each INVOCATION_ID found (where this
+# user may read the environment) as grep -z -H prints it: `/proc/PID/environ:INVOCATION_ID=...`,
+# NUL-ended. Files are read with the shell's own `read`, and every environment with one grep: a
+# process per file made it 42 ms for the nine processes of an 8-rank start, the most of the GPU
+# table's round trip.
 FACTS = """
 printf '\\036\\n'
-cut -d' ' -f1 /proc/uptime
+read -r up _ < /proc/uptime; printf '%s\\n' "$up"
 getconf CLK_TCK
+environs=
 for pid in $pids; do
   printf '\\037%s\\n' "$pid"
-  cat "/proc/$pid/stat" 2>/dev/null || echo
-  cat "/proc/$pid/cgroup" 2>/dev/null
-  tr '\\0' '\\n' < "/proc/$pid/environ" 2>/dev/null | grep '^INVOCATION_ID=' || true
+  { read -r line < "/proc/$pid/stat" && printf '%s\\n' "$line"; } 2>/dev/null || echo
+  { while read -r line; do printf '%s\\n' "$line"; done < "/proc/$pid/cgroup"; } 2>/dev/null
+  environs="$environs /proc/$pid/environ"
 done
+printf '\\035\\n'
+[ -z "$environs" ] || grep -a -z -H '^INVOCATION_ID=' $environs 2>/dev/null || true
 """
 
 
@@ -123,10 +130,17 @@ def _stat(line: str, uptime: float | None, ticks: int | None) -> tuple[int | Non
 
 def parse_facts(text: str) -> dict[int, Facts]:
     """What FACTS printed (after its SEP line)."""
-    head, *blocks = text.split(PID_MARK)
+    blocks_text, _, environs = text.partition(ENV_MARK)
+    head, *blocks = blocks_text.split(PID_MARK)
     numbers = head.split()
     uptime = float(numbers[0]) if numbers and numbers[0].replace(".", "", 1).isdigit() else None
     ticks = number(numbers[1]) if len(numbers) > 1 else None
+    invocations = {}
+    for found in environs.split("\0"):  # /proc/PID/environ:INVOCATION_ID=...
+        path, _, variable = found.strip("\n").partition(":")
+        pid = number(path.removeprefix("/proc/").removesuffix("/environ"))
+        if pid is not None and variable.startswith("INVOCATION_ID="):
+            invocations[pid] = variable.split("=", 1)[1]
     facts = {}
     for block in blocks:
         lines = block.splitlines()
@@ -135,6 +149,5 @@ def parse_facts(text: str) -> dict[int, Facts]:
             continue
         ppid, age = _stat(lines[1] if len(lines) > 1 else "", uptime, ticks)
         cgroup = next((ln.split("::", 1)[1] for ln in lines[2:] if ln.startswith("0::")), None)
-        invocation = next((ln.split("=", 1)[1] for ln in lines[2:] if ln.startswith("INVOCATION_ID=")), None)
-        facts[pid] = Facts(cgroup, ppid, age, invocation)
+        facts[pid] = Facts(cgroup, ppid, age, invocations.get(pid))
     return facts

@@ -41,3 +41,21 @@ def test_bad_config_reaches_the_user_with_file_and_line(tmp_path: Path, capsys) 
 def test_lab_needs_a_valid_name(capsys) -> None:
     assert main(["lab", "status", "--name", "Bad_Name"]) == 2
     assert "lab name 'Bad_Name'" in capsys.readouterr().err
+
+
+def test_a_finished_status_ends_at_once_with_its_output_and_exit_handlers() -> None:
+    """`console` ends `cockpit status` with os._exit: what it printed (a pipe, so buffered) and
+    what atexit handlers print still come out, and the exit status is the command's."""
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('exit handler ran'))\n"
+        "print('printed before')\n"
+        "sys.argv = ['cockpit', '--config', '/nonexistent.toml', 'status', '--host', 'h', '--unit', 'u']\n"
+        "from cockpit.cli import console\n"
+        "console()\n"
+        "print('never reached')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stdout.splitlines() == ["printed before", "exit handler ran"]
+    assert out.stderr.strip() == "cockpit: /nonexistent.toml: config file not found."

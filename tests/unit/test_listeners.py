@@ -13,9 +13,10 @@ SS = (Path(__file__).parents[1] / "data" / "ss-ltnp-lab.txt").read_text()
 FACTS = (
     "12345.67\n100\n"
     "\x1f62\n62 (python) S 1 62 62 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 3 0 1200000 0 0\n"
-    "0::/system.slice/sglang-demo.service\nINVOCATION_ID=aaaa\n"
+    "0::/system.slice/sglang-demo.service\n"
     "\x1f432\n432 (python) S 1 432 432 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1230000 0 0\n"
-    "0::/system.slice/port-squatter.service\nINVOCATION_ID=bbbb\n"
+    "0::/system.slice/port-squatter.service\n"
+    "\x1d\n/proc/62/environ:INVOCATION_ID=aaaa\0/proc/432/environ:INVOCATION_ID=bbbb\0"
 )
 VIEW = Viewpoint("sglang-demo.service", "aaaa")
 

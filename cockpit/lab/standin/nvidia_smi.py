@@ -19,12 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import sys
 import time
-from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
 
 BANNER = "nvidia-smi STAND-IN of the cockpit lab (no GPU here; formats of NVIDIA-SMI 580.159.04)"
 GPUS = 8
@@ -52,23 +48,25 @@ HEADER_NAMES = {"clocks.sm": "clocks.current.sm"}  # the real header prints the 
 APP_FIELDS: dict[str, str] = {"pid": "", "process_name": "", "used_gpu_memory": "MiB", "gpu_uuid": "", "gpu_name": ""}
 
 
-@dataclass(frozen=True)
 class Holder:
-    pid: int
-    name: str
-    mib: int
-    gpus: tuple[int, ...]
+    """A process the stand-in shows holding memory: `mib` on each of `gpus`."""
+
+    __slots__ = ("pid", "name", "mib", "gpus")
+
+    def __init__(self, pid: int, name: str, mib: int, gpus: tuple[int, ...]) -> None:
+        self.pid, self.name, self.mib, self.gpus = pid, name, mib, gpus
 
 
 def gpu_uuid(index: int) -> str:
     """A stable UUID per lab and GPU, in the real `GPU-8-4-4-4-12` form."""
-    h = hashlib.sha256(f"{socket.gethostname()}/{index}".encode()).hexdigest()
+    h = hashlib.sha256(f"{os.uname().nodename}/{index}".encode()).hexdigest()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 def _environ(pid: str) -> dict[str, str]:
     try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
     except OSError:
         return {}
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
@@ -81,7 +79,8 @@ def _name(pid: str) -> str:
         return os.readlink(f"/proc/{pid}/exe")
     except OSError:
         try:
-            return Path(f"/proc/{pid}/comm").read_text().strip()
+            with open(f"/proc/{pid}/comm") as f:
+                return f.read().strip()
         except OSError:
             return "[Not Found]"
 
@@ -108,7 +107,8 @@ def _cell(value: str, unit: str, units: bool) -> str:
 
 
 def _gpu_rows(fields: list[str], units: bool, held: list[Holder]) -> list[list[str]]:
-    stamp = datetime.now().strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+    now = time.time()
+    stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
     rows = []
     for index in range(GPUS):
         used = min(sum(h.mib for h in held if index in h.gpus), TOTAL_MIB)  # a GPU has no more to give
