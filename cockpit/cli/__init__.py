@@ -16,7 +16,7 @@ from cockpit import __version__
 
 # One module per subcommand; each imports what its work needs only when it runs, so
 # `cockpit status` does not pay for Textual or the load runner.
-from cockpit.cli import bench, explain, fold, lab, preflight, snapshot, status, unit
+from cockpit.cli import bench, explain, fold, lab, preflight, snapshot, stacks, status, unit
 from cockpit.errors import CockpitError, UsageError
 
 EXAMPLES = """\
@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     unit.add_parser(sub)
     preflight.add_parser(sub)
     snapshot.add_parser(sub)
+    stacks.add_parser(sub)
     lab.add_parser(sub, _Parser)
     return parser
 
@@ -70,6 +71,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "unit": unit.run,
     "preflight": preflight.run,
     "snapshot": snapshot.run,
+    "stacks": stacks.run,
     "lab": lab.run,
 }
 

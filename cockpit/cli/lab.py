@@ -45,8 +45,18 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
     crash = lab_sub.add_parser(
         "crash", help="make every rank of the lab's stand-in crash at once (watch the tracebacks fold)"
     )
-    crash.add_argument("--name", default=None)
-    crash.add_argument("--port", type=int, default=30000, help="the stand-in's --port (default 30000)")
+    hang = lab_sub.add_parser(
+        "hang",
+        help="make every rank of the lab's stand-in block in a collective (a hang: watch readiness turn hung, "
+        "`s` dumps the stacks; each rank's watchdog ends it after --watchdog-timeout)",
+    )
+    dead = lab_sub.add_parser(
+        "kill-detokenizer",
+        help="kill the lab's stand-in's detokenizer process (/health still answers 200: watch readiness say degraded)",
+    )
+    for verb in (crash, hang, dead):
+        verb.add_argument("--name", default=None)
+        verb.add_argument("--port", type=int, default=30000, help="the stand-in's --port (default 30000)")
     demo = lab_sub.add_parser("demo", help="boot the lab and open the cockpit on its sglang-demo.service")
     demo.add_argument("--name", default=None)
 
@@ -100,6 +110,18 @@ def run(args: argparse.Namespace) -> int:
             f"the stand-in on {lab.name} crashes on {ranks} rank{'s' * (ranks != 1)} now: each prints "
             "`Scheduler hit an exception: Traceback ...`, the journal folds each into one row, and systemd "
             "restarts the unit (Restart=on-failure)"
+        )
+        return 0
+    if args.lab_command in ("hang", "kill-detokenizer"):
+        from cockpit.lab.lab import fault
+
+        fault(lab, args.lab_command, args.port)
+        print(
+            f"the stand-in on {lab.name} hangs now: no token, no line; /health_generate gets no answer, and each "
+            "rank's watchdog ends the server after its --watchdog-timeout (300 s unless the unit says)"
+            if args.lab_command == "hang"
+            else f"the stand-in's detokenizer on {lab.name} is dead now: /health still answers 200, no request "
+            "gets its answer, and /health_generate says 503 after 20 s"
         )
         return 0
     if args.lab_command == "demo":

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from cockpit.cli.target import early_reader, session_of, target_of
 from cockpit.fmt import duration
+from cockpit.remote.base import HostError
 
 if TYPE_CHECKING:
     from cockpit.config import Config
@@ -20,44 +21,82 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "status",
         help="the unit's state, PID, restarts, last exit and readiness",
-        description="Exit 0 when the unit is active and /health answers 200, 1 otherwise.",
+        description="Exit 0 when the server is ready (systemd, its health endpoint, its journal and its "
+        "processes agree), 1 otherwise: starting, degraded, hung or down, with the reason.",
     )
     p.add_argument("--host", help="a config host or an ssh_config alias")
     p.add_argument("--unit", help="a systemd unit on that host, or the name of a [units] entry")
     p.add_argument("--json", action="store_true", help="print the UnitStatus fields as JSON")
+    p.add_argument(
+        "--generate",
+        action="store_true",
+        help="ask /health_generate (one token through every process; at least a second) instead of /health, "
+        "which answers 200 without asking the model: only generation tells a hung server from a healthy one",
+    )
 
 
 async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader: MuxHost | None) -> int:
     import asyncio
 
     from cockpit.sglang.deployment import read_deployment
-    from cockpit.systemd import gpu_use
+    from cockpit.sglang.health import READY, WATCHED_PATTERN, HealthScan, assess
+    from cockpit.sglang.host_preflight import ranks_on_node
+    from cockpit.systemd import gpu_use, journal, processes
     from cockpit.systemd.process_facts import Viewpoint
-    from cockpit.systemd.readiness import is_ready
+    from cockpit.systemd.readiness import GENERATE, HEALTH, Probe, probe
     from cockpit.systemd.status import fetch
 
     async with session_of(cfg, target, reader=reader) as session:
         host = await session.reading_host()
         # The GPU table needs nothing of the status: asked beside it, on a channel of its own.
         gpus_read = asyncio.ensure_future(gpu_use.read_or_say(host))
+        scan = HealthScan()
         try:
             status = await fetch(host, target.unit)
-            ready = False
-            if status.active_state == "active":
-                # where it listens: the config's url, or the unit's own flags
+
+            async def answer() -> tuple[Probe, int | None]:
+                """The health answer, where it listens (the config's url, or the unit's own
+                flags), and how many scheduler ranks those flags put on this node."""
                 found = await read_deployment(host, target, catalogs=session.catalogs, status=status, python=False)
-                ready = await is_ready(host, *found.address)
+                ranks = ranks_on_node(found.unit.flag_values()) if found.unit else None
+                return await probe(host, *found.address, GENERATE if args.generate else HEALTH, timeout=10), ranks
+
+            async def members() -> processes.UnitProcesses | None:
+                if not status.control_group:
+                    return None
+                try:
+                    return await processes.read(host, status.control_group)
+                except HostError:
+                    return None
+
+            async def said() -> bool:
+                """This start's health lines, fed to `scan`; False where the journal could not say."""
+                if status.invocation_id is None:
+                    return False
+                found = await journal.matching(host, status.invocation_id, WATCHED_PATTERN, 500, timeout=5)
+                if found is None:
+                    return False
+                scan.feed(found)
+                return True
+
+            schedulers, read_journal = None, False
+            if status.active_state == "active":
+                (health, schedulers), members_now, read_journal = await asyncio.gather(answer(), members(), said())
+                status = replace(status, ready=health.ok, health=health, processes=members_now)
+            signals = scan.of(status.invocation_id)
+            told = assess(status, signals, status.health, status.processes, schedulers=schedulers, journal=read_journal)
+            status = replace(status, readiness=told.state, readiness_reason=told.reason)
             gpus = await gpus_read
         finally:
             gpus_read.cancel()
-    status = replace(status, ready=ready)
     view = Viewpoint(target.unit, status.running_invocation)
     gpu_lines = gpu_use.summary_lines(gpus, view)
     if args.json:
         print(json.dumps({**status.to_json(), "gpus": gpus.to_json(view), "gpus_note": gpus.missing}))
     else:
         state = f"{status.active_state} ({status.sub_state})"
-        print(f"{status.unit} on {status.host}: {state}, {'ready' if ready else 'not ready'}")
+        reason = f": {status.readiness_reason}" if status.readiness_reason else ""
+        print(f"{status.unit} on {status.host}: {state}, {status.readiness}{reason}")
         print(
             f"  pid {status.main_pid or '-'}, up {duration(status.uptime())}, restarts {status.n_restarts}, "
             f"last exit {status.last_exit or '-'}"
@@ -68,7 +107,7 @@ async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader:
         )
         for line in gpu_lines:
             print(f"  {line}")
-    return 0 if status.active_state == "active" and ready else 1
+    return 0 if status.readiness == READY else 1
 
 
 def run(args: argparse.Namespace) -> int:

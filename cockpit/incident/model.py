@@ -11,6 +11,7 @@ from typing import Any
 from cockpit.attempts import Attempt
 from cockpit.sglang.logparse import READY_TEXT
 from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.stacks import StackCapture
 from cockpit.systemd.status import UnitStatus
 from cockpit.systemd.suppression import Suppression
 from cockpit.traceback import Traceback
@@ -64,6 +65,7 @@ class Incident:
     events: list[tuple[float, str]] = field(default_factory=list)  # systemd's messages and readiness, by time
     gpus: list[str] = field(default_factory=list)  # per GPU: used, and who holds it (gpu_use.summary_lines)
     suppressions: list[Suppression] = field(default_factory=list)  # journald dropped lines of the period
+    stacks: StackCapture | None = None  # the last py-spy dump of the unit's processes, where one was taken
     problems: list[str] = field(default_factory=list)
 
 

@@ -17,6 +17,7 @@ from cockpit.attempts import UNSET
 from cockpit.incident.model import Incident
 from cockpit.traceback import Traceback
 from cockpit.traceback.groups import group
+from cockpit.traceback.stack_dump import rank_of, thread_text, where
 
 
 def fence_for(text: str, char: str = "`") -> str:
@@ -117,6 +118,7 @@ def render(incident: Incident) -> str:
     _render_images(incident, w)
     _render_attempts(incident, w)
     _render_tracebacks(incident, w)
+    _render_stacks(incident, w)
     _render_source(incident, w)
     _render_load_run(incident, w)
     if incident.problems:
@@ -198,6 +200,25 @@ def _render_gpus(incident: Incident, w) -> None:
     w("Memory in use when the note was written, and who holds it (⚠: not the unit's running start).\n")
     for line in incident.gpus:
         w(f"- {cell(line)}")
+    w("")
+
+
+def _render_stacks(incident: Incident, w) -> None:
+    capture = incident.stacks
+    if capture is None:
+        return
+    w(f"## Stacks (py-spy dump at {_when(capture.at)})\n")
+    w("Where each process of the unit was when they were dumped; every thread, innermost frame last.\n")
+    for stack in capture.processes:
+        rank = rank_of(stack.title)
+        main = stack.main
+        spot = where(main) if main is not None else None
+        at = f": {main.name} in {spot.function} ({spot.file}:{spot.line})" if main is not None and spot else ""
+        w(f"### {rank + ' ' if rank else ''}{cell(stack.title.split(' ', 1)[0])} (PID {stack.pid}){at}\n")
+        if stack.error:
+            w(f"py-spy could not read it: {cell(stack.error)}\n")
+            continue
+        w(fenced("\n".join(line for thread in stack.threads for line in (*thread_text(stack, thread), "")), "text"))
     w("")
 
 

@@ -399,24 +399,34 @@ def demo_config(name: str = DEFAULT_NAME) -> Config:
     return parse_config(DEMO_CONFIG.read_text().replace(DEFAULT_NAME, name), DEMO_CONFIG)
 
 
-CRASH_SCRIPT = """
-import json, sys, urllib.request
-port = sys.argv[1]
-request = urllib.request.Request(f"http://127.0.0.1:{port}/standin/crash", data=b"", method="POST")
-print(json.loads(urllib.request.urlopen(request, timeout=10).read())["ranks"])
+FAULT_SCRIPT = """
+import sys, urllib.request
+port, fault = sys.argv[1], sys.argv[2]
+request = urllib.request.Request(f"http://127.0.0.1:{port}/standin/{fault}", data=b"", method="POST")
+print(urllib.request.urlopen(request, timeout=10).read().decode())
 """
+FAULTS = ("crash", "hang", "kill-detokenizer")  # the stand-in's POST /standin/<fault>
 
 
-def crash(lab: Lab, port: int = 30000) -> int:
-    """Make every rank of the lab's stand-in crash at once (`POST /standin/crash`); the number
-    of ranks that will print a traceback."""
+def fault(lab: Lab, what: str, port: int = 30000) -> dict[str, object]:
+    """Ask the lab's stand-in for one of its FAULTS (`POST /standin/<what>`); what it answered."""
     proc = subprocess.run(
-        lab.ssh_argv("root", ["python3", "-c", CRASH_SCRIPT, str(port)]), capture_output=True, text=True, timeout=30
+        lab.ssh_argv("root", ["python3", "-c", FAULT_SCRIPT, str(port), what]),
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
-        raise CockpitError(f"the stand-in on {lab.name} (port {port}) did not take the crash: {last}")
-    return int(proc.stdout.strip() or 0)
+        raise CockpitError(f"the stand-in on {lab.name} (port {port}) did not take the {what}: {last}")
+    answer = json.loads(proc.stdout)
+    return answer if isinstance(answer, dict) else {}
+
+
+def crash(lab: Lab, port: int = 30000) -> int:
+    """Make every rank of the lab's stand-in crash at once; the number of ranks that will print
+    a traceback."""
+    return int(str(fault(lab, "crash", port).get("ranks", 0)))
 
 
 def running_labs() -> list[LabInfo]:

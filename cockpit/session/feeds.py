@@ -15,13 +15,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import NoReturn
 
-from cockpit.remote.base import Host
-from cockpit.systemd.readiness import is_ready
+from cockpit.remote.base import Host, HostError
+from cockpit.systemd import processes
+from cockpit.systemd.readiness import GENERATE, Probe, probe
 from cockpit.systemd.status import UnitNotFound, UnitStatus, fetch, with_file_check
 
 POLL_S = 1.0
-READY_RECHECK_S = 15.0  # /health makes SGLang generate a token and log a line: ask sparingly once ready
-READY_TIMEOUT_S = 5.0
+READY_RECHECK_S = 15.0  # /health_generate makes SGLang generate a token and log a line: ask sparingly once ready
+# A healthy server answers /health_generate in 1 to 2 s (it looks for output once a second); a hung
+# one after 20 s, with 503. No answer in 10 s is a hang.
+READY_TIMEOUT_S = 10.0
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
@@ -46,9 +49,10 @@ async def supervise(make: Callable[[], Awaitable[object]], on_failure: Callable[
 
 
 class StatusPoll:
-    """`systemctl show` of one unit every POLL_S seconds, and `/health` when the answer may have
-    changed (not ready yet, a new invocation, or READY_RECHECK_S since the last ask). The health
-    check runs beside the poll, so a slow server never makes the status itself late.
+    """`systemctl show` of one unit every POLL_S seconds, and beside it the health check when its
+    answer may have changed (not ready yet, a new invocation, or READY_RECHECK_S since the last
+    ask): `/health_generate`, and the unit's processes by title. The health check runs beside the
+    poll, so a slow server never makes the status itself late.
 
     Each good read goes to `on_status` (its `checked_at` is when it was read); a failure goes
     to `on_problem(kind, sentence)` with kind "missing" (systemd knows no such unit now) or
@@ -68,8 +72,10 @@ class StatusPoll:
         self.on_status, self.on_problem, self.interval = on_status, on_problem, interval
         self._ready: bool | None = None
         self._ready_for: str | None = None  # the invocation `_ready` was asked for
+        self._probe: Probe | None = None  # the last health answer, for that invocation
+        self._processes: processes.UnitProcesses | None = None  # its cgroup, read with it
         self._asked_at = 0.0
-        self._health: asyncio.Task[bool] | None = None
+        self._health: asyncio.Task[None] | None = None
         self._last: UnitStatus | None = None
         self._exit: tuple[str | None, str, float | None] | None = None  # (invocation, how, when)
 
@@ -100,7 +106,7 @@ class StatusPoll:
             return
         status = self._with_previous_exit(status)
         self._last = status
-        self.on_status(replace(status, ready=self._readiness(status)))
+        self.on_status(self._with_health(status))
 
     def _with_previous_exit(self, status: UnitStatus) -> UnitStatus:
         if status.last_exit is not None:
@@ -110,27 +116,40 @@ class StatusPoll:
             return status
         return replace(status, previous_exit=self._exit[1], previous_exit_at=self._exit[2])
 
-    def _readiness(self, status: UnitStatus) -> bool | None:
-        """What is known of readiness now; starts a health check when it may have changed."""
+    def _with_health(self, status: UnitStatus, *, ask: bool = True) -> UnitStatus:
+        """The status with what is known of its health now; starts a check (`ask`) when that
+        may have changed."""
         if status.active_state != "active":
-            self._ready, self._ready_for = False, status.invocation_id
-            return False
+            self._ready, self._ready_for, self._probe, self._processes = False, status.invocation_id, None, None
+            return replace(status, ready=False)
         now = time.monotonic()
         stale = (
             self._ready is not True or status.invocation_id != self._ready_for or now - self._asked_at > READY_RECHECK_S
         )
-        if stale and self._health is None:
+        if ask and stale and self._health is None:
             self._asked_at = now
-            self._health = asyncio.create_task(self._ask(status.invocation_id))
-        return self._ready if status.invocation_id == self._ready_for else None
+            self._health = asyncio.create_task(self._ask(status))
+        if status.invocation_id != self._ready_for:
+            return replace(status, ready=None)
+        return replace(status, ready=self._ready, health=self._probe, processes=self._processes)
 
-    async def _ask(self, invocation: str | None) -> bool:
+    async def _ask(self, status: UnitStatus) -> None:
+        async def members() -> processes.UnitProcesses | None:
+            if not status.control_group:
+                return None
+            try:
+                return await processes.read(self.host, status.control_group)
+            except HostError:
+                return None  # the health answer still counts; the pane shows no process check
+
         try:
-            ready = await is_ready(self.host, *self.url_host_port, timeout=READY_TIMEOUT_S)
+            answer, members_now = await asyncio.gather(
+                probe(self.host, *self.url_host_port, GENERATE, timeout=READY_TIMEOUT_S), members()
+            )
         finally:
             self._health = None
-        self._ready, self._ready_for = ready, invocation
+        invocation = status.invocation_id
+        self._ready, self._ready_for, self._probe, self._processes = answer.ok, invocation, answer, members_now
         last = self._last
         if last is not None and last.invocation_id == invocation:
-            self.on_status(replace(last, ready=ready))  # checked_at stays the poll's own
-        return ready
+            self.on_status(self._with_health(last, ask=False))  # checked_at stays the poll's own

@@ -18,7 +18,7 @@ import contextlib
 import importlib
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,8 @@ from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed
 from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.sglang.deployment import Deployment, read_deployment
 from cockpit.sglang.flags import Catalog
+from cockpit.sglang.health import HealthScan, assess
+from cockpit.sglang.host_preflight import ranks_on_node
 from cockpit.sglang.preflight import Finding, given_flags
 from cockpit.systemd import gpu_use
 from cockpit.systemd.entry import JournalEntry
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from cockpit.load.gpu import NoticeCallback, SamplesCallback
     from cockpit.load.store import Comparison, SavedRun
     from cockpit.remote.mux import MuxHost
+    from cockpit.systemd.stacks import StackCapture
 
 GATHER_TIMEOUT_S = 120.0
 FIRST_STATUS_WAIT_S = 2.0  # how long the journal and the deployment wait for the first status
@@ -159,6 +162,8 @@ class Session:
         self.invocations: set[str] = set()  # the unit's starts seen (journal, polls): whose left-overs
         self._running: str | None = None  # the invocation of the start that is up now
         self._losses = SuppressionScan(target.unit if target is not None else "")  # journald's reports
+        self.health = HealthScan()  # each start's health signals in its journal and processes
+        self.last_stacks: StackCapture | None = None  # the last py-spy dump taken (for the incident note)
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.poll: StatusPoll | None = None
@@ -200,6 +205,7 @@ class Session:
         self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
         for lost in self._losses.feed(batch.entries):
             self.listener.notice(lost.sentence())
+        self.health.feed(batch.entries)
         if self.poll is not None:
             for entry in batch.entries:
                 if entry.pid == 1 and (how := main_exit_of(entry.message)) is not None:
@@ -273,6 +279,7 @@ class Session:
         self.deployment, self.status, self.poll, self.gpus = None, None, None, None
         self.invocations, self._running = set(), None
         self._losses = SuppressionScan(target.unit)
+        self.health = HealthScan()
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.start()
@@ -352,6 +359,11 @@ class Session:
     def _status(self, status: UnitStatus) -> None:
         if status.invocation_id:
             self.invocations.add(status.invocation_id)
+        if status.processes is not None:
+            self.health.saw(status.invocation_id, status.processes)
+        signals = self.health.of(status.invocation_id)
+        told = assess(status, signals, status.health, status.processes, schedulers=self._schedulers())
+        status = replace(status, readiness=told.state, readiness_reason=told.reason)
         up = status.running_invocation
         if self._running is not None and up != self._running and self.live:
             self._spawn(self._survivors_of(self._running), "checking what outlived the start")
@@ -404,6 +416,11 @@ class Session:
             self.poll.url_host_port = found.address
         self.listener.deployment(found, found.problems)
         return found
+
+    def _schedulers(self) -> int | None:
+        """How many scheduler ranks the unit's flags put on this node (None: not read yet)."""
+        unit = self.unit
+        return ranks_on_node(unit.flag_values()) if unit is not None else None
 
     @property
     def suppressions(self) -> list[Suppression]:
@@ -637,15 +654,30 @@ class Session:
         """Another host through the same pool (a command about a host and no unit)."""
         return self.pool.get(name)
 
+    async def stacks(self) -> StackCapture:
+        """Every process of the unit's running start, where it is now (py-spy dump): kept for the
+        incident note. A CockpitError when the unit runs nothing, a HostError when py-spy cannot."""
+        from cockpit.systemd import stacks
+
+        assert self.target is not None
+        status = self.status or await fetch(self.host, self.target.unit)
+        if status.running_invocation is None or not status.control_group:
+            raise CockpitError(f"{self.target.unit} is {status.active_state}: no process to dump")
+        found = await stacks.read(self.host, status.control_group, sudo=self.host_config.sudo)
+        self.last_stacks = stacks.StackCapture(time.time(), found)
+        return self.last_stacks
+
     async def gather_incident(self, since: str | None = None, load_run: dict[str, Any] | None = None) -> Incident:
         """The note's facts, read over the session's connection; a CockpitError when the
         status or the journal cannot be read."""
         from cockpit.incident import gather
 
         assert self.target is not None
-        return await gather(
+        incident = await gather(
             self.host, self.target, since=since, load_run=load_run, sources=self.sources, catalogs=self.catalogs
         )
+        incident.stacks = self.last_stacks
+        return incident
 
     async def incident(self, since: str | None = None) -> Incident:
         """The incident note's facts, read over the session's own connection; what the session
@@ -688,6 +720,7 @@ class Session:
         if self.gpus is not None and self.gpus.gpus and target is not None:
             incident.gpus = gpu_use.summary_lines(self.gpus, self.gpu_view())
         incident.suppressions = list(self.suppressions)
+        incident.stacks = self.last_stacks
         catalog = self.deployment.catalog if self.deployment else None
         if catalog is not None and catalog.version:
             incident.version, incident.version_from = catalog.version, "the installed package"

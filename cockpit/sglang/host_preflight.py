@@ -38,15 +38,21 @@ def _number(flags: Mapping[str, str | None], name: str, default: float) -> float
         return default
 
 
+def ranks_on_node(flags: Mapping[str, str | None]) -> int:
+    """How many scheduler ranks (one process and one GPU each) the server runs on each node:
+    tp x pp (x dp without DP attention) over the nodes."""
+    tp, pp, dp = (int(_number(flags, f, 1)) for f in ("--tp-size", "--pp-size", "--dp-size"))
+    nodes = max(int(_number(flags, "--nnodes", 1)), 1)
+    return max(tp * pp * (1 if "--enable-dp-attention" in flags else dp) // nodes, 1)
+
+
 def gpus_of(flags: Mapping[str, str | None], env: Mapping[str, str], count: int) -> list[int]:
     """The GPU indices (as nvidia-smi numbers them) the server's ranks on this node use:
     tp x pp (x dp without DP attention) over the nodes, from `--base-gpu-id` by
     `--gpu-id-step`, through the unit's CUDA_VISIBLE_DEVICES where it sets one."""
-    tp, pp, dp = (int(_number(flags, f, 1)) for f in ("--tp-size", "--pp-size", "--dp-size"))
-    nodes = max(int(_number(flags, "--nnodes", 1)), 1)
-    ranks = tp * pp * (1 if "--enable-dp-attention" in flags else dp) // nodes
+    ranks = ranks_on_node(flags)
     base, step = int(_number(flags, "--base-gpu-id", 0)), int(_number(flags, "--gpu-id-step", 1))
-    local = [base + i * step for i in range(max(ranks, 1))]
+    local = [base + i * step for i in range(ranks)]
     visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if visible:
         local = [int(visible[i]) for i in local if i < len(visible) and visible[i].isdigit()]

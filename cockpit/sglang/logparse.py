@@ -1,5 +1,5 @@
 """SGLang log lines -> typed events: decode and prefill stats, start-up milestones, readiness,
-and the markers of a crash.
+and the markers of a crash or a hang.
 
 It runs on every journal line of a busy server, so a line pays for a regex only once it is
 known to be one of ours: the prefix ends at the first `] `, and the message must then start
@@ -32,7 +32,10 @@ _STARTS = (
     "Decode batch",
     "Prefill batch",
     "The server is fired up",
+    "Init torch distributed ",
+    "Init parallel ",
     "Load weight ",
+    "KV Cache is allocated",
     "Memory pool end",
     "Capture ",
     "max_total_num_tokens=",
@@ -40,6 +43,8 @@ _STARTS = (
     "Received sigquit",
     "Health check failed",
     "Initialization failed",
+    "Watchdog timeout",
+    "Scheduler watchdog timeout",
 )
 _LEVELS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
 READY_TEXT = "The server is fired up and ready to roll!"  # http_server.py, every release
@@ -106,8 +111,11 @@ class Ready:
 
 
 MilestoneKind = Literal[
+    "init_begin",
+    "init_end",
     "load_weight_begin",
     "load_weight_end",
+    "kv_cache_allocated",
     "memory_pool_end",
     "graph_capture_begin",
     "graph_capture_end",
@@ -134,7 +142,9 @@ class Milestone:
             return None
 
 
-ErrorKind = Literal["scheduler_exception", "sigquit", "health_check_failed", "initialization_failed"]
+ErrorKind = Literal[
+    "scheduler_exception", "sigquit", "health_check_failed", "initialization_failed", "watchdog_timeout"
+]
 
 
 @dataclass(slots=True)
@@ -154,8 +164,17 @@ _ERRORS: tuple[tuple[str, ErrorKind], ...] = (
     ("Received sigquit", "sigquit"),
     ("Health check failed", "health_check_failed"),
     ("Initialization failed", "initialization_failed"),
+    ("Watchdog timeout", "watchdog_timeout"),  # to 0.5.19: `Watchdog timeout (self.watchdog_timeout=300)`
+    ("Scheduler watchdog timeout", "watchdog_timeout"),  # 0.5.23: `... (self.watchdog_timeout=300, self.soft=False)`
 )
+# The distributed set-up is `Init torch distributed begin.` / `... ends.` to 0.5.19 and `Init
+# parallel begin.` / `Init parallel ends.` in 0.5.23; the KV cache line is 0.4.x's.
 _MILESTONES: tuple[tuple[str, MilestoneKind], ...] = (
+    ("Init torch distributed begin", "init_begin"),
+    ("Init torch distributed ends", "init_end"),
+    ("Init parallel begin", "init_begin"),
+    ("Init parallel ends", "init_end"),
+    ("KV Cache is allocated", "kv_cache_allocated"),
     ("Load weight begin", "load_weight_begin"),
     ("Load weight end", "load_weight_end"),
     ("Memory pool end", "memory_pool_end"),

@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 
 from cockpit.errors import CockpitError
-from cockpit.remote.base import Host
+from cockpit.remote.base import Host, HostError
 from cockpit.systemd.entry import JournalEntry, parse_json_lines
 
 OUTPUT_FIELDS = (
@@ -67,6 +67,32 @@ async def older(host: Host, unit: str, cursor: str, n: int) -> list[JournalEntry
 async def after(host: Host, unit: str, cursor: str) -> list[JournalEntry]:
     """Every entry after `cursor` (a comparison against the follower, or a catch-up)."""
     return await query(host, journal_argv(unit, f"--after-cursor={cursor}"))
+
+
+async def matching(host: Host, invocation: str, pattern: str, n: int, timeout: float) -> list[JournalEntry] | None:
+    """The last `n` entries of one start of a unit (its invocation ID) whose message matches
+    `pattern` (journalctl's own --grep, PCRE2, so only those cross the link); None where the
+    host's journalctl cannot match patterns or does not answer in `timeout` s."""
+    argv = [
+        "journalctl",
+        f"_SYSTEMD_INVOCATION_ID={invocation}",
+        "-o",
+        "json",
+        "--all",
+        f"--output-fields={OUTPUT_FIELDS}",
+        "--no-pager",
+        "--grep",
+        pattern,
+        "-n",
+        str(n),
+    ]
+    try:
+        result = await host.run(argv, timeout=timeout)
+    except (HostError, TimeoutError):
+        return None
+    if result.returncode not in (0, 1):  # 1: nothing matched
+        return None
+    return parse_json_lines(result.stdout.splitlines())
 
 
 OnBatch = Callable[[list[JournalEntry]], "Awaitable[None] | None"]

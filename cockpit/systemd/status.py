@@ -11,6 +11,8 @@ from typing import Any
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import FileMissing, Host
+from cockpit.systemd.processes import UnitProcesses
+from cockpit.systemd.readiness import Probe
 
 PROPERTIES = (
     "Id",
@@ -34,6 +36,7 @@ PROPERTIES = (
     "MemoryCurrent",
     "CPUUsageNSec",
     "UnitFileState",
+    "ControlGroup",
 )
 _CLD = {1: "exited", 2: "killed", 3: "dumped"}  # ExecMainCode: the waitid() si_code
 _SIGNALS = {1: "HUP", 2: "INT", 3: "QUIT", 6: "ABRT", 9: "KILL", 11: "SEGV", 13: "PIPE", 15: "TERM"}
@@ -77,7 +80,14 @@ class UnitStatus:
     memory_bytes: int | None = None
     cpu_ns: int | None = None
     unit_file_state: str | None = None
-    ready: bool | None = None  # /health answered 200 (None: not checked)
+    control_group: str | None = None  # /system.slice/NAME.service: where its processes are
+    ready: bool | None = None  # the health endpoint answered 200 (None: not checked)
+    health: Probe | None = None  # that answer (the status poll's last for this start)
+    processes: UnitProcesses | None = None  # the unit's cgroup with each member's title, read with it
+    # What the session made of every source (cockpit.sglang.health): starting, ready, degraded,
+    # hung or down, and why; None where nobody assessed it (a bare `systemctl show`).
+    readiness: str | None = None
+    readiness_reason: str = ""
     fragment_deleted: bool = False  # the unit file is gone from disk while the unit is still loaded
     # How the previous invocation's main process ended: systemd forgets it at the next start
     # (an automatic restart), the status poll and the journal remember it.
@@ -112,6 +122,9 @@ class UnitStatus:
         d["drop_in_paths"] = list(self.drop_in_paths)
         d["last_exit"] = self.last_exit
         d["uptime_s"] = self.uptime()
+        d["processes"] = (
+            [{"pid": pid, "title": title} for pid, title in self.processes.titles.items()] if self.processes else None
+        )
         return d
 
 
@@ -179,6 +192,7 @@ def parse_show(text: str, host: str) -> list[UnitStatus]:
                 memory_bytes=_int(props.get("MemoryCurrent", "")),
                 cpu_ns=_int(props.get("CPUUsageNSec", "")),
                 unit_file_state=props.get("UnitFileState") or None,
+                control_group=props.get("ControlGroup") or None,
             )
         )
     return out

@@ -278,6 +278,10 @@ class Unit:
     def flags(self) -> list[Item]:
         return [i for i in self.items() if i.is_flag]
 
+    def flag_values(self) -> dict[str, str | None]:
+        """Flag -> its value (several values joined by spaces; None for a switch)."""
+        return {i.name: " ".join(i.value) if isinstance(i.value, tuple) else i.value for i in self.flags() if i.name}
+
     def unresolved(self) -> list[str]:
         """What only the host can resolve: `%` specifiers, `$VAR`s the files given do not set,
         and environment files whose text was not given."""

@@ -49,6 +49,7 @@ from cockpit.ui.screens.confirm import ConfirmModal
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.screens.picker import PickerScreen
 from cockpit.ui.screens.runs import RunPicker
+from cockpit.ui.screens.stacks import StacksScreen
 from cockpit.ui.screens.trust import trust_modal
 from cockpit.ui.screens.write import WriteModal
 from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
@@ -128,6 +129,7 @@ class CockpitApp(App[None]):
         Binding("b", "load_run", "Load run", id="load_run"),
         Binding("B", "cancel_run", "Cancel run", show=False, id="cancel_run"),
         Binding("S", "snapshot", "Snapshot", id="snapshot"),
+        Binding("s", "stacks", "Stacks", show=False, id="stacks"),
     ]
 
     def __init__(
@@ -551,6 +553,7 @@ class CockpitApp(App[None]):
             ("flags", list(FlagsPane.BINDINGS)),
             ("attempts", list(AttemptsPane.BINDINGS)),
             ("throughput", list(ThroughputPane.BINDINGS)),
+            ("stacks", list(StacksScreen.BINDINGS)),
         ]
 
     def binding_ids(self) -> set[str]:
@@ -576,6 +579,9 @@ class CockpitApp(App[None]):
             yield SystemCommand("Compare runs", "two saved load runs side by side", self.on_throughput_pane_compare)
             yield SystemCommand("Attempts", "the attempt timeline", self.action_attempts)
             yield SystemCommand(
+                "Stacks", "every process's Python stack now (py-spy): where a hang waits", self.action_stacks
+            )
+            yield SystemCommand(
                 "Snapshot", "save the screen (SVG, PNG, text) and an incident note", self.action_snapshot
             )
         yield SystemCommand("Switch host or unit", "the unit picker", self.action_pick)
@@ -586,6 +592,26 @@ class CockpitApp(App[None]):
 
     def action_preflight(self) -> None:
         self.action_edit_flags()
+
+    @work(exclusive=True, group="stacks", exit_on_error=False)
+    async def action_stacks(self) -> None:
+        """Where every process of the unit is (py-spy on the host), one folded row per rank; kept
+        by the session for the incident note."""
+        target = self.target
+        if target is None:
+            return
+        self.notify(f"dumping the stacks of {target.unit}'s processes (py-spy)…", timeout=3)
+        try:
+            capture = await self.session.stacks()
+        except CockpitError as e:
+            self.notify(f"stacks: {e}", severity="error", timeout=15)
+            return
+
+        def opened(frame: tuple[Traceback, int] | None) -> None:
+            if frame is not None:
+                self.open_frame(*frame)
+
+        self.push_screen(StacksScreen(capture, target.unit), opened)
 
     @work(exclusive=True, group="snapshot", exit_on_error=False)
     async def action_snapshot(self) -> None:

@@ -96,9 +96,22 @@ class Engine:
         self.delivered: collections.deque[tuple[float, float, float, int]] = collections.deque(maxlen=100_000)
         self.last_gen_throughput = 0.0
         self._wake = asyncio.Event()
+        self._moving = asyncio.Event()  # cleared for good by `stall`: a hung rank, a dead detokenizer
+        self._moving.set()
+        self.last_emit = time.monotonic()  # when a client last got a token (/health_generate's heartbeat)
         self._steps = 0
         self._log_tokens = 0
         self._log_t = time.monotonic()
+
+    @property
+    def stalled(self) -> bool:
+        return not self._moving.is_set()
+
+    def stall(self) -> None:
+        """Nothing moves from now on: no request is admitted or advanced, nothing is logged (a
+        rank stuck in a collective, or outputs with no detokenizer to reach). For good: the real
+        server recovers from neither."""
+        self._moving.clear()
 
     # -- admission ------------------------------------------------------------------------
 
@@ -108,6 +121,7 @@ class Engine:
             req.admitted = asyncio.get_running_loop().create_future()
             self.waiting.append(req)
             await req.admitted
+        await self._moving.wait()
         self.prefilling += 1
         try:
             self.log.info(
@@ -141,7 +155,7 @@ class Engine:
         text = req.text_for(req.generated, count)
         req.generated += count
         self.total_tokens += count
-        now = time.monotonic()
+        now = self.last_emit = time.monotonic()
         if req.first_at is None:
             req.first_at = now
         self._log_tokens += count
@@ -188,6 +202,7 @@ class Engine:
             if next_step is None or next_step < now - interval:
                 next_step = now + interval
             await asyncio.sleep(max(0.0, next_step - now))
+            await self._moving.wait()
             next_step += interval
             self._step()
 

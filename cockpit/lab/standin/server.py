@@ -17,6 +17,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,10 @@ from cockpit.lab.standin.nvidia_smi import GPUS, TOTAL_MIB
 from cockpit.lab.standin.settings import Settings
 
 STANDIN_LABEL = "cockpit lab stand-in (CPU program, not SGLang)"
+HEALTH_CHECK_TIMEOUT = 20  # SGLang's: /health_generate waits this long for any output, then 503
+# Where the `cockpit` package lives, for the children: they are started under SGLang's process
+# titles (argv[0] `sglang::scheduler_TP3`), so their interpreter finds no venv of its own.
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
 
@@ -72,6 +77,7 @@ class Standin:
             spec_steps=self.spec_steps if spec_algo else None,
         )
         self.workers: list[asyncio.subprocess.Process] = []
+        self.detokenizer: asyncio.subprocess.Process | None = None
         self.crashing = False
         self.stopping = False  # SIGTERM came: ranks dying now are being stopped, not failing
 
@@ -84,9 +90,10 @@ class Standin:
         # The port answers 503 from the start, so /health shows "starting" rather than refusing.
         self.server = await asyncio.start_server(self._serve, host, port, backlog=1024)
         await self._start_workers()
+        self.detokenizer = await self._child("sglang::detokenizer", "cockpit.lab.standin.detokenizer")
         self.rank0.info(
             f"max_total_num_tokens={MAX_TOTAL_NUM_TOKENS}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-            f"max_running_requests={self.engine.max_running or 4096}, context_len=131072, available_gpu_mem=9.09 GB"
+            f"max_running_requests={self.engine.max_running or 4096}, context_len=131072, available_gpu_mem=20.70 GB"
         )
         asyncio.get_running_loop().create_task(self.engine.run())
         self.log.plain(f"INFO:     Started server process [{os.getpid()}]")
@@ -101,10 +108,23 @@ class Standin:
         self.log.plain(f'INFO:     {host}:{port} - "POST /generate HTTP/1.1" 200 OK')
         self.ready = True
         self.log.info("The server is fired up and ready to roll!")
-        if self.settings.crash_after_s > 0:
-            asyncio.get_running_loop().call_later(
-                self.settings.crash_after_s, lambda: asyncio.ensure_future(self.crash())
-            )
+        faults: list[tuple[float, Callable[[], Awaitable[None]]]] = [
+            (self.settings.crash_after_s, self.crash),
+            (self.settings.hang_after_s, self.hang),
+            (self.settings.dead_detokenizer_after_s, self.kill_detokenizer),
+        ]
+        for after, fault in faults:
+            if after > 0:
+                asyncio.get_running_loop().call_later(after, _soon, fault)
+
+    async def _child(self, title: str, module: str, *args: str, **kwargs: Any) -> asyncio.subprocess.Process:
+        """A child process under one of SGLang's process titles (what `ps`, py-spy and the
+        cockpit's process check read), running `module` of the stand-in."""
+        env = {**os.environ, **kwargs.pop("env", {})}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+        return await asyncio.create_subprocess_exec(
+            title, "-m", module, *args, executable=sys.executable, stdin=asyncio.subprocess.PIPE, env=env, **kwargs
+        )
 
     async def _start_workers(self) -> None:
         streams = self.settings.worker_streams
@@ -113,9 +133,8 @@ class Standin:
         reads = []
         for rank in range(self.tp_size):
             r, w = os.pipe()
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
+            proc = await self._child(
+                f"sglang::scheduler{rank_prefix(rank, self.tp_size).replace(' ', '_')}",
                 "cockpit.lab.standin.worker",
                 str(rank),
                 str(self.tp_size),
@@ -123,9 +142,10 @@ class Standin:
                 str(self.settings.startup_s),
                 self.arch,
                 str(w),
-                stdin=asyncio.subprocess.PIPE,
+                str(float(getattr(self.args, "watchdog_timeout", None) or 300)),
+                self.settings.fail_in if rank == self.settings.fail_rank else "",
                 pass_fds=(w,),
-                env={**os.environ, **gpu_env(rank, self.args)},
+                env=gpu_env(rank, self.args),
             )
             os.close(w)
             self.workers.append(proc)
@@ -153,6 +173,47 @@ class Standin:
         await asyncio.sleep(0.2 if staying < len(self.workers) else 0)  # the orphans have moved out
         self.log.info("Received sigquit from a child process. It usually means the child failed.")
         os.kill(os.getpid(), signal.SIGKILL)  # SGLang's kill_process_tree ends with the parent
+
+    async def hang(self) -> None:
+        """Every rank blocks in a collective that never completes: no token, no log line; each
+        rank's watchdog fires after --watchdog-timeout and SIGQUITs this process, as SGLang's do."""
+        self.engine.stall()
+        for proc in self.workers:
+            if proc.stdin is not None:
+                proc.stdin.write(b"hang\n")
+        await asyncio.gather(*(p.stdin.drain() for p in self.workers if p.stdin is not None), return_exceptions=True)
+
+    async def kill_detokenizer(self) -> None:
+        """The detokenizer dies (SIGKILL) and nothing notices: the ranks go on, but no output
+        reaches a client any more (sglang #21471's half-dead server)."""
+        if self.detokenizer is not None and self.detokenizer.returncode is None:
+            self.detokenizer.kill()
+            await self.detokenizer.wait()
+        self.engine.stall()
+
+    def sigquit(self) -> None:
+        """A child's watchdog gave up: SGLang's handler says so and ends the whole tree."""
+        self.log.info("Received sigquit from a child process. It usually means the child failed.")
+        for proc in [*self.workers, self.detokenizer]:
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    async def _health_generate(self) -> int:
+        """SGLang's /health_generate: one token asked for, then up to HEALTH_CHECK_TIMEOUT s for
+        any output at all; none means 503 and its line, "Health check failed ..."."""
+        tic = time.time()
+        while time.time() < tic + HEALTH_CHECK_TIMEOUT:
+            await asyncio.sleep(1)
+            if not self.engine.stalled:
+                return 200
+        last = time.strftime("%H:%M:%S", time.localtime(time.time() - (time.monotonic() - self.engine.last_emit)))
+        self.log.info(
+            f"Health check failed. Server couldn't get a response from detokenizer for last "
+            f"{HEALTH_CHECK_TIMEOUT} seconds. tic start time: {time.strftime('%H:%M:%S', time.localtime(tic))}. "
+            f"last_heartbeat time: {last}"
+        )
+        return 503
 
     # -- HTTP -----------------------------------------------------------------------------
 
@@ -188,11 +249,18 @@ class Standin:
                 return _send_json(
                     writer, 200, {"crashing": True, "ranks": self.tp_size - min(self.settings.orphans, self.tp_size)}
                 )
+            if method == "POST" and path in ("/standin/hang", "/standin/kill-detokenizer"):
+                fault = self.hang if path == "/standin/hang" else self.kill_detokenizer
+                asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(fault()))
+                return _send_json(writer, 200, {path.rsplit("/", 1)[1]: True})
             if method != "GET":
                 raise HttpError(405, "use GET")
             if path in ("/health", "/health_generate", "/ready"):
                 if not self.ready:
                     raise HttpError(503, "the server is starting")
+                if path == "/health_generate" and await self._health_generate() != 200:
+                    return _send_json(writer, 503, None)
+                # /health generates nothing in 0.5.23 (without SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION)
                 return _send_json(writer, 200, {"status": "ready"} if path == "/ready" else None)
             if path in ("/model_info", "/get_model_info"):
                 return _send_json(
@@ -373,6 +441,10 @@ class Standin:
         return 200
 
 
+def _soon(work: Callable[[], Awaitable[None]]) -> None:
+    asyncio.ensure_future(work())
+
+
 def _architecture(model_path: str) -> str:
     try:
         config = json.loads((Path(model_path) / "config.json").read_text())
@@ -431,13 +503,15 @@ async def _amain(argv: list[str]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, request_stop)
+    loop.add_signal_handler(signal.SIGQUIT, standin.sigquit)
     await standin.start()
     await stop
-    for proc in standin.workers:
+    children = [p for p in (*standin.workers, standin.detokenizer) if p is not None]
+    for proc in children:
         if proc.returncode is None:
             proc.terminate()
-    # Reap the ranks before the loop closes, or their transports complain on stderr at exit.
-    await asyncio.wait_for(asyncio.gather(*(p.wait() for p in standin.workers), return_exceptions=True), 5)
+    # Reap the children before the loop closes, or their transports complain on stderr at exit.
+    await asyncio.wait_for(asyncio.gather(*(p.wait() for p in children), return_exceptions=True), 5)
     standin.server.close()
     return 0
 

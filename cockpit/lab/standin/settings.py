@@ -26,6 +26,10 @@ class Settings:
     decode_log_interval: int = 40  # decode steps between `Decode batch` lines (SGLang's default)
     crash_after_s: float = 0.0  # crash all workers this long after ready; 0 = only on request
     orphans: int = 0  # at a crash, this many ranks (the last) leave the unit's cgroup and live on
+    hang_after_s: float = 0.0  # every rank blocks in a collective this long after ready; 0 = only on request
+    dead_detokenizer_after_s: float = 0.0  # the detokenizer dies this long after ready; 0 = only on request
+    fail_in: str = ""  # a start-up phase (init, load_weight, memory_pool, cuda_graph) rank FAIL_RANK dies in
+    fail_rank: int = 0
     worker_streams: str = "auto"  # "own": each rank logs to journald itself; "shared"; "auto"
     access_log: bool = True  # uvicorn-style access lines, as SGLang prints them
     sglang_root: str = ""  # directory holding the `sglang` package; "" = search sys.path
@@ -51,4 +55,7 @@ class Settings:
             raise SystemExit(
                 f"stand-in: {PREFIX}WORKER_STREAMS must be auto, own or shared, not {settings.worker_streams!r}"
             )
+        if settings.fail_in not in ("", "init", "load_weight", "memory_pool", "cuda_graph"):
+            phases = "init, load_weight, memory_pool or cuda_graph"
+            raise SystemExit(f"stand-in: {PREFIX}FAIL_IN must be {phases}, not {settings.fail_in!r}")
         return settings

@@ -1,9 +1,9 @@
 """One tensor-parallel rank of the stand-in: logs the rank's start-up, then waits to crash.
 
-Run as `python -m cockpit.lab.standin.worker RANK TP_SIZE STREAMS STARTUP_S ARCH STATUS_FD`; reads
-`crash` or `orphan` on stdin, reports `ready` on STATUS_FD. A crash raises a real exception through
-real frames of this file, logs it as SGLang's scheduler does (`Scheduler hit an exception: ...`) and
-exits 1; an orphan leaves the unit's cgroup and lives on. Tests name the frames' line numbers.
+Run as `python -m cockpit.lab.standin.worker RANK TP_SIZE STREAMS STARTUP_S ARCH STATUS_FD WATCHDOG_S FAIL_IN`;
+reads `crash`, `orphan` or `hang` on stdin, reports `ready` on STATUS_FD. A crash raises through real
+frames of this file, logs it as SGLang's scheduler does (`Scheduler hit an exception: ...`), exits 1;
+an orphan leaves the cgroup and lives on; a hang blocks. Tests name the frames' line numbers.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ class StandinCudaError(RuntimeError):
     """What the simulated crash raises; named so nobody mistakes it for a real CUDA fault."""
 
 
-def start_up(log: Logger, startup_s: float, arch: str) -> None:
-    step = startup_s / 4
-    log.info("Load weight begin. avail mem=78.52 GB")
-    time.sleep(step)
-    log.info(f"Load weight end. elapsed={step:.2f} s, type={arch}, avail mem=63.10 GB, mem usage=15.42 GB.")
-    log.info("Memory pool end. avail mem=9.87 GB")
-    time.sleep(step)
-    log.info("Capture cuda graph begin. This can take up to several minutes. avail mem=9.80 GB")
-    time.sleep(step)
-    log.info(f"Capture cuda graph end. Time elapsed: {step:.2f} s. mem usage=0.71 GB. avail mem=9.09 GB.")
+def start_up(log: Logger, step: float, arch: str, fail_in: str) -> None:
+    """One rank's start-up as SGLang 0.5.23 logs it (PHASES, below): each phase begun and ended
+    by the release's own lines (the memory pool has only its end), `step` seconds apiece here.
+    The cockpit's start-up timeline reads them; a rank told to fail in a phase raises there.
+    (This function keeps its length: the crash below is recorded with its line numbers.)"""
+    for phase, begin, end in PHASES:
+        if begin:
+            log.info(begin)
+        load_phase(phase, step, phase == fail_in)
+        log.info(end.format(elapsed=step, arch=arch))
 
 
 def _launch_kernel(batch: int) -> None:
@@ -84,14 +84,82 @@ def orphan() -> None:
         time.sleep(3600)
 
 
+def _wait_for_peers(peers: int) -> None:
+    """Where a hung rank sits: a collective whose peers never arrive (NCCL's all-reduce, as
+    SGLang's hangs show it in a py-spy dump). It never returns."""
+    import threading
+
+    threading.Event().wait()
+
+
+def all_reduce(peers: int) -> None:
+    _wait_for_peers(peers)
+
+
+def forward_hung(tp_size: int) -> None:
+    all_reduce(tp_size)
+
+
+def watchdog(log: Logger, timeout: float) -> None:
+    """SGLang's scheduler watchdog (0.5.23 `WatchdogRaw`): no forward progress for `timeout`
+    seconds, then its line, then SIGQUIT to the parent 5 s later."""
+    import signal
+    import threading
+
+    def fire() -> None:
+        time.sleep(timeout)
+        log.info(f"Scheduler watchdog timeout (self.watchdog_timeout={timeout}, self.soft=False)")
+        time.sleep(5)
+        os.kill(os.getppid(), signal.SIGQUIT)
+
+    threading.Thread(target=fire, daemon=True).start()
+
+
+# (phase, first line or "", last line) of a rank's start-up in SGLang 0.5.23: distributed/bootstrap.py,
+# model_executor/model_runner.py, mem_cache/kv_cache_configurator.py, model_runner_components/cuda_graph_setup.py.
+PHASES = (
+    ("init", "Init parallel begin.", "Init parallel ends. elapsed={elapsed:.2f} s"),
+    (
+        "load_weight",
+        "Load weight begin. avail mem=139.62 GB",
+        "Load weight end. elapsed={elapsed:.2f} s, type={arch}, avail mem=124.20 GB, mem usage=15.42 GB.",
+    ),
+    ("memory_pool", "", "Memory pool end. avail mem=21.49 GB"),
+    (
+        "cuda_graph",
+        "Capture target decode CUDA graph begin. backend=flashinfer, num_tokens_per_req=1, avail mem=21.41 GB",
+        "Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 16, 24, 32], elapsed={elapsed:.2f} s, "
+        "mem usage=0.71 GB, avail mem=20.70 GB.",
+    ),
+)
+
+
+def load_phase(phase: str, seconds: float, fail: bool) -> None:
+    time.sleep(seconds)
+    if fail:
+        _allocate(phase)
+
+
+def _allocate(phase: str) -> None:
+    raise StandinCudaError(
+        f"CUDA out of memory during {phase} (cockpit stand-in: simulated start-up failure; no GPU is involved)"
+    )
+
+
 def main(argv: list[str]) -> int:
     rank, tp_size, streams = int(argv[0]), int(argv[1]), argv[2]
     startup_s, arch, status_fd = float(argv[3]), argv[4], int(argv[5])
+    watchdog_s, fail_in = float(argv[6]), argv[7]
     own = streams == "own" and connect_own_journal_stream(f"sglang-tp{rank}")
     if hasattr(sys.stdout, "reconfigure"):  # a TextIOWrapper: always, for the process the server starts
         sys.stdout.reconfigure(line_buffering=False)
     log = Logger(rank_prefix(rank, tp_size))
-    start_up(log, startup_s, arch)
+    try:
+        start_up(log, startup_s / len(PHASES) * (1 + 0.05 * rank), arch, fail_in)  # the last rank is slowest
+    except StandinCudaError:
+        text = "".join(traceback.format_exception(*sys.exc_info()))
+        log.info(f"Scheduler hit an exception: {text}")
+        return 1
     os.write(status_fd, b"ready\n")
     os.close(status_fd)
     for line in sys.stdin:
@@ -100,6 +168,9 @@ def main(argv: list[str]) -> int:
             return 1
         if line.strip() == "orphan":
             orphan()
+        if line.strip() == "hang":
+            watchdog(log, watchdog_s)
+            forward_hung(tp_size)
     return 0
 
 

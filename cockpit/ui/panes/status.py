@@ -18,6 +18,7 @@ from textual.widget import Widget
 
 from cockpit.fmt import duration, size
 from cockpit.session.feeds import POLL_S
+from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY, STARTING
 from cockpit.systemd.gpu_use import GpuUse, by_pid, held_on
 from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.status import UnitStatus
@@ -31,6 +32,8 @@ _STATE_STYLE = {
     "failed": "status-failed",
     "inactive": "status-inactive",
 }
+_READINESS_STYLE = {STARTING: "status-starting", DEGRADED: "status-warn", HUNG: "status-failed", DOWN: "status-failed"}
+_MARK = {STARTING: "…", DEGRADED: "⚠", HUNG: "✗", DOWN: "✗"}
 _VERBS = {"reconnecting": "reconnecting", "error": "cannot connect to", "disconnected": "disconnected from"}
 _AFTER_LOSS = {"reconnecting": "reconnecting", "error": "cannot reconnect", "disconnected": "disconnected"}
 _TROUBLE = tuple(_VERBS)
@@ -181,6 +184,8 @@ class StatusPane(Widget, can_focus=False):
             text.append("   ")
             if stale:
                 text.append("readiness unknown", self._style("status-dim"))
+            elif st.readiness is not None:
+                text.append(*self._readiness(st.readiness))
             elif st.ready:
                 text.append("ready ✓", self._style("status-active"))
             elif st.active_state == "active":
@@ -209,10 +214,22 @@ class StatusPane(Widget, can_focus=False):
             if self.gpus is not None and self.gpus.gpus:
                 text.append("\n")
                 self._gpu_line(text, self.gpus, Viewpoint(self.unit, st.running_invocation, self.earlier))
+        serving = st is not None and (st.readiness == READY if st.readiness is not None else bool(st.ready))
         if trouble:
             text.append("\n")
             text.append(f"✗ {trouble}", self._style("status-failed"))
-        elif self.crash_loop and not (st is not None and st.ready):
+        elif self.crash_loop and not serving:
             text.append("\n")
             text.append(f"⟳ {self.crash_loop}", self._style("status-failed"))
+        elif st is not None and not stale and st.readiness not in (None, READY) and st.readiness_reason:
+            text.append("\n")
+            line = f"{_MARK[st.readiness]} {st.readiness}: {st.readiness_reason}"
+            text.append(line, self._readiness(st.readiness)[1])
         return text
+
+    def _readiness(self, state: str) -> tuple[str, str]:
+        """The first line's word for the assessed readiness, and its style (the reason is the
+        pane's last line)."""
+        if state == READY:
+            return "ready ✓", self._style("status-active")
+        return f"{state} {_MARK[state]}", self._style(_READINESS_STYLE[state])

@@ -1,0 +1,233 @@
+"""A health that tells the truth: one of `starting`, `ready`, `degraded`, `hung`, `down`, with
+the reason, from every source that knows something, and `ready` only when they all agree.
+
+What goes wrong while systemd still says `active (running)` (sgl-project/sglang):
+- a scheduler rank hits an exception and the rest live on, or a rank's process is gone while
+  the main process lives (it answers `/health`; nothing it is asked for completes);
+- the detokenizer dies: `/health` answers 200 in 0.5.x, `/health_generate` waits 20 s, logs
+  `Health check failed. Server couldn't get a response from detokenizer ...` and answers 503
+  (#21471, #10856);
+- a hang: the ranks stop in a collective; nothing is logged until each rank's watchdog fires
+  (`Watchdog timeout (self.watchdog_timeout=300)`, 0.5.23 `Scheduler watchdog timeout (...)`),
+  then `Received sigquit from a child process` ends the server (#3752, #9064, #9904).
+
+So the sources are systemd's state, the health endpoints (`/health_generate` where it can be
+afforded: cockpit.systemd.readiness), the start's journal lines (`HealthScan`), and the unit's
+processes by title (a title seen earlier in this start and gone now).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+from cockpit.sglang.logparse import ErrorMarker, Ready, parse
+from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.processes import UnitProcesses
+from cockpit.systemd.readiness import HEALTH, Probe
+from cockpit.systemd.status import UnitStatus
+
+STARTING, READY, DEGRADED, HUNG, DOWN = "starting", "ready", "degraded", "hung", "down"
+STATES = (STARTING, READY, DEGRADED, HUNG, DOWN)
+TITLES = "sglang::"  # SGLang's own processes: sglang::scheduler_TP3, sglang::detokenizer
+SCHEDULER, DETOKENIZER = "sglang::scheduler", "sglang::detokenizer"
+# Cheap first look at a line: only these messages (after the prefix's `] `) are read further.
+_WATCHED = (
+    "The server is fired up",
+    "Scheduler hit an exception",
+    "Received sigquit",
+    "Health check failed",
+    "Initialization failed",
+    "Watchdog timeout",
+    "Scheduler watchdog timeout",
+)
+WATCHED_PATTERN = "|".join(re.escape(start) for start in _WATCHED)  # for journalctl --grep (PCRE2)
+_KEPT = 8  # starts remembered
+STACKS_HINT = "every rank's stack: s in the cockpit, or cockpit stacks"
+
+
+@dataclass(frozen=True)
+class Readiness:
+    state: str
+    reason: str = ""  # one sentence; empty for ready
+
+
+@dataclass
+class Signals:
+    """What one start (invocation) of the server said about its health in its journal, and the
+    processes seen in it."""
+
+    ready_at: float | None = None  # epoch seconds of the ready line
+    watchdog: dict[str, float] = field(default_factory=dict)  # rank -> when its watchdog fired
+    exceptions: dict[str, float] = field(default_factory=dict)  # rank (or `PID n`) -> when
+    health_failed_at: float | None = None  # the last `Health check failed ...`
+    sigquit_at: float | None = None
+    init_failed_at: float | None = None
+    last_line_at: float | None = None
+    titles: dict[str, int] = field(default_factory=dict)  # every sglang:: title seen in it -> its PID
+
+
+class HealthScan:
+    """The health signals of each start, read from the unit's journal batch after batch (the
+    journal feed's subscriber: a cheap look at each line, a parse only of the few it watches)."""
+
+    def __init__(self) -> None:
+        self.starts: dict[str, Signals] = {}
+
+    def of(self, invocation: str | None) -> Signals:
+        if invocation is None:
+            return Signals()
+        found = self.starts.get(invocation)
+        if found is None:
+            found = self.starts[invocation] = Signals()
+            while len(self.starts) > _KEPT:
+                del self.starts[next(iter(self.starts))]
+        return found
+
+    def feed(self, entries: list[JournalEntry]) -> None:
+        last: Signals | None = None
+        last_id: str | None = None
+        for entry in entries:
+            if entry.invocation_id is None or entry.pid == 1:  # systemd's own lines about the unit
+                continue
+            if entry.invocation_id != last_id:
+                last, last_id = self.of(entry.invocation_id), entry.invocation_id
+            assert last is not None
+            at = entry.realtime_us / 1e6 if entry.realtime_us is not None else time.time()
+            last.last_line_at = at
+            message = entry.message
+            end = message.find("] ")
+            if end < 0 or not message.startswith(_WATCHED, end + 2):
+                continue
+            event = parse(message)
+            if isinstance(event, Ready):
+                last.ready_at = at
+            elif isinstance(event, ErrorMarker):
+                who = event.rank or f"PID {entry.pid}"
+                if event.kind == "watchdog_timeout":
+                    last.watchdog.setdefault(who, at)
+                elif event.kind == "scheduler_exception":
+                    last.exceptions.setdefault(who, at)
+                elif event.kind == "health_check_failed":
+                    last.health_failed_at = at
+                elif event.kind == "sigquit":
+                    last.sigquit_at = at
+                elif event.kind == "initialization_failed":
+                    last.init_failed_at = at
+
+    def saw(self, invocation: str | None, processes: UnitProcesses) -> None:
+        """The unit's processes now: SGLang's titled ones are remembered for this start."""
+        if invocation is not None:
+            for pid, title in processes.titled(TITLES).items():
+                self.of(invocation).titles.setdefault(title, pid)
+
+
+def assess(
+    status: UnitStatus,
+    signals: Signals,
+    probe: Probe | None,
+    processes: UnitProcesses | None,
+    *,
+    schedulers: int | None = None,
+    journal: bool = True,
+) -> Readiness:
+    """The readiness of the unit's running start. `probe`: the last health answer of this
+    start (None: not asked yet); `processes`: its cgroup now (None: not read); `schedulers`:
+    how many scheduler ranks its flags put on this node (cockpit.sglang.host_preflight's
+    `ranks_on_node`; None: unknown); `journal`: whether `signals` were read from its journal at
+    all (the reason says so when they were not)."""
+    state = status.active_state
+    if state in ("failed", "inactive"):
+        why = f", last exit {status.last_exit}" if status.last_exit else ""
+        return Readiness(DOWN, f"the unit is {state} ({status.sub_state}{why})")
+    if state == "deactivating":
+        return Readiness(DOWN, "systemd is stopping it")
+    if state == "activating":
+        if status.sub_state == "auto-restart":
+            return Readiness(DOWN, f"waiting to restart after {status.last_exit or 'its exit'}")
+        return Readiness(STARTING, f"systemd is starting it ({status.sub_state})")
+    if signals.sigquit_at is not None:
+        return Readiness(
+            DOWN, f"a child process failed and the server is ending (sigquit at {_clock(signals.sigquit_at)})"
+        )
+    if signals.watchdog:
+        ranks = _ranks(signals.watchdog)
+        return Readiness(
+            HUNG,
+            f"the watchdog fired on {ranks} at {_clock(min(signals.watchdog.values()))}: no forward progress "
+            f"for the whole --watchdog-timeout ({STACKS_HINT})",
+        )
+    gone = _gone(signals, processes, schedulers)
+    if gone:
+        return Readiness(DEGRADED, f"{gone} gone while the main process {status.main_pid} lives")
+    if signals.exceptions:
+        ranks = _ranks(signals.exceptions)
+        return Readiness(
+            DEGRADED,
+            f"{ranks} hit an exception at {_clock(min(signals.exceptions.values()))} and the server still runs",
+        )
+    if signals.init_failed_at is not None:
+        return Readiness(
+            DEGRADED, f"initialization failed at {_clock(signals.init_failed_at)} and the server still runs"
+        )
+    if probe is None and status.ready is not None:  # a status recorded with its readiness alone
+        probe = Probe(HEALTH, 200 if status.ready else 503)
+    if probe is None:
+        return Readiness(STARTING, "health not asked yet")
+    if probe.ok:  # an earlier `Health check failed` that answers again now: ready (the line stays in the journal)
+        return Readiness(READY, f"{probe.path} answered 200" + ("" if journal else "; its journal was not read"))
+    if probe.timed_out:
+        silent = ""
+        if signals.last_line_at is not None:
+            silent = f"; the journal has been silent for {max(0.0, time.time() - signals.last_line_at):.0f} s"
+        return Readiness(HUNG, f"{probe.words()}{silent} ({STACKS_HINT})")
+    if signals.ready_at is None:
+        return Readiness(STARTING, f"{probe.words()}: it has not said it is ready yet")
+    failed = (
+        f"; `Health check failed` at {_clock(signals.health_failed_at)}" if signals.health_failed_at is not None else ""
+    )
+    return Readiness(DEGRADED, f"{probe.words()} after it was ready at {_clock(signals.ready_at)}{failed}")
+
+
+def _gone(signals: Signals, processes: UnitProcesses | None, schedulers: int | None) -> str:
+    """`sglang::detokenizer (PID 4242) is`: the titles seen in this start that are not there now,
+    and, once it has said it is ready, what SGLang always runs beside its schedulers (one
+    detokenizer, a scheduler per rank on this node) when the census shows fewer."""
+    if processes is None:
+        return ""
+    titled = processes.titled(TITLES)
+    now = set(titled.values())
+    lost = [f"{title} (PID {pid})" for title, pid in signals.titles.items() if title not in now]
+    if titled and signals.ready_at is not None:  # a release that titles its processes, past its start-up
+        ranks = sum(1 for t in now if t.startswith(SCHEDULER))
+        if schedulers is not None and ranks < schedulers and not any(SCHEDULER in item for item in lost):
+            lost.append(f"{schedulers - ranks} of its {schedulers} scheduler processes")
+        if not any(t.startswith(DETOKENIZER) for t in now) and not any(DETOKENIZER in item for item in lost):
+            lost.append(DETOKENIZER)
+    if not lost:
+        return ""
+    return ", ".join(lost) + (" are" if len(lost) > 1 or lost[0][0].isdigit() else " is")
+
+
+def _ranks(by_rank: dict[str, float]) -> str:
+    """`TP0..TP7` for a whole run of ranks, else `TP1, TP3`."""
+    ranks = sorted(by_rank, key=_rank_order)
+    numbers = [_rank_order(r)[1] for r in ranks]
+    if (
+        len(ranks) > 2
+        and all(r.startswith("TP") for r in ranks)
+        and numbers == list(range(numbers[0], numbers[-1] + 1))
+    ):
+        return f"{ranks[0]}..{ranks[-1]}"
+    return ", ".join(ranks)
+
+
+def _rank_order(rank: str) -> tuple[str, int]:
+    head = rank.rstrip("0123456789")
+    tail = rank[len(head) :]
+    return head, int(tail) if tail else -1
+
+
+def _clock(epoch: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(epoch))

@@ -1,0 +1,62 @@
+"""Which processes a unit's cgroup holds now, each with its title (the first word of its command
+line, which a process may set: SGLang titles its schedulers `sglang::scheduler_TP3` and its
+detokenizer `sglang::detokenizer`).
+
+One round trip: the cgroup's `cgroup.procs` (on a pure cgroup v2 host, in the unified hierarchy
+of a hybrid one, or in v1's `name=systemd` one) and every member's first command-line word with
+one `grep -z -m1` over all of them: a process per member cost a millisecond or more each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cockpit.remote.base import Host, HostError
+
+# Shell, with the cgroup as $1: $procs, the file that lists its members (exit 3 when there is none).
+MEMBERS = """
+cg=$1
+procs=
+for root in /sys/fs/cgroup /sys/fs/cgroup/unified /sys/fs/cgroup/systemd; do
+  [ -r "$root$cg/cgroup.procs" ] && procs=$root$cg/cgroup.procs && break
+done
+[ -n "$procs" ] || { echo "no cgroup.procs for $cg" >&2; exit 3; }
+"""
+SCRIPT = (
+    MEMBERS
+    + """
+files=
+while read -r pid; do files="$files /proc/$pid/cmdline"; done < "$procs"
+[ -z "$files" ] || grep -a -z -H -m1 '' $files 2>/dev/null || true
+"""
+)
+
+
+@dataclass(frozen=True)
+class UnitProcesses:
+    """The members of a unit's cgroup at one moment: PID -> title."""
+
+    titles: dict[int, str]
+
+    def titled(self, prefix: str) -> dict[int, str]:
+        return {pid: title for pid, title in self.titles.items() if title.startswith(prefix)}
+
+
+def parse(text: str) -> UnitProcesses:
+    """`/proc/PID/cmdline:TITLE` records, NUL-ended, as grep -z -H prints them."""
+    titles = {}
+    for record in text.split("\0"):
+        path, _, title = record.strip("\n").partition(":")
+        pid = path.removeprefix("/proc/").removesuffix("/cmdline")
+        if pid.isdigit():
+            titles[int(pid)] = title.strip()
+    return UnitProcesses(titles)
+
+
+async def read(host: Host, control_group: str) -> UnitProcesses:
+    """HostError when the host cannot say (no such cgroup: the unit has no processes)."""
+    result = await host.run(["sh", "-c", SCRIPT, "sh", control_group], timeout=10)
+    if not result.ok:
+        said = (result.error_text or result.text).strip().splitlines()
+        raise HostError(f"the processes of {control_group} on {host.name}: {said[-1] if said else result.returncode}")
+    return parse(result.text)

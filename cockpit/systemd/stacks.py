@@ -1,0 +1,112 @@
+"""Where each process of a unit is, now: `py-spy dump` of every member of its cgroup.
+
+When a server hangs, the evidence of where each rank was stuck is gone once its watchdog ends
+it (SGLang's own py-spy dump at that moment fails where py-spy is missing, sglang #7553). Taken
+while it hangs, one stack per rank says which collective each waits in. One round trip: the
+cgroup's members (cockpit.systemd.processes.MEMBERS), each one's title, then `py-spy dump
+--json` of each (with `sudo -n` on a host that manages units through sudo).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from cockpit.remote.base import Host, HostError
+from cockpit.remote.sudo import privileged
+from cockpit.systemd.process_facts import NO_TOOL, PID_MARK, SEP
+from cockpit.systemd.processes import MEMBERS
+
+INSTALL = "pip install py-spy"  # one static binary in a wheel, for any Python on the host
+SCRIPT = (
+    MEMBERS
+    + f"""
+spy=$(command -v py-spy) || exit {NO_TOOL}
+while read -r pid; do
+  printf '\\037%s\\n' "$pid"
+  head -c 256 "/proc/$pid/cmdline" 2>/dev/null | tr '\\0' ' '; echo
+  printf '\\036\\n'
+  $2 "$spy" dump --pid "$pid" --json 2>&1
+done < "$procs"
+"""
+)
+
+
+@dataclass(frozen=True)
+class StackFrame:
+    function: str
+    file: str
+    line: int
+
+
+@dataclass(frozen=True)
+class ThreadStack:
+    name: str
+    active: bool  # running on a CPU when sampled (idle: waiting)
+    frames: list[StackFrame]  # innermost first, as py-spy prints them
+
+
+@dataclass(frozen=True)
+class ProcessStack:
+    pid: int
+    title: str  # its command line's first words (`sglang::scheduler_TP3 ...`)
+    threads: list[ThreadStack] = field(default_factory=list)
+    error: str | None = None  # py-spy could not read it (not Python, gone, not allowed)
+
+    @property
+    def main(self) -> ThreadStack | None:
+        """The thread a scheduler runs its loop in."""
+        return next((t for t in self.threads if t.name == "MainThread"), self.threads[0] if self.threads else None)
+
+
+@dataclass(frozen=True)
+class StackCapture:
+    """One dump of a unit's processes, and when it was taken."""
+
+    at: float  # epoch seconds
+    processes: list[ProcessStack]
+
+
+def parse(text: str) -> list[ProcessStack]:
+    """What SCRIPT printed (after the cgroup's members were found)."""
+    out = []
+    for block in text.split(PID_MARK)[1:]:
+        head, _, dump = block.partition(f"\n{SEP}\n")
+        pid_text, _, title = head.partition("\n")
+        if not pid_text.strip().isdigit():
+            continue
+        pid, title = int(pid_text), title.strip()
+        try:
+            threads = [_thread(t) for t in json.loads(dump)]
+        except (ValueError, TypeError, KeyError, AttributeError):
+            said = dump.strip().splitlines()
+            out.append(ProcessStack(pid, title, error=said[-1] if said else "py-spy printed nothing"))
+            continue
+        out.append(ProcessStack(pid, title, threads))
+    return out
+
+
+def _thread(raw: dict) -> ThreadStack:
+    frames = [StackFrame(str(f["name"]), str(f["filename"]), int(f["line"])) for f in raw["frames"]]
+    return ThreadStack(str(raw.get("thread_name") or raw.get("thread_id")), bool(raw.get("active")), frames)
+
+
+async def read(host: Host, control_group: str, *, sudo: bool = False) -> list[ProcessStack]:
+    """Every member's stack; HostError with one sentence when py-spy is missing or cannot run."""
+    spy_prefix = " ".join(privileged(sudo, []))
+    result = await host.run(["sh", "-c", SCRIPT, "sh", control_group, spy_prefix], timeout=60)
+    if result.returncode == NO_TOOL:
+        raise HostError(f"py-spy is not installed on {host.name}: `{INSTALL}` there (any Python will do)")
+    if not result.ok:
+        said = (result.error_text or result.text).strip().splitlines()
+        raise HostError(f"the processes of {control_group} on {host.name}: {said[-1] if said else result.returncode}")
+    stacks = parse(result.text)
+    refused = [s for s in stacks if s.error and ("Permission denied" in s.error or "sudo" in s.error)]
+    if refused and len(refused) == len(stacks):
+        how = (
+            "allow `sudo -n py-spy` for this user with NOPASSWD"
+            if sudo
+            else "run the cockpit as root there, or set `sudo = true` for this host and allow `sudo -n py-spy`"
+        )
+        raise HostError(f"py-spy may not read the processes of {control_group} on {host.name}: {how}")
+    return stacks
