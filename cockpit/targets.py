@@ -25,6 +25,12 @@ class Target:
         parts = urlsplit(self.url)
         return parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
 
+    @property
+    def given_address(self) -> tuple[str, int] | None:
+        """Where the server listens when the config says so; None: only the unit's own
+        --host/--port can tell (cockpit.sglang.deployment)."""
+        return self.url_host_port if self.url != DEFAULT_URL else None
+
     @classmethod
     def of(cls, unit: UnitConfig) -> Target:
         return cls(unit.host, unit.unit, unit.url, unit.python, unit.profile)

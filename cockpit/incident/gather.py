@@ -168,7 +168,7 @@ async def gather(
     incident.command = found.command or None
     catalog, root, roots = found.catalog, found.package_root, found.roots
 
-    info = await server_info(host, *target.url_host_port)
+    info = await server_info(host, *found.address)  # the unit's own --host/--port, unless the config says
     if info and info.get("version"):
         incident.version, incident.version_from = str(info["version"]), "/server_info"
     elif catalog is not None and catalog.version:

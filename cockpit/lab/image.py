@@ -10,15 +10,17 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.errors import CockpitError, UsageError
 from cockpit.localfs import build_once, is_complete
-from cockpit.sglang.releases import cache_root
+from cockpit.sglang.releases import cache_root, wheel
 
 HERE = Path(__file__).parent
 SETUP_SCRIPT = HERE / "image-setup.sh"
+PY_SPY = "0.4.3"  # real py-spy in /usr/local/bin: `cockpit stacks` reads real stacks of the stand-in
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,12 @@ class Recipe:
             h.update(part.encode() + b"\0")
         return h.hexdigest()[:16]
 
+    py_spy: str = PY_SPY
+
     def key(self) -> str:
         h = hashlib.sha256(self.base_key().encode())
         h.update(SETUP_SCRIPT.read_bytes())
+        h.update(f"py-spy {self.py_spy}".encode())
         return h.hexdigest()[:16]
 
 
@@ -97,6 +102,15 @@ def _run(argv: list[str], log) -> None:
         raise CockpitError(
             f"building the lab image failed at `{' '.join(argv[:3])} ...` (exit {proc.returncode}); see {log.name}"
         )
+
+
+def _install_py_spy(version: str, target: Path, log) -> None:
+    """py-spy's one static binary, from its PyPI wheel for this machine (the lab has no pip)."""
+    found = wheel("py-spy", version, progress=lambda m: log.write(m + "\n"))
+    with zipfile.ZipFile(found) as archive:
+        member = next(n for n in archive.namelist() if n.endswith(".data/scripts/py-spy"))
+        target.write_bytes(archive.read(member))
+    target.chmod(0o755)
 
 
 def _base(recipe: Recipe, log) -> Path:
@@ -153,5 +167,6 @@ def build(recipe: Recipe = Recipe(), progress=print) -> Path:
                 log,
             )
             (root / "tmp" / "image-setup.sh").unlink()
+            _install_py_spy(recipe.py_spy, root / "usr" / "local" / "bin" / "py-spy", log)
 
     return build_once(final, make, recipe.key()) / "rootfs"

@@ -52,7 +52,9 @@ class StatusPoll:
     """`systemctl show` of one unit every POLL_S seconds, and beside it the health check when its
     answer may have changed (not ready yet, a new invocation, or READY_RECHECK_S since the last
     ask): `/health_generate`, and the unit's processes by title. The health check runs beside the
-    poll, so a slow server never makes the status itself late.
+    poll, so a slow server never makes the status itself late. It asks nothing while it does not
+    know where the server listens (`url_host_port` None): another server on the default port
+    would answer for this one.
 
     Each good read goes to `on_status` (its `checked_at` is when it was read); a failure goes
     to `on_problem(kind, sentence)` with kind "missing" (systemd knows no such unit now) or
@@ -62,7 +64,7 @@ class StatusPoll:
         self,
         host: Host,
         unit: str,
-        url_host_port: tuple[str, int],
+        url_host_port: tuple[str, int] | None,
         *,
         on_status: Callable[[UnitStatus], None],
         on_problem: Callable[[str, str], None],
@@ -126,7 +128,7 @@ class StatusPoll:
         stale = (
             self._ready is not True or status.invocation_id != self._ready_for or now - self._asked_at > READY_RECHECK_S
         )
-        if ask and stale and self._health is None:
+        if ask and stale and self._health is None and self.url_host_port is not None:
             self._asked_at = now
             self._health = asyncio.create_task(self._ask(status))
         if status.invocation_id != self._ready_for:
@@ -134,6 +136,9 @@ class StatusPoll:
         return replace(status, ready=self._ready, health=self._probe, processes=self._processes)
 
     async def _ask(self, status: UnitStatus) -> None:
+        address = self.url_host_port
+        assert address is not None
+
         async def members() -> processes.UnitProcesses | None:
             if not status.control_group:
                 return None
@@ -144,7 +149,7 @@ class StatusPoll:
 
         try:
             answer, members_now = await asyncio.gather(
-                probe(self.host, *self.url_host_port, GENERATE, timeout=READY_TIMEOUT_S), members()
+                probe(self.host, *address, GENERATE, timeout=READY_TIMEOUT_S), members()
             )
         finally:
             self._health = None

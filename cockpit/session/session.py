@@ -316,7 +316,11 @@ class Session:
         target = self.target
         assert target is not None
         poll = self.poll = StatusPoll(
-            self.host, target.unit, target.url_host_port, on_status=self._status, on_problem=self._problem
+            self.host,
+            target.unit,
+            self.address or target.given_address,
+            on_status=self._status,
+            on_problem=self._problem,
         )
         await supervise(poll.run, lambda detail: self._problem("error", f"the status poll failed: {detail}"))
 
@@ -409,6 +413,8 @@ class Session:
             found = await read_deployment(self.host, target, catalogs=self.catalogs)
         except CockpitError as e:
             self.deployment = None
+            if self.poll is not None and self.poll.url_host_port is None:
+                self.poll.url_host_port = target.url_host_port  # the unit cannot say: SGLang's default
             self.listener.deployment(None, [f"the unit: {e}"])
             return None
         self.deployment = found

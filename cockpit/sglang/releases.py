@@ -25,33 +25,43 @@ def cache_root() -> Path:
     return Path("~/.cache/cockpit").expanduser()
 
 
+def wheel(project: str, version: str, progress=print, name: str | None = None) -> Path:
+    """The wheel of `project==version` for this machine, downloaded once into the cache
+    (`name`: the project as sentences say it)."""
+    name = name or project
+    wheels = cache_root() / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    pattern = f"{project.replace('-', '_')}-{version}-*.whl"
+    found = sorted(wheels.glob(pattern))
+    if found:
+        return found[-1]
+    progress(f"downloading the {name} {version} wheel (pip download --no-deps {project}=={version})")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", f"{project}=={version}", "-d", str(wheels)],
+        capture_output=True,
+        text=True,
+    )
+    found = sorted(wheels.glob(pattern))
+    if proc.returncode != 0 or not found:
+        last = (proc.stderr.strip().splitlines() or ["no wheel came"])[-1].removeprefix("ERROR: ")
+        if "no matching distribution" in last.lower() or "could not find a version" in last.lower():
+            raise CockpitError(f"{name} {version} is not a release on PyPI (pip download found none)")
+        raise CockpitError(f"could not download {name} {version}: {last}")
+    return found[-1]
+
+
 def sglang_source(version: str, progress=print) -> Path:
     """A directory holding `sglang/` and its dist-info for `version`: the real release's source."""
     target = cache_root() / "sglang" / version
     if is_complete(target):
         return target
-    wheels = cache_root() / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
-    if not found:
-        progress(f"downloading the SGLang {version} source (pip download --no-deps sglang=={version})")
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", f"sglang=={version}", "-d", str(wheels)],
-            capture_output=True,
-            text=True,
-        )
-        found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
-        if proc.returncode != 0 or not found:
-            last = (proc.stderr.strip().splitlines() or ["no wheel came"])[-1].removeprefix("ERROR: ")
-            if "no matching distribution" in last.lower() or "could not find a version" in last.lower():
-                raise CockpitError(f"SGLang {version} is not a release on PyPI (pip download found none)")
-            raise CockpitError(f"could not download SGLang {version}: {last}")
+    found = wheel("sglang", version, progress, name="SGLang")
 
     def unpack(work: Path) -> None:
-        with zipfile.ZipFile(found[-1]) as wheel:
-            for name in wheel.namelist():
-                top = name.split("/", 1)[0]
-                if name.endswith(".py") and top == "sglang" or top.endswith(".dist-info"):
-                    wheel.extract(name, work)
+        with zipfile.ZipFile(found) as archive:
+            for member in archive.namelist():
+                top = member.split("/", 1)[0]
+                if member.endswith(".py") and top == "sglang" or top.endswith(".dist-info"):
+                    archive.extract(member, work)
 
-    return build_once(target, unpack, found[-1].name)
+    return build_once(target, unpack, found.name)

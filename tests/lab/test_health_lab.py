@@ -1,0 +1,118 @@
+"""A health that tells the truth, against the lab's stand-in: a hang reads `hung` before its
+watchdog fires and its stacks are real py-spy stacks of the ranks; a dead detokenizer under a
+server whose /health still answers 200 reads `degraded`, naming the process. Through the
+session (what the app shows) and the headless commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cockpit.config import Config
+from cockpit.incident import render
+from cockpit.lab.lab import Lab, fault
+from cockpit.session import Session
+from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY
+from cockpit.targets import Target
+from cockpit.traceback.stack_dump import folded, rank_of
+from tests.conftest import ROOT, LabHandle, until
+
+UNIT, PORT, WATCHDOG_S = "sglang-faults.service", 30100, 45
+COCKPIT = str(Path(sys.executable).with_name("cockpit"))
+DEMO = (ROOT / "cockpit" / "lab" / "guest" / "sglang-demo.service").read_text()
+
+
+@pytest.fixture
+def fault_unit(lab: LabHandle) -> Iterator[str]:
+    """The demo's stand-in on a port of its own, with a short watchdog and no restart."""
+    text = DEMO.replace("--port 30000", f"--port {PORT} --watchdog-timeout {WATCHDOG_S}")
+    text = text.replace("Restart=on-failure", "Restart=no").replace("[Install]\nWantedBy=multi-user.target\n", "")
+    lab.ssh("tee", f"/etc/systemd/system/{UNIT}", input=text)
+    lab.ssh("systemctl", "daemon-reload")
+    lab.ssh("systemctl", "start", UNIT)
+    try:
+        yield UNIT
+    finally:
+        lab.ssh("systemctl", "stop", UNIT, check=False)
+        lab.ssh("rm", "-f", f"/etc/systemd/system/{UNIT}", check=False)
+        lab.ssh("systemctl", "daemon-reload", check=False)
+
+
+def cockpit(lab: LabHandle, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [COCKPIT, *argv, "--host", lab.name, "--unit", UNIT], capture_output=True, text=True, timeout=90
+    )
+
+
+async def ready(session: Session) -> None:
+    session.start()
+    await until(lambda: session.status is not None and session.status.readiness == READY, 60, "ready")
+
+
+async def test_a_hang_reads_hung_before_its_watchdog_and_its_stacks_are_real(lab: LabHandle, fault_unit: str) -> None:
+    session = Session(Config(), Target(lab.name, fault_unit))
+    try:
+        await ready(session)
+        hung_at = time.monotonic()
+        fault(Lab(lab.name), "hang", PORT)
+        await until(lambda: session.status.readiness == HUNG, WATCHDOG_S, lambda: session.status)
+        seen_after = time.monotonic() - hung_at
+        said = lab.ssh("journalctl", "-u", fault_unit, "-o", "cat").stdout
+        assert "watchdog timeout" not in said, "hung only once the watchdog fired"
+        assert seen_after < WATCHDOG_S and "/health_generate: no answer within 10 s" in session.status.readiness_reason
+
+        capture = await session.stacks()
+        ranks = {rank_of(p.title): p for p in capture.processes if rank_of(p.title)}
+        assert sorted(ranks) == [f"TP{r}" for r in range(8)]
+        for stack in ranks.values():
+            main = stack.main
+            assert main is not None and "_wait_for_peers" in [f.function for f in main.frames], stack
+        rows = folded(capture.processes, capture.at)
+        assert sorted(tb.rank for _, tb in rows.tracebacks() if tb.rank) == sorted(ranks)
+
+        headless = cockpit(lab, "stacks", "--json")
+        assert headless.returncode == 0, headless.stderr
+        dumped = json.loads(headless.stdout)["processes"]
+        assert sorted(p["rank"] for p in dumped if p["rank"]) == sorted(ranks)
+        status = cockpit(lab, "status", "--generate", "--json")
+        assert status.returncode == 1 and json.loads(status.stdout)["readiness"] == HUNG
+
+        note = render(await session.incident())
+        assert note.count("### TP") >= 8 and "## Stacks (py-spy dump at " in note
+
+        # Then each rank's watchdog fires, SIGQUITs the server, and it ends.
+        await until(lambda: session.status.readiness == DOWN, WATCHDOG_S + 30, lambda: session.status)
+        said = lab.ssh("journalctl", "-u", fault_unit, "-o", "cat").stdout
+        assert said.count("Scheduler watchdog timeout (self.watchdog_timeout=45.0") == 8
+    finally:
+        await session.close()
+
+
+async def test_a_dead_detokenizer_under_a_200_health_reads_degraded(lab: LabHandle, fault_unit: str) -> None:
+    session = Session(Config(), Target(lab.name, fault_unit))
+    try:
+        await ready(session)
+        titles = session.status.processes.titles if session.status.processes else {}
+        detokenizer = next((p for p, t in titles.items() if t == "sglang::detokenizer"), None)
+        assert detokenizer is not None, (session.status.processes, session.status.control_group)
+        fault(Lab(lab.name), "kill-detokenizer", PORT)
+        await until(lambda: session.status.readiness == DEGRADED, 60, lambda: session.status)
+        reason = session.status.readiness_reason
+        assert reason.startswith(f"sglang::detokenizer (PID {detokenizer}) is gone while the main process"), reason
+        health = lab.ssh(
+            "python3", "-c", f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{PORT}/health').status)"
+        )
+        assert health.stdout.strip() == "200"  # what a health check that asks only /health believes
+
+        status = cockpit(lab, "status", "--json")  # /health alone, and the processes now
+        told = json.loads(status.stdout)
+        assert status.returncode == 1 and told["readiness"] == DEGRADED, told
+        assert told["readiness_reason"].startswith("sglang::detokenizer is gone")
+    finally:
+        await session.close()

@@ -1,0 +1,130 @@
+"""Readiness from every source (cockpit.sglang.health), on journals and process lists the lab's
+stand-in produced (tests/data): a hang that its watchdog ended, a detokenizer that died under a
+server that still answers /health."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY, STARTING, HealthScan, Signals, assess
+from cockpit.sglang.logparse import parse
+from cockpit.systemd import processes
+from cockpit.systemd.entry import JournalEntry, parse_json_lines
+from cockpit.systemd.readiness import GENERATE, HEALTH, Probe
+from cockpit.systemd.status import parse_show
+from tests.conftest import FIXTURES
+
+DATA = Path(__file__).parents[1] / "data"
+TITLES = processes.parse((DATA / "cgroup-titles-lab.txt").read_text())
+DEAD = processes.parse((DATA / "cgroup-titles-dead-detokenizer-lab.txt").read_text())
+OK = Probe(GENERATE, 200)
+
+
+def journal(name: str) -> list[JournalEntry]:
+    return parse_json_lines((DATA / name).read_text().splitlines())
+
+
+def running(**changes):
+    [status] = parse_show((DATA / "show-sglang-demo.txt").read_text(), "cockpit-lab")
+    return replace(status, **changes)
+
+
+def scanned(name: str) -> tuple[HealthScan, str]:
+    entries = journal(name)
+    scan = HealthScan()
+    scan.feed(entries)
+    invocation = next(e.invocation_id for e in entries if e.invocation_id and e.pid != 1)
+    return scan, invocation
+
+
+def test_the_census_reads_each_member_with_its_title() -> None:
+    titles = TITLES.titles
+    assert len(titles) == 10 and titles[min(titles)] == "/opt/sglang/venv/bin/python"
+    assert sorted(TITLES.titled("sglang::scheduler").values()) == [f"sglang::scheduler_TP{r}" for r in range(8)]
+    assert list(TITLES.titled("sglang::detokenizer").values()) == ["sglang::detokenizer"]
+    assert "sglang::detokenizer" not in DEAD.titles.values() and len(DEAD.titles) == 9
+
+
+def test_a_hang_ended_by_its_watchdog_reads_every_rank_and_the_sigquit() -> None:
+    scan, invocation = scanned("journal-hang.jsonl")
+    signals = scan.of(invocation)
+    assert signals.ready_at is not None
+    assert sorted(signals.watchdog) == [f"TP{r}" for r in range(8)]
+    assert signals.sigquit_at is not None and signals.sigquit_at >= max(signals.watchdog.values())
+    status = running(invocation_id=invocation)
+    # While the ranks wait for their watchdog's SIGQUIT: hung, every rank named.
+    before = Signals(ready_at=signals.ready_at, watchdog=signals.watchdog, titles=dict(signals.titles))
+    told = assess(status, before, OK, TITLES)
+    assert told.state == HUNG and told.reason.startswith("the watchdog fired on TP0..TP7 at ")
+    assert "cockpit stacks" in told.reason
+    # Once the parent has its SIGQUIT, the server is ending.
+    assert assess(status, signals, OK, TITLES).state == DOWN
+
+
+def test_a_dead_detokenizer_under_a_200_health_is_degraded() -> None:
+    scan, invocation = scanned("journal-dead-detokenizer.jsonl")
+    signals = scan.of(invocation)
+    assert signals.health_failed_at is not None and signals.ready_at is not None
+    status = running(invocation_id=invocation, main_pid=min(DEAD.titles))
+    # The app saw the detokenizer earlier in this start: it names it with its PID.
+    scan.saw(invocation, TITLES)
+    told = assess(status, signals, Probe(HEALTH, 200), DEAD)
+    assert told.state == DEGRADED
+    assert told.reason == (
+        f"sglang::detokenizer (PID {max(TITLES.titles)}) is gone while the main process {min(DEAD.titles)} lives"
+    )
+    # `cockpit status` saw only this moment: the detokenizer SGLang always runs is missing.
+    fresh = Signals(ready_at=signals.ready_at)
+    told = assess(status, fresh, Probe(HEALTH, 200), DEAD, schedulers=8)
+    assert told.state == DEGRADED and told.reason.startswith("sglang::detokenizer is gone")
+
+
+def test_a_missing_rank_is_counted_against_the_flags() -> None:
+    fewer = processes.UnitProcesses({p: t for p, t in TITLES.titles.items() if t != "sglang::scheduler_TP5"})
+    told = assess(running(), Signals(ready_at=1.0), OK, fewer, schedulers=8)
+    assert told.state == DEGRADED and told.reason.startswith("1 of its 8 scheduler processes are gone")
+    assert assess(running(), Signals(ready_at=1.0), OK, TITLES, schedulers=8).state == READY
+
+
+@pytest.mark.parametrize(
+    ("changes", "probe", "signals", "state", "says"),
+    [
+        ({"active_state": "failed", "sub_state": "failed"}, None, Signals(), DOWN, "the unit is failed (failed"),
+        ({"active_state": "activating", "sub_state": "auto-restart"}, None, Signals(), DOWN, "waiting to restart"),
+        ({"active_state": "activating", "sub_state": "start"}, None, Signals(), STARTING, "systemd is starting"),
+        ({}, Probe(GENERATE, 503), Signals(), STARTING, "/health_generate answered 503: it has not said"),
+        ({}, Probe(GENERATE, None, "no answer within 10 s"), Signals(), HUNG, "/health_generate: no answer"),
+        ({}, Probe(GENERATE, 503), Signals(ready_at=1.0), DEGRADED, "/health_generate answered 503 after it"),
+        ({}, OK, Signals(exceptions={"TP3": 1.0}), DEGRADED, "TP3 hit an exception at"),
+        ({}, OK, Signals(ready_at=1.0), READY, "/health_generate answered 200"),
+    ],
+)
+def test_each_source_moves_the_verdict(changes, probe, signals, state, says) -> None:
+    status = running(**changes)
+    told = assess(status, signals, probe, TITLES)
+    assert told.state == state and says in told.reason
+
+
+def test_ready_only_when_the_journal_was_read_says_so() -> None:
+    told = assess(running(), Signals(), Probe(HEALTH, 200), TITLES, journal=False)
+    assert told.state == READY and told.reason == "/health answered 200; its journal was not read"
+
+
+def test_the_error_lines_of_every_release_are_read() -> None:
+    """The watchdog's line as 0.5.19 and 0.5.23 print it, and the fixture's error lines."""
+    old = parse("[2026-11-30 06:24:06 TP2] Watchdog timeout (self.watchdog_timeout=300)")
+    new = parse("[2026-11-30 06:24:06 TP2] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
+    assert [(e.kind, e.rank) for e in (old, new)] == [("watchdog_timeout", "TP2")] * 2  # type: ignore[union-attr]
+    lines = (FIXTURES / "sglang" / "logs" / "startup-and-error-lines.template.log").read_text().splitlines()
+    scan = HealthScan()
+    scan.feed(
+        [
+            JournalEntry(message=line, realtime_us=1_000_000 * (i + 1), pid=7, invocation_id="x")
+            for i, line in enumerate(lines)
+        ]
+    )
+    signals = scan.of("x")
+    assert signals.ready_at and signals.health_failed_at and signals.sigquit_at and signals.exceptions == {"TP0": 9.0}

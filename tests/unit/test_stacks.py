@@ -1,0 +1,62 @@
+"""py-spy dumps as the lab printed them (tests/data/py-spy-*-lab.txt: cockpit.systemd.stacks'
+script on the stand-in hung in a collective, and on a process that is not Python), read and
+folded one record per rank."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cockpit.incident import Incident, render
+from cockpit.systemd import stacks
+from cockpit.systemd.stacks import StackCapture
+from cockpit.traceback.stack_dump import DUMP, folded, rank_of, stack_entries
+
+DATA = Path(__file__).parents[1] / "data"
+HUNG = stacks.parse((DATA / "py-spy-dump-lab.txt").read_text())
+
+
+def test_every_member_is_read_with_its_threads() -> None:
+    assert [rank_of(s.title) for s in HUNG] == ["", *(f"TP{r}" for r in range(8)), ""]
+    assert HUNG[-1].title.startswith("sglang::detokenizer")
+    for rank in HUNG[1:9]:
+        main = rank.main
+        assert main is not None and main.name == "MainThread" and not rank.error
+        assert [f.function for f in main.frames[:5]] == [
+            "Condition.wait",
+            "Event.wait",
+            "_wait_for_peers",
+            "all_reduce",
+            "forward_hung",
+        ]
+        assert main.frames[2].file == "/opt/cockpit/cockpit/lab/standin/worker.py"
+        assert {t.name for t in rank.threads} == {"MainThread", "Thread-1 (fire)"}  # and its watchdog
+
+
+def test_a_process_that_is_not_python_is_said() -> None:
+    [sleeper] = stacks.parse((DATA / "py-spy-not-python-lab.txt").read_text())
+    assert sleeper.title == "/usr/bin/sleep 600" and sleeper.threads == []
+    assert sleeper.error == "Error: Failed to find python version from target process"
+    assert "no stack: Error: Failed to find python version" in stack_entries([sleeper], 0)[0].message
+
+
+def test_folded_one_record_per_rank_openable_at_its_frames() -> None:
+    rows = folded(HUNG, at=1_764_000_000)
+    tracebacks = [tb for _, tb in reversed(rows.tracebacks())]
+    assert len(rows.records) == len(HUNG) == 10 and len(tracebacks) == 10
+    assert [tb.rank for tb in tracebacks[1:9]] == [f"TP{r}" for r in range(8)]
+    tp3 = tracebacks[4]
+    assert tp3.exception == DUMP and tp3.pid == HUNG[4].pid
+    assert tp3.message.endswith(
+        f"MainThread of sglang::scheduler_TP3 (PID {HUNG[4].pid}) idle in _wait_for_peers (worker.py:92)"
+    )
+    sites = tp3.sites
+    assert (sites[-3].function, sites[-3].line) == ("_wait_for_peers", 92)  # outermost first, as Python prints
+    assert sites[-3].file == "/opt/cockpit/cockpit/lab/standin/worker.py"
+
+
+def test_the_incident_note_carries_every_thread_of_every_process() -> None:
+    note = render(Incident(host="lab", unit="sglang-hang.service", stacks=StackCapture(1_764_000_000, HUNG)))
+    section = note[note.index("## Stacks (py-spy dump at ") :]
+    assert section.count("### TP") == 8 and "### sglang::detokenizer" in section
+    assert f"### TP3 sglang::scheduler_TP3 (PID {HUNG[4].pid}): MainThread in _wait_for_peers" in section
+    assert section.count(f"{DUMP}: Thread-1 (fire) of sglang::scheduler_TP") == 8  # the other threads too
