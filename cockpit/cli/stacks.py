@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import asdict
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,6 +21,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 async def _stacks(args: argparse.Namespace) -> int:
+    import json
+    from dataclasses import asdict
+
     from cockpit.cli.target import open_target
     from cockpit.traceback.stack_dump import rank_of, thread_text, where
 

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 
 from cockpit.cli.target import early_reader, session_of, target_of
 from cockpit.fmt import duration
-from cockpit.remote.base import HostError
+
+HEALTH_LINES = 500  # of this start's journal lines that say something of its health: the last ones
 
 if TYPE_CHECKING:
     from cockpit.config import Config
+    from cockpit.remote.base import Host
     from cockpit.remote.mux import MuxHost
     from cockpit.targets import Target
 
@@ -38,19 +40,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader: MuxHost | None) -> int:
     import asyncio
 
+    from cockpit.remote.base import HostError
     from cockpit.sglang.deployment import read_deployment
     from cockpit.sglang.health import READY, WATCHED_PATTERN, HealthScan, assess
-    from cockpit.sglang.host_preflight import ranks_on_node
+    from cockpit.sglang.ranks import ranks_on_node
     from cockpit.systemd import gpu_use, journal, processes
     from cockpit.systemd.process_facts import Viewpoint
     from cockpit.systemd.readiness import GENERATE, HEALTH, Probe, probe
     from cockpit.systemd.status import fetch
 
+    async def members(host: Host) -> processes.UnitProcesses | None:
+        try:
+            return await processes.read(host, None, target.unit)
+        except HostError:
+            return None
+
     async with session_of(cfg, target, reader=reader) as session:
         host = await session.reading_host()
-        # The GPU table needs nothing of the status: asked beside it, on a channel of its own.
+        # What needs nothing of the status is asked beside it, each on a channel of its own: the
+        # GPU table, the unit's processes and its start's health lines (the host's systemd says
+        # which cgroup and which start).
         gpus_read = asyncio.ensure_future(gpu_use.read_or_say(host))
-        scan = HealthScan()
+        members_read = asyncio.ensure_future(members(host))
+        said_read = asyncio.ensure_future(journal.matching(host, target.unit, WATCHED_PATTERN, HEALTH_LINES, timeout=5))
         try:
             status = await fetch(host, target.unit)
 
@@ -61,34 +73,20 @@ async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader:
                 ranks = ranks_on_node(found.unit.flag_values()) if found.unit else None
                 return await probe(host, *found.address, GENERATE if args.generate else HEALTH, timeout=10), ranks
 
-            async def members() -> processes.UnitProcesses | None:
-                if not status.control_group:
-                    return None
-                try:
-                    return await processes.read(host, status.control_group)
-                except HostError:
-                    return None
-
-            async def said() -> bool:
-                """This start's health lines, fed to `scan`; False where the journal could not say."""
-                if status.invocation_id is None:
-                    return False
-                found = await journal.matching(host, status.invocation_id, WATCHED_PATTERN, 500, timeout=5)
-                if found is None:
-                    return False
-                scan.feed(found)
-                return True
-
-            schedulers, read_journal = None, False
+            scan, schedulers, read_journal = HealthScan(), None, False
             if status.active_state == "active":
-                (health, schedulers), members_now, read_journal = await asyncio.gather(answer(), members(), said())
+                (health, schedulers), members_now, said = await asyncio.gather(answer(), members_read, said_read)
+                if said is not None:
+                    scan.feed(said)
+                    read_journal = True
                 status = replace(status, ready=health.ok, health=health, processes=members_now)
             signals = scan.of(status.invocation_id)
             told = assess(status, signals, status.health, status.processes, schedulers=schedulers, journal=read_journal)
             status = replace(status, readiness=told.state, readiness_reason=told.reason)
             gpus = await gpus_read
         finally:
-            gpus_read.cancel()
+            for side in (gpus_read, members_read, said_read):
+                side.cancel()
     view = Viewpoint(target.unit, status.running_invocation)
     gpu_lines = gpu_use.summary_lines(gpus, view)
     if args.json:

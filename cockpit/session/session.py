@@ -37,8 +37,8 @@ from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.sglang.deployment import Deployment, read_deployment
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.health import HealthScan, assess
-from cockpit.sglang.host_preflight import ranks_on_node
 from cockpit.sglang.preflight import Finding, given_flags
+from cockpit.sglang.ranks import ranks_on_node
 from cockpit.systemd import gpu_use
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.gpu_use import GpuUse

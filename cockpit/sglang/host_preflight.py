@@ -21,6 +21,7 @@ from cockpit.fmt import duration
 from cockpit.remote.base import Host, HostError
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import ERROR, WARNING, Finding, given_flags
+from cockpit.sglang.ranks import number, ranks_on_node
 from cockpit.systemd import gpu_use, listeners
 from cockpit.systemd.gpu_use import GpuUse, by_pid, held_on
 from cockpit.systemd.process_facts import Viewpoint
@@ -30,28 +31,12 @@ PORT_RULE = "port-held-by-other"
 DEFAULT_PORT = 30000  # launch_server's --port when none is given
 
 
-def _number(flags: Mapping[str, str | None], name: str, default: float) -> float:
-    value = flags.get(name)
-    try:
-        return float(value) if value is not None else default
-    except ValueError:
-        return default
-
-
-def ranks_on_node(flags: Mapping[str, str | None]) -> int:
-    """How many scheduler ranks (one process and one GPU each) the server runs on each node:
-    tp x pp (x dp without DP attention) over the nodes."""
-    tp, pp, dp = (int(_number(flags, f, 1)) for f in ("--tp-size", "--pp-size", "--dp-size"))
-    nodes = max(int(_number(flags, "--nnodes", 1)), 1)
-    return max(tp * pp * (1 if "--enable-dp-attention" in flags else dp) // nodes, 1)
-
-
 def gpus_of(flags: Mapping[str, str | None], env: Mapping[str, str], count: int) -> list[int]:
     """The GPU indices (as nvidia-smi numbers them) the server's ranks on this node use:
     tp x pp (x dp without DP attention) over the nodes, from `--base-gpu-id` by
     `--gpu-id-step`, through the unit's CUDA_VISIBLE_DEVICES where it sets one."""
     ranks = ranks_on_node(flags)
-    base, step = int(_number(flags, "--base-gpu-id", 0)), int(_number(flags, "--gpu-id-step", 1))
+    base, step = int(number(flags, "--base-gpu-id", 0)), int(number(flags, "--gpu-id-step", 1))
     local = [base + i * step for i in range(ranks)]
     visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if visible:
@@ -68,7 +53,7 @@ def findings_of(
     wanted = set(gpus_of(flags, env, len(use.gpus)))
     totals = {g.index: g.total_mib for g in use.gpus}
     fraction = flags.get("--mem-fraction-static")
-    share = _number(flags, "--mem-fraction-static", 0.0)
+    share = number(flags, "--mem-fraction-static", 0.0)
     held = by_pid(sorted((p for p in use.processes if p.gpu in wanted and p.outside(view)), key=lambda p: p.gpu or 0))
     others_on: dict[int, int] = {}
     for procs in held.values():
@@ -118,9 +103,9 @@ def findings_of(
 
 def ports_of(flags: Mapping[str, str | None]) -> dict[int, str]:
     """The ports this node's server binds: --port, and node 0's dist-init port."""
-    ports = {int(_number(flags, "--port", DEFAULT_PORT)): "--port"}
+    ports = {int(number(flags, "--port", DEFAULT_PORT)): "--port"}
     addr = flags.get("--dist-init-addr") or ""
-    if addr.rpartition(":")[2].isdigit() and int(_number(flags, "--node-rank", 0)) == 0:
+    if addr.rpartition(":")[2].isdigit() and int(number(flags, "--node-rank", 0)) == 0:
         ports.setdefault(int(addr.rpartition(":")[2]), "--dist-init-addr")
     return ports
 

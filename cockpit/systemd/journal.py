@@ -69,23 +69,20 @@ async def after(host: Host, unit: str, cursor: str) -> list[JournalEntry]:
     return await query(host, journal_argv(unit, f"--after-cursor={cursor}"))
 
 
-async def matching(host: Host, invocation: str, pattern: str, n: int, timeout: float) -> list[JournalEntry] | None:
-    """The last `n` entries of one start of a unit (its invocation ID) whose message matches
-    `pattern` (journalctl's own --grep, PCRE2, so only those cross the link); None where the
-    host's journalctl cannot match patterns or does not answer in `timeout` s."""
-    argv = [
-        "journalctl",
-        f"_SYSTEMD_INVOCATION_ID={invocation}",
-        "-o",
-        "json",
-        "--all",
-        f"--output-fields={OUTPUT_FIELDS}",
-        "--no-pager",
-        "--grep",
-        pattern,
-        "-n",
-        str(n),
-    ]
+# The start that runs now, asked of systemd on the host in the same command.
+_THIS_START = (
+    'id=$(systemctl show --value -p InvocationID -- "$1") && [ -n "$id" ] || exit 1; '
+    'shift; exec "$@" "_SYSTEMD_INVOCATION_ID=$id"'
+)
+
+
+async def matching(host: Host, unit: str, pattern: str, n: int, timeout: float) -> list[JournalEntry] | None:
+    """The last `n` entries of the start of `unit` that runs now (its invocation ID, asked on the
+    host beside `systemctl show` rather than after it) whose message matches `pattern`
+    (journalctl's own --grep, PCRE2, so only those cross the link); None where the host's
+    journalctl cannot match patterns or does not answer in `timeout` s."""
+    journalctl = ["journalctl", "-o", "json", "--all", f"--output-fields={OUTPUT_FIELDS}", "--no-pager"]
+    argv = ["sh", "-c", _THIS_START, "sh", unit, *journalctl, "--grep", pattern, "-n", str(n)]
     try:
         result = await host.run(argv, timeout=timeout)
     except (HostError, TimeoutError):

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from cockpit.remote.base import Host, HostError
 
-# Shell, with the cgroup as $1: $procs, the file that lists its members (exit 3 when there is none).
+# Shell, with the cgroup as $1 (or, where $1 is empty, the unit $2's own, asked of systemd on the
+# host): $procs, the file that lists its members (exit 3 when there is none).
 MEMBERS = """
-cg=$1
+cg=${1:-$(systemctl show --value -p ControlGroup -- "$2")}
 procs=
 for root in /sys/fs/cgroup /sys/fs/cgroup/unified /sys/fs/cgroup/systemd; do
   [ -r "$root$cg/cgroup.procs" ] && procs=$root$cg/cgroup.procs && break
@@ -53,10 +54,13 @@ def parse(text: str) -> UnitProcesses:
     return UnitProcesses(titles)
 
 
-async def read(host: Host, control_group: str) -> UnitProcesses:
-    """HostError when the host cannot say (no such cgroup: the unit has no processes)."""
-    result = await host.run(["sh", "-c", SCRIPT, "sh", control_group], timeout=10)
+async def read(host: Host, control_group: str | None, unit: str = "") -> UnitProcesses:
+    """The members of `control_group`, or of `unit`'s cgroup as systemd names it on the host now
+    (asked beside `systemctl show`, not after it). HostError when the host cannot say (no such
+    cgroup: the unit has no processes)."""
+    result = await host.run(["sh", "-c", SCRIPT, "sh", control_group or "", unit], timeout=10)
     if not result.ok:
         said = (result.error_text or result.text).strip().splitlines()
-        raise HostError(f"the processes of {control_group} on {host.name}: {said[-1] if said else result.returncode}")
+        where = control_group or f"{unit}'s cgroup"
+        raise HostError(f"the processes of {where} on {host.name}: {said[-1] if said else result.returncode}")
     return parse(result.text)

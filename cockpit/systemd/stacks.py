@@ -26,7 +26,7 @@ while read -r pid; do
   printf '\\037%s\\n' "$pid"
   head -c 256 "/proc/$pid/cmdline" 2>/dev/null | tr '\\0' ' '; echo
   printf '\\036\\n'
-  $2 "$spy" dump --pid "$pid" --json 2>&1
+  $3 "$spy" dump --pid "$pid" --json 2>&1
 done < "$procs"
 """
 )
@@ -94,7 +94,7 @@ def _thread(raw: dict) -> ThreadStack:
 async def read(host: Host, control_group: str, *, sudo: bool = False) -> list[ProcessStack]:
     """Every member's stack; HostError with one sentence when py-spy is missing or cannot run."""
     spy_prefix = " ".join(privileged(sudo, []))
-    result = await host.run(["sh", "-c", SCRIPT, "sh", control_group, spy_prefix], timeout=60)
+    result = await host.run(["sh", "-c", SCRIPT, "sh", control_group, "", spy_prefix], timeout=60)
     if result.returncode == NO_TOOL:
         raise HostError(f"py-spy is not installed on {host.name}: `{INSTALL}` there (any Python will do)")
     if not result.ok:

@@ -7,12 +7,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import FileMissing, Host
-from cockpit.systemd.processes import UnitProcesses
-from cockpit.systemd.readiness import Probe
+
+if TYPE_CHECKING:  # annotations only: `cockpit status` imports this before it forks its ssh, asyncio after
+    from cockpit.systemd.processes import UnitProcesses
+    from cockpit.systemd.readiness import Probe
 
 PROPERTIES = (
     "Id",

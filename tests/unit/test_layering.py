@@ -184,3 +184,16 @@ def test_not_lab_selects_no_test_that_needs_a_lab() -> None:
     lab, not_lab = collected("lab"), collected("not lab")
     assert lab and all(i.startswith("tests/lab/") for i in lab), [i for i in lab if not i.startswith("tests/lab/")]
     assert not_lab and not [i for i in not_lab if i.startswith("tests/lab/") or "_lab.py::" in i or "in_the_lab" in i]
+
+
+def test_what_runs_before_the_early_ssh_imports_no_asyncio() -> None:
+    """`cockpit status` and the app fork their OpenSSH master after parsing the arguments and
+    building its command (cockpit.cli.target.early_reader), and import asyncio (23 ms) only
+    after: an annotation's import in systemd/status.py once put asyncio before the fork and
+    cost the login 40 ms."""
+    code = (
+        "import sys\nimport cockpit.cli\nimport cockpit.cli.target, cockpit.remote.mux, cockpit.systemd.status\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'asyncio'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
