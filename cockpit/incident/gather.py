@@ -23,6 +23,7 @@ from cockpit.sglang.deployment import read_deployment
 from cockpit.sglang.explain import explain_traceback
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import given_flags
+from cockpit.sglang.startup import StartupMemory, StartupScan
 from cockpit.systemd import gpu_use, journal
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.process_facts import Viewpoint
@@ -158,6 +159,9 @@ async def gather(
     incident.tracebacks = tracebacks_in(entries)
     incident.events = unit_events(entries)
     incident.suppressions = SuppressionScan(unit).feed(entries)
+    startups = StartupScan()
+    startups.feed(entries)
+    incident.startups = startups.paired(StartupMemory(host.name, unit))
     use = await gpu_use.read_or_say(host)
     running = status.running_invocation
     seen = frozenset({e.invocation_id for e in entries if e.invocation_id} - {running})

@@ -10,6 +10,7 @@ from typing import Any
 
 from cockpit.attempts import Attempt
 from cockpit.sglang.logparse import READY_TEXT
+from cockpit.sglang.startup import Startup
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.stacks import StackCapture
 from cockpit.systemd.status import UnitStatus
@@ -66,6 +67,7 @@ class Incident:
     gpus: list[str] = field(default_factory=list)  # per GPU: used, and who holds it (gpu_use.summary_lines)
     suppressions: list[Suppression] = field(default_factory=list)  # journald dropped lines of the period
     stacks: StackCapture | None = None  # the last py-spy dump of the unit's processes, where one was taken
+    startups: list[Startup] = field(default_factory=list)  # each start's phases, latest first
     problems: list[str] = field(default_factory=list)
 
 

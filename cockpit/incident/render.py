@@ -15,6 +15,7 @@ from typing import Any
 
 from cockpit.attempts import UNSET
 from cockpit.incident.model import Incident
+from cockpit.sglang.startup import headline, table
 from cockpit.traceback import Traceback
 from cockpit.traceback.groups import group
 from cockpit.traceback.stack_dump import rank_of, thread_text, where
@@ -113,6 +114,7 @@ def render(incident: Incident) -> str:
     w("")
     _render_server(incident, w)
     _render_gpus(incident, w)
+    _render_startups(incident, w)
     _render_losses(incident, w)
     _render_timeline(incident, w)
     _render_images(incident, w)
@@ -200,6 +202,24 @@ def _render_gpus(incident: Incident, w) -> None:
     w("Memory in use when the note was written, and who holds it (⚠: not the unit's running start).\n")
     for line in incident.gpus:
         w(f"- {cell(line)}")
+    w("")
+
+
+def _render_startups(incident: Incident, w) -> None:
+    if not incident.startups:
+        return
+    w("## Start-up\n")
+    w("Each start in the period, latest first: every phase, rank by rank, in seconds (journald's stamps).\n")
+    for startup in incident.startups:
+        timeline = startup.timeline
+        w(f"### {cell(headline(incident.unit, timeline))}\n")
+        rows = table(timeline, startup.last)
+        if len(rows) > 1:
+            w("| " + " | ".join(cell(c) for c in rows[0]) + " |")
+            w("|" + "---|" * len(rows[0]))
+            for row in rows[1:]:
+                w("| " + " | ".join(cell(c) for c in row) + " |")
+            w("")
     w("")
 
 

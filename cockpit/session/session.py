@@ -36,9 +36,10 @@ from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed
 from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.sglang.deployment import Deployment, read_deployment
 from cockpit.sglang.flags import Catalog
-from cockpit.sglang.health import HealthScan, assess
+from cockpit.sglang.health import STARTING, HealthScan, assess
 from cockpit.sglang.preflight import Finding, given_flags
 from cockpit.sglang.ranks import ranks_on_node
+from cockpit.sglang.startup import NAMES, Startup, StartupMemory, StartupScan
 from cockpit.systemd import gpu_use
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.gpu_use import GpuUse
@@ -163,6 +164,8 @@ class Session:
         self._running: str | None = None  # the invocation of the start that is up now
         self._losses = SuppressionScan(target.unit if target is not None else "")  # journald's reports
         self.health = HealthScan()  # each start's health signals in its journal and processes
+        self.startups = StartupScan()  # each start's phases, rank by rank
+        self._remembered: set[str] = set()  # the starts kept in StartupMemory (reached ready)
         self.last_stacks: StackCapture | None = None  # the last py-spy dump taken (for the incident note)
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
@@ -206,6 +209,8 @@ class Session:
         for lost in self._losses.feed(batch.entries):
             self.listener.notice(lost.sentence())
         self.health.feed(batch.entries)
+        self.startups.feed(batch.entries)
+        self._remember_ready_starts()
         if self.poll is not None:
             for entry in batch.entries:
                 if entry.pid == 1 and (how := main_exit_of(entry.message)) is not None:
@@ -280,6 +285,7 @@ class Session:
         self.invocations, self._running = set(), None
         self._losses = SuppressionScan(target.unit)
         self.health = HealthScan()
+        self.startups, self._remembered = StartupScan(), set()
         self.passive = ThroughputSeries()
         self.journal = self._new_journal()
         self.start()
@@ -367,7 +373,13 @@ class Session:
             self.health.saw(status.invocation_id, status.processes)
         signals = self.health.of(status.invocation_id)
         told = assess(status, signals, status.health, status.processes, schedulers=self._schedulers())
-        status = replace(status, readiness=told.state, readiness_reason=told.reason)
+        reason = told.reason
+        if told.state == STARTING and status.invocation_id in self.startups.starts:
+            now = self.startups.starts[status.invocation_id].current()
+            if now is not None:  # where a long start is: "in load weight for 412 s (TP3 slowest so far)"
+                phase, rank, seconds = now
+                reason = f"in {NAMES[phase]} for {seconds:.0f} s ({rank or 'rank 0'} slowest so far); {reason}"
+        status = replace(status, readiness=told.state, readiness_reason=reason)
         up = status.running_invocation
         if self._running is not None and up != self._running and self.live:
             self._spawn(self._survivors_of(self._running), "checking what outlived the start")
@@ -422,6 +434,24 @@ class Session:
             self.poll.url_host_port = found.address
         self.listener.deployment(found, found.problems)
         return found
+
+    def _remember_ready_starts(self) -> None:
+        """A start that reached ready is what the next one is compared with, across sessions."""
+        if self.target is None or not self.live:
+            return
+        for invocation, timeline in self.startups.starts.items():
+            if timeline.ready_at is not None and invocation not in self._remembered:
+                self._remembered.add(invocation)
+                with contextlib.suppress(OSError):  # a read-only home: the comparison is lost, nothing else
+                    StartupMemory(self.target.host, self.target.unit).keep(timeline)
+
+    def timeline(self) -> Startup | None:
+        """The start-up of the running start (else the latest seen), and the start before it
+        that reached ready (this session's journal, else the one kept on the jump box)."""
+        assert self.target is not None
+        startups = self.startups.paired(StartupMemory(self.target.host, self.target.unit))
+        running = self.status.running_invocation if self.status is not None else None
+        return next((s for s in startups if s.timeline.invocation == running), startups[0] if startups else None)
 
     def _schedulers(self) -> int | None:
         """How many scheduler ranks the unit's flags put on this node (None: not read yet)."""
@@ -727,6 +757,7 @@ class Session:
             incident.gpus = gpu_use.summary_lines(self.gpus, self.gpu_view())
         incident.suppressions = list(self.suppressions)
         incident.stacks = self.last_stacks
+        incident.startups = self.startups.paired()
         catalog = self.deployment.catalog if self.deployment else None
         if catalog is not None and catalog.version:
             incident.version, incident.version_from = catalog.version, "the installed package"

@@ -22,7 +22,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from cockpit.sglang.logparse import ErrorMarker, Ready, parse
+from cockpit.sglang.logparse import ErrorMarker, Ready, parse, rank_order
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.processes import UnitProcesses
 from cockpit.systemd.readiness import HEALTH, Probe
@@ -212,8 +212,8 @@ def _gone(signals: Signals, processes: UnitProcesses | None, schedulers: int | N
 
 def _ranks(by_rank: dict[str, float]) -> str:
     """`TP0..TP7` for a whole run of ranks, else `TP1, TP3`."""
-    ranks = sorted(by_rank, key=_rank_order)
-    numbers = [_rank_order(r)[1] for r in ranks]
+    ranks = sorted(by_rank, key=rank_order)
+    numbers = [rank_order(r)[1] for r in ranks]
     if (
         len(ranks) > 2
         and all(r.startswith("TP") for r in ranks)
@@ -221,12 +221,6 @@ def _ranks(by_rank: dict[str, float]) -> str:
     ):
         return f"{ranks[0]}..{ranks[-1]}"
     return ", ".join(ranks)
-
-
-def _rank_order(rank: str) -> tuple[str, int]:
-    head = rank.rstrip("0123456789")
-    tail = rank[len(head) :]
-    return head, int(tail) if tail else -1
 
 
 def _clock(epoch: float) -> str:

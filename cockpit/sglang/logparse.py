@@ -64,6 +64,13 @@ class LogPrefix:
     message: str
 
 
+def rank_order(rank: str) -> tuple[str, int]:
+    """A sort key for rank labels: TP2 before TP10 ("" first)."""
+    head = rank.rstrip("0123456789")
+    tail = rank[len(head) :]
+    return head, int(tail) if tail else -1
+
+
 def split_prefix(line: str) -> LogPrefix | None:
     """The prefix of any SGLang log line (not only the ones `parse` turns into events)."""
     head = _HEAD.match(line, max(0, line.find("[")))

@@ -41,7 +41,7 @@ def thread_text(stack: ProcessStack, thread: ThreadStack) -> list[str]:
     lines += [f'  File "{f.file}", line {f.line}, in {f.function}' for f in reversed(thread.frames)]
     spot = where(thread)
     at = f" in {spot.function} ({spot.file.rsplit('/', 1)[-1]}:{spot.line})" if spot is not None else ""
-    lines.append(f"{DUMP}: {thread.name} of {stack.title.split(' ', 1)[0]} (PID {stack.pid}) {state}{at}")
+    lines.append(f"{DUMP}: {state}{at}, {thread.name} of {stack.title.split(' ', 1)[0]} (PID {stack.pid})")
     return lines
 
 

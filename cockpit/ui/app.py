@@ -50,6 +50,7 @@ from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.screens.picker import PickerScreen
 from cockpit.ui.screens.runs import RunPicker
 from cockpit.ui.screens.stacks import StacksScreen
+from cockpit.ui.screens.startup import StartupScreen
 from cockpit.ui.screens.trust import trust_modal
 from cockpit.ui.screens.write import WriteModal
 from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
@@ -130,6 +131,7 @@ class CockpitApp(App[None]):
         Binding("B", "cancel_run", "Cancel run", show=False, id="cancel_run"),
         Binding("S", "snapshot", "Snapshot", id="snapshot"),
         Binding("s", "stacks", "Stacks", show=False, id="stacks"),
+        Binding("p", "startup", "Start-up", show=False, id="startup"),
     ]
 
     def __init__(
@@ -554,6 +556,7 @@ class CockpitApp(App[None]):
             ("attempts", list(AttemptsPane.BINDINGS)),
             ("throughput", list(ThroughputPane.BINDINGS)),
             ("stacks", list(StacksScreen.BINDINGS)),
+            ("start-up", list(StartupScreen.BINDINGS)),
         ]
 
     def binding_ids(self) -> set[str]:
@@ -578,6 +581,7 @@ class CockpitApp(App[None]):
             yield SystemCommand("Pre-flight", "check the unit's flags now", self.action_preflight)
             yield SystemCommand("Compare runs", "two saved load runs side by side", self.on_throughput_pane_compare)
             yield SystemCommand("Attempts", "the attempt timeline", self.action_attempts)
+            yield SystemCommand("Start-up", "the start-up timeline: each phase, rank by rank", self.action_startup)
             yield SystemCommand(
                 "Stacks", "every process's Python stack now (py-spy): where a hang waits", self.action_stacks
             )
@@ -592,6 +596,15 @@ class CockpitApp(App[None]):
 
     def action_preflight(self) -> None:
         self.action_edit_flags()
+
+    def action_startup(self) -> None:
+        """The start-up timeline of the running start, phase by phase and rank by rank."""
+        target = self.target
+        found = self.session.timeline()
+        if target is None or found is None:
+            self.notify("no start of the unit is in the journal window yet", timeout=5)
+            return
+        self.push_screen(StartupScreen(target.unit, found.timeline, found.last))
 
     @work(exclusive=True, group="stacks", exit_on_error=False)
     async def action_stacks(self) -> None:

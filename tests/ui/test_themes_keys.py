@@ -10,7 +10,9 @@ import pytest
 from cockpit.attempts import Attempt
 from cockpit.config import Config, HostConfig, UIConfig
 from cockpit.sglang.flags import load_catalog
-from cockpit.systemd.entry import parse_json_line
+from cockpit.systemd import stacks
+from cockpit.systemd.entry import parse_json_line, parse_json_lines
+from cockpit.systemd.stacks import StackCapture
 from cockpit.systemd.status import parse_show
 from cockpit.systemd.unit import load_unit
 from cockpit.targets import Target
@@ -22,6 +24,7 @@ from cockpit.ui.panes.status import StatusPane
 from cockpit.ui.screens.confirm import ConfirmModal
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.screens.picker import PickerScreen
+from cockpit.ui.screens.stacks import StacksScreen
 from cockpit.ui.themes import discover
 from tests.conftest import ROOT
 from tests.lab.test_rollout_lab import SEED, UNIT
@@ -139,7 +142,20 @@ def _show_source(app: CockpitApp, sglang_root) -> None:
     pane.view.focus()
 
 
-SCREENS = ["main", "unfolded", "source", "flags", "write", "attempts", "throughput", "help", "confirm", "picker"]
+SCREENS = [
+    "main",
+    "unfolded",
+    "source",
+    "flags",
+    "write",
+    "attempts",
+    "throughput",
+    "help",
+    "confirm",
+    "picker",
+    "startup",
+    "stacks",
+]
 
 
 @pytest.mark.parametrize("theme", THEMES)
@@ -154,9 +170,15 @@ def test_every_screen_in_each_theme(snap_compare, sglang_root, monkeypatch, them
 
     async def run_before(pilot) -> None:
         app.query_one(StatusPane).show_status(_status())
-        app.query_one(JournalView).append_entries(
-            [parse_json_line(line) for line in (DATA / "journal-crash8.jsonl").read_text().splitlines()]
-        )
+        if screen == "startup":  # a start that reached ready, then one whose TP3 died loading its weights
+            app.session.deliver(parse_json_lines((DATA / "journal-startup.jsonl").read_text().splitlines()))
+        else:
+            app.query_one(JournalView).append_entries(
+                [parse_json_line(line) for line in (DATA / "journal-crash8.jsonl").read_text().splitlines()]
+            )
+        if screen == "stacks":  # the lab's stand-in hung in a collective, as py-spy dumped it
+            dumped = stacks.parse((DATA / "py-spy-dump-lab.txt").read_text())
+            app.push_screen(StacksScreen(StackCapture(1_796_180_500.0, dumped), "sglang-faults.service"))
         await pilot.pause()
         keys = {
             "main": (),
@@ -169,6 +191,8 @@ def test_every_screen_in_each_theme(snap_compare, sglang_root, monkeypatch, them
             "picker": ("o",),
             "source": (),
             "write": ("e",),
+            "startup": ("p",),
+            "stacks": ("j", "j", "j", "j", "enter"),
         }[screen]
         if keys:
             await pilot.press(*keys)

@@ -138,6 +138,7 @@ class JournalView(CursorView):
         self.history_exhausted = False  # journald has nothing older than the first row
         self._paging = False
         self.label = "journal"
+        self.fixed = False  # rows that never grow (a py-spy dump): no following, the cursor at the top
         self.feed_trouble: str | None = None
         self.behind = 0
         self.filter_text = ""
@@ -305,6 +306,8 @@ class JournalView(CursorView):
             parts.append(f"filtered: {self.filter_text} (F to change)")
         if self.history_exhausted:
             parts.append("start of the journal")
+        if self.fixed:
+            return " · ".join(parts)
         if self.unread and not self.follow:
             parts.append(f"paused · ▼ {self.unread} new line{'s' * (self.unread != 1)} · G to follow")
         elif not self.follow:

@@ -31,12 +31,14 @@ class StacksScreen(ModalScreen[Opened | None]):
         when = time.strftime("%H:%M:%S", time.localtime(self.capture.at))
         with Vertical(classes="dialog", id="stacks-dialog"):
             yield Label(
-                f"{self.unit}: {len(self.capture.processes)} processes as py-spy dumped them at {when} "
-                "(Enter unfolds a stack, Enter on a frame opens it, Esc closes)",
+                f"{self.unit}: {len(self.capture.processes)} processes, py-spy at {when} · Enter unfolds, "
+                "Enter on a frame opens it · Esc closes",
                 classes="dialog-title",
             )
             view = JournalView(id="stacks")
+            view.fixed = True
             view.attach(folded(self.capture.processes, self.capture.at))
+            view.follow, view.cursor = False, 0
             view.set_label("stacks")
             yield view
 

@@ -1,0 +1,89 @@
+"""The start-up timeline of a TP-8 start of the lab's stand-in, through the session: every phase of
+every rank, timed as long as the rank itself says it took; the readiness of a start under way
+says which phase it is in; a start that dies names its phase and rank, and is compared with the
+start before it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from cockpit.config import Config
+from cockpit.incident import render
+from cockpit.session import Listener, Session
+from cockpit.sglang.health import READY, STARTING
+from cockpit.sglang.startup import PHASES
+from cockpit.systemd.status import UnitStatus
+from cockpit.targets import Target
+from tests.conftest import ROOT, LabHandle, until
+
+UNIT = "sglang-start.service"
+DROPIN = f"/etc/systemd/system/{UNIT}.d/fail.conf"
+DEMO = (ROOT / "cockpit" / "lab" / "guest" / "sglang-demo.service").read_text()
+ELAPSED = re.compile(r"\[[^]]* (TP\d)\] Load weight end\. elapsed=([\d.]+) s")
+
+
+@pytest.fixture
+def start_unit(lab: LabHandle) -> Iterator[str]:
+    """The demo's stand-in on a port of its own, 2 s a phase, no restart."""
+    text = DEMO.replace("--port 30000", "--port 30200").replace("Restart=on-failure", "Restart=no")
+    text = text.replace("COCKPIT_STANDIN_CAPACITY=1200", "COCKPIT_STANDIN_CAPACITY=1200 COCKPIT_STANDIN_STARTUP_S=8")
+    lab.ssh("tee", f"/etc/systemd/system/{UNIT}", input=text.replace("[Install]\nWantedBy=multi-user.target\n", ""))
+    lab.ssh("systemctl", "daemon-reload")
+    try:
+        yield UNIT
+    finally:
+        lab.ssh("systemctl", "stop", UNIT, check=False)
+        lab.ssh("rm", "-rf", f"/etc/systemd/system/{UNIT}", f"/etc/systemd/system/{UNIT}.d", check=False)
+        lab.ssh("systemctl", "daemon-reload", check=False)
+
+
+async def test_a_tp8_start_phase_by_phase_and_one_that_dies(lab: LabHandle, start_unit: str) -> None:
+    reasons: list[str] = []
+
+    class Heard(Listener):
+        def status(self, status: UnitStatus) -> None:
+            if status.readiness == STARTING:
+                reasons.append(status.readiness_reason)
+
+    session = Session(Config(), Target(lab.name, start_unit))
+    session.listener = Heard()
+    lab.ssh("systemctl", "start", start_unit)
+    session.start()
+    try:
+        await until(lambda: session.status is not None and session.status.readiness == READY, 60, lambda: reasons)
+        found = session.timeline()
+        assert found is not None and found.timeline.ready_at is not None
+        timeline = found.timeline
+        assert sorted(timeline.ranks) == [f"TP{r}" for r in range(8)]
+        said = dict(ELAPSED.findall(lab.ssh("journalctl", "-u", start_unit, "-o", "cat").stdout))
+        for rank, phases in timeline.ranks.items():
+            assert all(phases.seconds(p) for p in PHASES), (rank, phases)
+            # the measurer (journald's stamps of the two lines) against the rank's own figure
+            assert abs(phases.seconds("load_weight") - float(said[rank])) < 0.5, (rank, phases, said[rank])
+        assert any(re.match(r"in (distributed init|load weight|memory pool|CUDA graphs) for \d+ s", r) for r in reasons)
+
+        lab.ssh("mkdir", "-p", f"/etc/systemd/system/{start_unit}.d")
+        lab.ssh(
+            "tee",
+            DROPIN,
+            input="[Service]\nEnvironment=COCKPIT_STANDIN_FAIL_IN=load_weight COCKPIT_STANDIN_FAIL_RANK=3\n",
+        )
+        lab.ssh("systemctl", "daemon-reload")
+        lab.ssh("systemctl", "restart", start_unit)
+        first = timeline.invocation
+
+        def died() -> bool:
+            latest = session.timeline()
+            return latest is not None and latest.timeline.invocation != first and latest.timeline.died_in() is not None
+
+        await until(died, 60, lambda: session.timeline())
+        latest = session.timeline()
+        assert latest is not None and latest.timeline.died_in() == ("load_weight", "TP3")
+        assert latest.last is not None and latest.last.invocation == first
+        note = render(await session.incident())
+        assert "died in load weight on TP3 (TP3 hit an exception)" in note and "x the last start" in note
+    finally:
+        await session.close()
