@@ -1,13 +1,16 @@
 """Passive throughput: what the server says it is doing, with no load run of ours going.
 
-Two sources. SGLang's decode lines (`gen throughput (token/s)`, `#running-req`, `accept len`),
-printed every `decode_log_interval` steps, come with the journal the cockpit follows anyway:
-they are the primary source. `/server_info`'s `internal_states` (`last_gen_throughput`,
-`avg_spec_accept_length`, one entry per data-parallel rank) is polled too, for when the lines
-do not come: `--log-level warning` hides them, the journal is not followed, or a long log
+Three sources, one shown at a time (each point says which). `/metrics`, where the server runs
+with `--enable-metrics`, is the first: polled every 2 s, it says the throughput, the running and
+queued requests, the KV cache's use, the speculative accept length and rate, and the prefix
+cache hit rate (cockpit.sglang.metrics); while it answers, decode lines add nothing. Without it,
+SGLang's decode lines (`gen throughput (token/s)`, `#running-req`, `accept len`), printed every
+`decode_log_interval` steps, come with the journal the cockpit follows anyway. `/server_info`'s
+`internal_states` (`last_gen_throughput`, `avg_spec_accept_length`, one entry per data-parallel
+rank) is polled for when the lines do not come: `--log-level warning` hides them, or a long log
 interval leaves the series still while 0.5.23 decays `last_gen_throughput` to 0 once decode
 stops. The value it serves is the one the last decode line printed, so a polled point is
-dropped while decode lines are fresh: the two sources never draw the same number twice.
+dropped while decode lines are fresh: the two never draw the same number twice.
 
 With data-parallel attention every DP rank prints its own decode line, for its share of the
 requests: a point is the sum of each rank's latest line, so the series shows the server.
@@ -21,10 +24,11 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from cockpit.remote.base import Host, HostError
 from cockpit.sglang.logparse import DecodeStats, parse
+from cockpit.sglang.metrics import Reading, reading
 from cockpit.systemd.entry import JournalEntry
 
 
@@ -34,7 +38,28 @@ class ThroughputPoint:
     gen_throughput: float  # output tokens/s of the whole server
     running_req: int | None  # /server_info does not say
     accept_len: float | None  # speculative decoding only
-    source: Literal["log", "server_info"]
+    source: Literal["log", "server_info", "metrics"]
+    queued: int | None = None  # only /metrics says these
+    token_usage: float | None = None
+    accept_rate: float | None = None
+    cache_hit_rate: float | None = None  # cached / prompt tokens since the previous reading
+
+    def words(self) -> str:
+        """`4,352 tok/s · running 32 · queued 3 · KV 13% · accept 2.71 (rate 0.68) · prefix cache hit 41%`."""
+        parts = [f"{self.gen_throughput:,.0f} tok/s"]
+        if self.running_req is not None:
+            parts.append(f"running {self.running_req}")
+        if self.queued is not None:
+            parts.append(f"queued {self.queued}")
+        if self.token_usage is not None:
+            parts.append(f"KV {100 * self.token_usage:.0f}%")
+        if self.accept_len is not None:
+            parts.append(
+                f"accept {self.accept_len:.2f}" + (f" (rate {self.accept_rate:.2f})" if self.accept_rate else "")
+            )
+        if self.cache_hit_rate is not None:
+            parts.append(f"prefix cache hit {100 * self.cache_hit_rate:.0f}%")
+        return " · ".join(parts)
 
 
 def _dp_of(rank: str) -> str | None:
@@ -57,6 +82,7 @@ class ThroughputSeries:
         self.fresh_s = fresh_s  # how long a decode line counts as the current word
         self._ranks: dict[str, tuple[float, DecodeStats]] = {}
         self._last_log = float("-inf")
+        self._last_metrics = float("-inf")
 
     def __len__(self) -> int:
         return len(self.points)
@@ -101,7 +127,7 @@ class ThroughputSeries:
 
     def add_decode(self, event: DecodeStats, when: float) -> ThroughputPoint | None:
         dp = _dp_of(event.rank)
-        if dp is None:
+        if dp is None or when - self._last_metrics <= self.fresh_s:  # /metrics is the word while it answers
             return None
         self._ranks[dp] = (when, event)
         current = [e for t, e in self._ranks.values() if when - t <= self.fresh_s]
@@ -118,8 +144,11 @@ class ThroughputSeries:
         return point
 
     def add_polled(self, point: ThroughputPoint) -> bool:
-        """A /server_info point, kept only when no decode line is fresh."""
-        if point.time - self._last_log <= self.fresh_s:
+        """A polled point: /metrics always (the first source where the server has it), a
+        /server_info one only when no decode line is fresh."""
+        if point.source == "metrics":
+            self._last_metrics = point.time
+        elif point.time - self._last_log <= self.fresh_s:
             return False
         self.points.append(point)
         return True
@@ -149,12 +178,11 @@ def point_from_server_info(info: dict, when: float) -> ThroughputPoint | None:
     )
 
 
-class ServerInfoPoller:
-    """Polls `/server_info` through the host (the server listens on the host's loopback).
+class Poller:
+    """Asks the server one of its own endpoints through the host (it listens on the host's
+    loopback) every `interval_s`, and turns each answer into a point."""
 
-    Older releases served it only at `/get_server_info`, which later ones keep but log a
-    deprecation warning for on every call: it is asked only after a 404.
-    """
+    path = "/"
 
     def __init__(
         self, host: Host, port: int, *, address: str = "127.0.0.1", interval_s: float = 2.0, timeout_s: float = 5.0
@@ -164,30 +192,18 @@ class ServerInfoPoller:
         self.address = address
         self.interval_s = interval_s
         self.timeout_s = timeout_s
-        self.path = "/server_info"
 
-    async def poll(self) -> ThroughputPoint | None:
-        """One request; raises HostError (with a sentence) when the server cannot be asked."""
+    async def _get(self, path: str) -> tuple[int, bytes]:
         try:
-            status, body = await self.host.http_request(
-                "GET", self.address, self.port, self.path, timeout=self.timeout_s
-            )
-            if status == 404 and self.path == "/server_info":
-                self.path = "/get_server_info"
-                status, body = await self.host.http_request(
-                    "GET", self.address, self.port, self.path, timeout=self.timeout_s
-                )
+            return await self.host.http_request("GET", self.address, self.port, path, timeout=self.timeout_s)
         except (OSError, EOFError, asyncio.TimeoutError) as e:  # EOFError: cut off mid-answer
             raise HostError(
                 f"{self.address}:{self.port} on {self.host.name} did not answer: {e or type(e).__name__}"
             ) from None
-        if status != 200:
-            raise HostError(f"{self.path} on {self.host.name} answered HTTP {status}")
-        try:
-            info = json.loads(body)
-        except ValueError:
-            raise HostError(f"{self.path} on {self.host.name} did not answer with JSON") from None
-        return point_from_server_info(info, time.time()) if isinstance(info, dict) else None
+
+    async def poll(self) -> ThroughputPoint | None:
+        """One request; raises HostError (with a sentence) when the server cannot be asked."""
+        raise NotImplementedError
 
     async def run(self, on_point: Callable[[ThroughputPoint], None], on_error: Callable[[str], None]) -> None:
         """Until cancelled. A failed poll (the server restarting, say) is reported, not fatal."""
@@ -200,3 +216,63 @@ class ServerInfoPoller:
                 if point is not None:
                     on_point(point)
             await asyncio.sleep(self.interval_s)
+
+
+class ServerInfoPoller(Poller):
+    """`/server_info`'s `internal_states`, for a server whose decode lines do not come.
+
+    Older releases served it only at `/get_server_info`, which later ones keep but log a
+    deprecation warning for on every call: it is asked only after a 404.
+    """
+
+    path = "/server_info"
+
+    async def poll(self) -> ThroughputPoint | None:
+        status, body = await self._get(self.path)
+        if status == 404 and self.path == "/server_info":
+            self.path = "/get_server_info"
+            status, body = await self._get(self.path)
+        if status != 200:
+            raise HostError(f"{self.path} on {self.host.name} answered HTTP {status}")
+        try:
+            info = json.loads(body)
+        except ValueError:
+            raise HostError(f"{self.path} on {self.host.name} did not answer with JSON") from None
+        return point_from_server_info(info, time.time()) if isinstance(info, dict) else None
+
+
+class MetricsPoller(Poller):
+    """`/metrics` of a server started with `--enable-metrics` (cockpit.sglang.metrics)."""
+
+    path = "/metrics"
+
+    def __init__(self, host: Host, port: int, **kwargs: Any) -> None:
+        super().__init__(host, port, **kwargs)
+        self.before: Reading | None = None
+
+    async def poll(self) -> ThroughputPoint | None:
+        status, body = await self._get(self.path)
+        if status != 200:
+            raise HostError(f"/metrics on {self.host.name} answered HTTP {status} (is --enable-metrics set?)")
+        now = reading(body.decode(errors="replace"), time.time())
+        if now is None:
+            return None
+        hit, self.before = now.cache_hit_rate(self.before), now
+        return point_from_reading(now, hit)
+
+
+def point_from_reading(now: Reading, cache_hit_rate: float | None) -> ThroughputPoint:
+    def count(value: float | None) -> int | None:
+        return None if value is None else round(value)
+
+    return ThroughputPoint(
+        now.at,
+        now.gen_throughput or 0.0,
+        count(now.running),
+        now.accept_len,
+        "metrics",
+        queued=count(now.queued),
+        token_usage=now.token_usage,
+        accept_rate=now.accept_rate,
+        cache_hit_rate=cache_hit_rate,
+    )

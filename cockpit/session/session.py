@@ -67,6 +67,7 @@ FIRST_STATUS_WAIT_S = 2.0  # how long the journal and the deployment wait for th
 # 0.25 s: one that is not done a second later goes no faster than asyncssh, which says what is wrong.
 EARLY_STATUS_S = 1.0
 NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll before asking itself
+METRICS_S = 5.0  # how often /metrics is read where the server has it
 GPU_POLL_S = 5.0  # how often the host's GPU table is read (a process tree walk and two nvidia-smi)
 SURVIVOR_CHECK_S = 1.5  # after a start ends: systemd's kill of the unit's cgroup is done by then
 STOP_WAIT_S = 5.0  # how long `stop` waits for its cancelled tasks before it goes on without them
@@ -165,6 +166,7 @@ class Session:
         self._losses = SuppressionScan(target.unit if target is not None else "")  # journald's reports
         self.health = HealthScan()  # each start's health signals in its journal and processes
         self.startups = StartupScan()  # each start's phases, rank by rank
+        self._passive: asyncio.Task[Any] | None = None  # the poll of the server's own figures
         self._remembered: set[str] = set()  # the starts kept in StartupMemory (reached ready)
         self.last_stacks: StackCapture | None = None  # the last py-spy dump taken (for the incident note)
         self.passive = ThroughputSeries()
@@ -281,7 +283,7 @@ class Session:
     async def switch(self, target: Target) -> None:
         await self.stop()
         self.target = target
-        self.deployment, self.status, self.poll, self.gpus = None, None, None, None
+        self.deployment, self.status, self.poll, self.gpus, self._passive = None, None, None, None, None
         self.invocations, self._running = set(), None
         self._losses = SuppressionScan(target.unit)
         self.health = HealthScan()
@@ -432,8 +434,31 @@ class Session:
         self.deployment = found
         if self.poll is not None:
             self.poll.url_host_port = found.address
+        if self.live:
+            if self._passive is not None:
+                self._passive.cancel()
+            self._passive = self._spawn(self._poll_passive(found), "the server's own figures")
         self.listener.deployment(found, found.problems)
         return found
+
+    async def _poll_passive(self, found: Deployment) -> None:
+        """/metrics, where the unit runs with --enable-metrics, into the throughput series
+        (cockpit.load.passive); its decode lines otherwise. Every METRICS_S: each poll is an
+        access line in the unit's journal unless it passes `--uvicorn-access-log-exclude-prefixes
+        /metrics`, as a Prometheus scrape is."""
+        from cockpit.load.passive import MetricsPoller
+
+        flags = found.unit.flag_values() if found.unit is not None else {}
+        if "--enable-metrics" not in flags:
+            return
+        address, port = found.address
+        poller = MetricsPoller(self.host, port, address=address, interval_s=METRICS_S)
+
+        def point(p: ThroughputPoint) -> None:
+            if self.passive.add_polled(p):
+                self.listener.throughput([p])
+
+        await poller.run(point, lambda sentence: None)  # the server not answering is the status pane's to say
 
     def _remember_ready_starts(self) -> None:
         """A start that reached ready is what the next one is compared with, across sessions."""

@@ -104,7 +104,7 @@ class _Panes(Listener):
         self.app.journal_view.show_behind(lines)
 
     def throughput(self, points: list[ThroughputPoint]) -> None:
-        self.app.throughput_pane.passive([p.gen_throughput for p in points], points[-1].accept_len)
+        self.app.throughput_pane.passive(points)
 
     def deployment(self, deployment: Deployment | None, problems: list[str]) -> None:
         for problem in problems:

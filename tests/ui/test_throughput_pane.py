@@ -99,3 +99,25 @@ async def test_a_batch_of_decode_lines_is_drawn_once_and_a_hidden_pane_not_at_al
         app.session.deliver(_decode_lines(300)[-100:])  # one more batch while shown: one draw
         await pilot.pause()
         assert len(draws) == before + 1 and draws[-1] is True
+
+
+async def test_the_server_row_says_which_source_it_shows() -> None:
+    from pathlib import Path
+
+    from cockpit.load.passive import point_from_reading
+    from cockpit.sglang.metrics import reading
+    from cockpit.ui.panes.throughput import SparkRow
+
+    now = reading((Path(__file__).parents[1] / "data" / "metrics-standin.txt").read_text(), 100.0)
+    assert now is not None
+    app = recorded_app()
+    async with app.run_test(size=(150, 50)) as pilot:
+        app.action_throughput()
+        row = app.query_one("#row-passive", SparkRow)
+        app.session.deliver(_decode_lines(3))
+        await pilot.pause()
+        assert str(row.query_one(".spark-name").render()) == "server (log)"
+        app.throughput_pane.passive([point_from_reading(now, now.cache_hit_rate(None))])
+        await pilot.pause()
+        assert str(row.query_one(".spark-name").render()) == "server (/metrics)"
+        assert "prefix cache hit 40%" in str(row.query(".spark-value").last().render())

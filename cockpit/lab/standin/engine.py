@@ -74,8 +74,12 @@ class Engine:
         decode_log_interval: int,
         max_running: int | None,
         spec_steps: int | None,
+        prefix_cache_hit: float = 0.0,
     ) -> None:
         self.log = log
+        self.prefix_cache_hit = prefix_cache_hit
+        self.prompt_total = 0  # prompt tokens prefilled, and those of them the cache served:
+        self.cached_total = 0  # /metrics' prompt_tokens_total and cached_tokens_total
         self.tokens_per_s = tokens_per_s
         self.capacity = capacity
         self.accept_len = max(1.0, accept_len)
@@ -123,9 +127,12 @@ class Engine:
             await req.admitted
         await self._moving.wait()
         self.prefilling += 1
+        cached = int(req.prompt_tokens * self.prefix_cache_hit)
+        self.prompt_total += req.prompt_tokens
+        self.cached_total += cached
         try:
             self.log.info(
-                f"Prefill batch, #new-seq: 1, #new-token: {req.prompt_tokens}, #cached-token: 0, "
+                f"Prefill batch, #new-seq: 1, #new-token: {req.prompt_tokens - cached}, #cached-token: {cached}, "
                 f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, "
                 f"#queue-req: {len(self.waiting)}, "
             )

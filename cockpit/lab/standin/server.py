@@ -75,6 +75,7 @@ class Standin:
             decode_log_interval=settings.decode_log_interval,
             max_running=max_running,
             spec_steps=self.spec_steps if spec_algo else None,
+            prefix_cache_hit=settings.prefix_cache_hit,
         )
         self.workers: list[asyncio.subprocess.Process] = []
         self.detokenizer: asyncio.subprocess.Process | None = None
@@ -309,6 +310,8 @@ class Standin:
                         "completed": e.completed,
                         "aborted": e.aborted,
                         "output_tokens": e.total_tokens,
+                        "prompt_tokens": e.prompt_total,
+                        "cached_tokens": e.cached_total,
                     },
                 )
             raise HttpError(404, f"no route {path}")
@@ -324,16 +327,57 @@ class Standin:
         return info
 
     def _metrics(self) -> str:
+        """Prometheus text as SGLang's prometheus_client writes it (0.5.23's names and labels,
+        tests/shared/fixtures/sglang/logs/prometheus-metric-names-0.5.23.tsv). `cache_hit_rate`
+        reads 0 as the real gauge does once the decode logger has reset it: the hit rate is the
+        counters' ratio."""
         e = self.engine
-        labels = f'{{model_name="{self.model}",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"}}'
-        return "".join(
-            [
-                f"sglang:num_running_reqs{labels} {len(e.running)}\n",
-                f"sglang:num_queue_reqs{labels} {len(e.waiting)}\n",
-                f"sglang:gen_throughput{labels} {e.last_gen_throughput:.2f}\n",
-                f"sglang:token_usage{labels} {e._usage():.4f}\n",
+        labels = f'engine_type="unified",model_name="{self.model}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+        gauges = [
+            ("num_running_reqs", "The number of running requests.", len(e.running)),
+            ("num_queue_reqs", "The number of requests in the waiting queue.", len(e.waiting)),
+            ("gen_throughput", "The generation throughput (token/s).", e.last_gen_throughput),
+            ("cache_hit_rate", "The prefix cache hit rate.", 0.0),
+            ("token_usage", "The token usage.", e._usage()),
+        ]
+        if e.spec_steps:
+            rate = min(1.0, (e.accept_len - 1) / e.spec_steps)
+            gauges += [
+                (
+                    "spec_accept_length",
+                    "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
+                    e.accept_len,
+                ),
+                (
+                    "spec_accept_rate",
+                    "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
+                    rate,
+                ),
             ]
-        )
+        counters = [
+            ("prompt_tokens", "Number of prefill tokens processed.", e.prompt_total, ""),
+            ("generation_tokens", "Number of generation tokens processed.", e.total_tokens, ""),
+            (
+                "cached_tokens",
+                "Number of cached prompt tokens by source (device/host/storage).",
+                e.cached_total,
+                ',source="device"',
+            ),
+        ]
+        out = []
+        for name, doc, value in gauges:
+            out += [
+                f"# HELP sglang:{name} {doc}",
+                f"# TYPE sglang:{name} gauge",
+                f"sglang:{name}{{{labels}}} {float(value)}",
+            ]
+        for name, doc, value, extra in counters:
+            out += [
+                f"# HELP sglang:{name}_total {doc}",
+                f"# TYPE sglang:{name}_total counter",
+                f"sglang:{name}_total{{{labels}{extra}}} {float(value)}",
+            ]
+        return "\n".join(out) + "\n"
 
     async def _completion(self, chat: bool, body: bytes, writer: asyncio.StreamWriter) -> int:
         if not self.ready:

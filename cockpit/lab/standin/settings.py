@@ -28,6 +28,7 @@ class Settings:
     orphans: int = 0  # at a crash, this many ranks (the last) leave the unit's cgroup and live on
     hang_after_s: float = 0.0  # every rank blocks in a collective this long after ready; 0 = only on request
     dead_detokenizer_after_s: float = 0.0  # the detokenizer dies this long after ready; 0 = only on request
+    prefix_cache_hit: float = 0.0  # share of each prompt's tokens its radix cache serves (#cached-token)
     fail_in: str = ""  # a start-up phase (init, load_weight, memory_pool, cuda_graph) rank FAIL_RANK dies in
     fail_rank: int = 0
     worker_streams: str = "auto"  # "own": each rank logs to journald itself; "shared"; "auto"

@@ -21,10 +21,14 @@ from textual.widgets import Label, ProgressBar, Sparkline, Static
 from textual_plotext import PlotextPlot
 
 from cockpit.load.gpu import GpuSample
+from cockpit.load.passive import ThroughputPoint
 from cockpit.load.results import LevelResult, RequestResult
 from cockpit.load.store import Comparison
 
 WINDOW_S = 2.0  # output tok/s of a level: tokens of the requests that ended in the last 2 s
+
+
+_SOURCE = {"log": "log", "metrics": "/metrics", "server_info": "/server_info"}
 
 
 class SparkRow(Horizontal):
@@ -40,6 +44,11 @@ class SparkRow(Horizontal):
         yield Label(self.row_name, classes="spark-name")
         yield Sparkline(list(self.values), classes="spark")
         yield Label(self.shown, classes="spark-value")
+
+    def rename(self, name: str) -> None:
+        self.row_name = name
+        if self.children:
+            self.query_one(".spark-name", Label).update(name)
 
     def push(self, value: float, shown: str | None = None) -> None:
         self.extend([value], shown or f"{value:,.1f} {self.unit}")
@@ -203,12 +212,16 @@ class ThroughputPane(Vertical, can_focus=True):
         holder.remove_children()
         holder.mount(Label(message, classes="spark-note"))
 
-    def passive(self, values: list[float], accept_len: float | None) -> None:
-        """A batch's throughput figures from the server's own decode lines; the last is shown."""
-        if not values:
+    def passive(self, points: list[ThroughputPoint]) -> None:
+        """The server's own figures (a batch of decode lines, or a poll); the last is shown, with
+        the source it came from on the row's name."""
+        if not points:
             return
-        shown = f"{values[-1]:,.0f} tok/s" + (f" · accept {accept_len:.2f}" if accept_len else "")
-        self._passive_row.extend(values, shown)
+        last = points[-1]
+        name = f"server ({_SOURCE[last.source]})"
+        if name != self._passive_row.row_name:
+            self._passive_row.rename(name)
+        self._passive_row.extend([p.gen_throughput for p in points], last.words())
 
     # -- the chart and the comparison -----------------------------------------------------------
 

@@ -1,0 +1,108 @@
+"""What a server started with `--enable-metrics` says of itself on `/metrics` (Prometheus text):
+the passive series' first source where it has one (cockpit.load.passive).
+
+SGLang's scheduler metrics carry the labels `model_name, engine_type, tp_rank, pp_rank,
+moe_ep_rank[, dp_rank]` (0.5.23's names: tests/shared/fixtures/sglang/logs/). Every TP rank of a
+data-parallel rank reports the same batch where `--enable-metrics-for-all-schedulers` is on, and
+only the last pipeline stage generates: a reading takes TP rank 0 of the last stage of each DP
+rank, sums the counts over DP ranks and averages the shares. The `cache_hit_rate` gauge is reset
+by the decode logger and reads 0 in 0.5.23, so the prefix-cache hit rate is the counters'
+`cached_tokens_total / prompt_tokens_total`, over the interval between two readings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+PREFIX = "sglang:"
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str  # without `sglang:`
+    labels: dict[str, str]
+    value: float
+
+
+def samples(text: str) -> list[Sample]:
+    """SGLang's samples of a Prometheus text exposition (comments and other metrics skipped; a
+    line that is not a sample is skipped, never fatal)."""
+    out = []
+    for line in text.splitlines():
+        if not line.startswith(PREFIX):
+            continue
+        m = _SAMPLE.match(line)
+        if m is None:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        out.append(Sample(m.group(1)[len(PREFIX) :], dict(_LABEL.findall(m.group(2) or "")), value))
+    return out
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One `/metrics` answer, reduced to what the passive series shows."""
+
+    at: float
+    gen_throughput: float | None
+    running: float | None
+    queued: float | None
+    token_usage: float | None
+    accept_len: float | None
+    accept_rate: float | None
+    prompt_tokens: float | None  # counters, for the cache hit rate between two readings
+    cached_tokens: float | None
+
+    def cache_hit_rate(self, before: Reading | None) -> float | None:
+        """Cached over prompt tokens since `before` (since the server started, without one)."""
+        if self.prompt_tokens is None or self.cached_tokens is None:
+            return None
+        prompt, cached = self.prompt_tokens, self.cached_tokens
+        if before is not None and before.prompt_tokens is not None and before.cached_tokens is not None:
+            prompt, cached = prompt - before.prompt_tokens, cached - before.cached_tokens
+        return cached / prompt if prompt > 0 else None
+
+
+def _reporting(found: Iterable[Sample]) -> list[Sample]:
+    """TP rank 0 of the last pipeline stage, of each DP rank."""
+    found = list(found)
+    last_pp = max((int(s.labels.get("pp_rank", "0") or 0) for s in found), default=0)
+    return [
+        s for s in found if s.labels.get("tp_rank", "0") == "0" and int(s.labels.get("pp_rank", "0") or 0) == last_pp
+    ]
+
+
+def reading(text: str, at: float) -> Reading | None:
+    """None when the text holds none of SGLang's scheduler metrics."""
+    by_name: dict[str, list[float]] = {}
+    for s in _reporting(samples(text)):
+        by_name.setdefault(s.name, []).append(s.value)
+    if "num_running_reqs" not in by_name and "gen_throughput" not in by_name:
+        return None
+
+    def total(name: str) -> float | None:
+        values = by_name.get(name)
+        return sum(values) if values else None
+
+    def mean(name: str) -> float | None:
+        values = by_name.get(name)
+        return sum(values) / len(values) if values else None
+
+    return Reading(
+        at,
+        total("gen_throughput"),
+        total("num_running_reqs"),
+        total("num_queue_reqs"),
+        mean("token_usage"),
+        mean("spec_accept_length"),
+        mean("spec_accept_rate"),
+        total("prompt_tokens_total"),
+        total("cached_tokens_total"),  # every source: device, host, storage
+    )
