@@ -40,7 +40,7 @@ from cockpit.sglang.health import STARTING, HealthScan, assess
 from cockpit.sglang.preflight import Finding, given_flags
 from cockpit.sglang.ranks import ranks_on_node
 from cockpit.sglang.startup import NAMES, Startup, StartupMemory, StartupScan
-from cockpit.systemd import gpu_use
+from cockpit.systemd import gpu_use, processes
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.process_facts import Viewpoint
@@ -333,27 +333,40 @@ class Session:
         await supervise(poll.run, lambda detail: self._problem("error", f"the status poll failed: {detail}"))
 
     async def _survivors_of(self, ended: str) -> None:
-        """After a start ended: its processes that still hold GPU memory, said at once. Out of
-        the unit's cgroup, systemd's stop never reaches them; inside it, KillMode= let them be."""
+        """After a start ended: its processes that still hold GPU memory, and any process still
+        in the unit's cgroup while nothing of it runs, said at once. Out of the cgroup, systemd's
+        stop never reaches them; inside it, KillMode= let them be."""
         await asyncio.sleep(SURVIVOR_CHECK_S)
         assert self.target is not None
         unit = self.target.unit
         use = await gpu_use.read_or_say(self.host)
         left = {p.pid: p for p in use.processes if p.invocation == ended}
-        if not left:
-            return
-        self._show_gpus(use)
-        named = ", ".join(f"PID {p.pid} ({p.cgroup})" for p in left.values())
-        inside = [p for p in left.values() if p.unit == unit]
-        why = (
-            f"still in {unit}'s cgroup: its KillMode= lets them live (KillMode=control-group ends them)"
-            if inside
-            else "out of the unit's cgroup, where stopping the unit never reaches them"
-        )
-        self.listener.notice(
-            f"{len(left)} process(es) of {unit}'s ended start {ended[:12]} still hold GPU memory: {named}; {why}. "
-            "End them (the write modal offers it) before the next start."
-        )
+        kill_mode = "its KillMode= lets them live (KillMode=control-group ends them)"
+        if left:
+            self._show_gpus(use)
+            named = ", ".join(f"PID {p.pid} ({p.cgroup})" for p in left.values())
+            inside = [p for p in left.values() if p.unit == unit]
+            why = (
+                f"still in {unit}'s cgroup: {kill_mode}"
+                if inside
+                else "out of the unit's cgroup, where stopping the unit never reaches them"
+            )
+            self.listener.notice(
+                f"{len(left)} process(es) of {unit}'s ended start {ended[:12]} still hold GPU memory: {named}; {why}. "
+                "End them (the write modal offers it) before the next start."
+            )
+        if self.status is not None and self.status.running_invocation is None:  # nothing of the unit should run
+            try:
+                members = (await processes.read(self.host, None, unit)).titles
+            except HostError:
+                return  # no cgroup left at all: the stop took everything
+            stayed = {pid: title for pid, title in members.items() if pid not in left}
+            if stayed:
+                named = ", ".join(f"PID {pid} ({title})" for pid, title in stayed.items())
+                self.listener.notice(
+                    f"{len(stayed)} process(es) still in {unit}'s cgroup after its start {ended[:12]} ended: {named}; "
+                    f"{kill_mode}. The next start shares the cgroup with them."
+                )
 
     async def _poll_gpus(self) -> None:
         """The host's GPU table every GPU_POLL_S; read once only where it has no nvidia-smi."""

@@ -19,9 +19,11 @@ from cockpit.systemd.processes import MEMBERS
 
 INSTALL = "pip install py-spy"  # one static binary in a wheel, for any Python on the host
 SCRIPT = (
-    MEMBERS
-    + f"""
+    f"""
 spy=$(command -v py-spy) || exit {NO_TOOL}
+"""
+    + MEMBERS
+    + """
 while read -r pid; do
   printf '\\037%s\\n' "$pid"
   head -c 256 "/proc/$pid/cmdline" 2>/dev/null | tr '\\0' ' '; echo

@@ -60,3 +60,24 @@ def test_the_incident_note_carries_every_thread_of_every_process() -> None:
     assert section.count("### TP") == 8 and "### sglang::detokenizer" in section
     assert f"### TP3 sglang::scheduler_TP3 (PID {HUNG[4].pid}): MainThread in _wait_for_peers" in section
     assert section.count(", Thread-1 (fire) of sglang::scheduler_TP") == 8  # the other threads too
+
+
+async def test_a_host_without_py_spy_is_told_how_to_get_it(monkeypatch, tmp_path: Path) -> None:
+    """The real script on this machine, with a PATH that holds no py-spy."""
+    import os
+    import shutil
+
+    import pytest
+
+    from cockpit.remote.base import HostError
+    from cockpit.remote.local import LocalHost
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("sh", "head", "tr", "systemctl"):
+        if (found := shutil.which(tool)) is not None:
+            os.symlink(found, bare / tool)
+    monkeypatch.setenv("PATH", str(bare))
+    with pytest.raises(HostError) as said:
+        await stacks.read(LocalHost("gpu7"), "/system.slice/sglang.service")
+    assert str(said.value) == "py-spy is not installed on gpu7: `pip install py-spy` there (any Python will do)"

@@ -1,0 +1,51 @@
+"""After a stop, what is still in the unit's cgroup is named: a unit with KillMode=process whose
+main process leaves a child behind (as a launcher script that backgrounds a worker does)."""
+
+from __future__ import annotations
+
+import re
+
+from cockpit.config import Config
+from cockpit.session import Listener, Session
+from cockpit.targets import Target
+from tests.conftest import LabHandle, until
+
+UNIT = "leaves-a-child.service"
+TEXT = """[Unit]
+Description=cockpit lab test: a launcher whose worker outlives it
+
+[Service]
+KillMode=process
+ExecStart=/bin/sh -c 'sleep 600 & exec sleep 601'
+"""
+
+
+async def test_a_process_left_in_the_cgroup_after_a_stop_is_named(lab: LabHandle) -> None:
+    heard: list[str] = []
+
+    class Heard(Listener):
+        def notice(self, sentence: str) -> None:
+            heard.append(sentence)
+
+    lab.ssh("tee", f"/etc/systemd/system/{UNIT}", input=TEXT)
+    lab.ssh("systemctl", "daemon-reload")
+    lab.ssh("systemctl", "start", UNIT)
+    session = Session(Config(), Target(lab.name, UNIT))
+    session.listener = Heard()
+    session.start()
+    try:
+        await until(lambda: session.status is not None and session.status.active_state == "active", 30)
+        child = lab.ssh("pgrep", "-x", "-f", "sleep 600").stdout.split()[0]
+        lab.ssh("systemctl", "stop", UNIT)
+        await until(lambda: any("still in leaves-a-child.service's cgroup" in h for h in heard), 30, heard)
+        said = next(h for h in heard if "still in" in h)
+        assert re.match(
+            rf"1 process\(es\) still in {UNIT}'s cgroup after its start \w+ ended: PID {child} \(sleep\);", said
+        )
+        assert "KillMode=control-group ends them" in said
+    finally:
+        await session.close()
+        lab.ssh("systemctl", "kill", "--signal=KILL", UNIT, check=False)
+        lab.ssh("systemctl", "stop", UNIT, check=False)
+        lab.ssh("rm", "-f", f"/etc/systemd/system/{UNIT}", check=False)
+        lab.ssh("systemctl", "daemon-reload", check=False)
