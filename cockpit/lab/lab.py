@@ -401,21 +401,18 @@ def demo_config(name: str = DEFAULT_NAME) -> Config:
 
 FAULT_SCRIPT = """
 import sys, urllib.request
-port, fault = sys.argv[1], sys.argv[2]
-request = urllib.request.Request(f"http://127.0.0.1:{port}/standin/{fault}", data=b"", method="POST")
-print(urllib.request.urlopen(request, timeout=10).read().decode())
+port, fault, body = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+request = urllib.request.Request(f"http://127.0.0.1:{port}/standin/{fault}", data=body, method="POST")
+print(urllib.request.urlopen(request, timeout=60).read().decode())
 """
-FAULTS = ("crash", "hang", "kill-detokenizer")  # the stand-in's POST /standin/<fault>
+FAULTS = ("crash", "hang", "kill-detokenizer", "flood")  # the stand-in's POST /standin/<fault>
 
 
-def fault(lab: Lab, what: str, port: int = 30000) -> dict[str, object]:
-    """Ask the lab's stand-in for one of its FAULTS (`POST /standin/<what>`); what it answered."""
-    proc = subprocess.run(
-        lab.ssh_argv("root", ["python3", "-c", FAULT_SCRIPT, str(port), what]),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+def fault(lab: Lab, what: str, port: int = 30000, **params: object) -> dict[str, object]:
+    """Ask the lab's stand-in for one of its FAULTS (`POST /standin/<what>`, `params` as its JSON
+    body: `flood` takes `lines`); what it answered."""
+    argv = ["python3", "-c", FAULT_SCRIPT, str(port), what, json.dumps(params)]
+    proc = subprocess.run(lab.ssh_argv("root", argv), capture_output=True, text=True, timeout=90)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
         raise CockpitError(f"the stand-in on {lab.name} (port {port}) did not take the {what}: {last}")

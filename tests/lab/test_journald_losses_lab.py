@@ -6,7 +6,8 @@ says how to lift the limit.
 The limit here is 20 messages per 5 s, which journald scales up with its free space (about 3.5x
 on the lab's 1 GB journal): a crash of eight ranks (80 lines, in a fresh window) passes it every
 time and keeps most of each traceback, where journald's default (10,000 per 30 s) needs a flood
-beside the crash."""
+beside the crash: the second test restores the default and floods after the crash, inside its
+window."""
 
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ import pytest
 
 from cockpit.config import Config
 from cockpit.incident import render
-from cockpit.lab.lab import Lab, crash
+from cockpit.lab.lab import Lab, crash, fault
 from cockpit.session import Listener, Session
 from cockpit.targets import Target
-from tests.conftest import LabHandle, until
+from tests.conftest import ROOT, LabHandle, until
 
 UNIT = "sglang-demo.service"
 DROPIN = "/etc/systemd/journald.conf.d/zz-cockpit-test-rate-limit.conf"
@@ -62,5 +63,60 @@ async def test_a_crash_past_journalds_limit_is_marked_possibly_incomplete(lab: L
         assert "## journald's losses" in note
         marked = re.findall(r"^### \d+\. TP\d .*⚠ possibly incomplete: journald dropped lines then$", note, re.M)
         assert marked, note
+    finally:
+        await session.close()
+
+
+FLOODED, FLOOD_PORT = "sglang-flooded.service", 30400
+
+
+@pytest.fixture
+def default_rate_limit(lab: LabHandle) -> Iterator[str]:
+    """journald's own defaults, which the lab's journald.conf.d turns off, and a unit of the
+    test's own (its 100,000 lines stay out of the demo unit's journal)."""
+    demo = (ROOT / "cockpit" / "lab" / "guest" / "sglang-demo.service").read_text()
+    text = demo.replace("--port 30000", f"--port {FLOOD_PORT}").replace("[Install]\nWantedBy=multi-user.target\n", "")
+    lab.ssh("tee", f"/etc/systemd/system/{FLOODED}", input=text)
+    lab.ssh("tee", DROPIN, input="[Journal]\nRateLimitIntervalSec=30s\nRateLimitBurst=10000\n")
+    lab.ssh("systemctl", "restart", "systemd-journald")
+    lab.ssh("systemctl", "daemon-reload")
+    lab.ssh("systemctl", "start", FLOODED)
+    yield FLOODED
+    lab.ssh("systemctl", "stop", FLOODED, check=False)
+    lab.ssh("rm", "-f", DROPIN, f"/etc/systemd/system/{FLOODED}")
+    lab.ssh("systemctl", "daemon-reload")
+    lab.ssh("systemctl", "restart", "systemd-journald")
+
+
+async def test_journalds_default_limit_after_a_crash_and_a_flood(lab: LabHandle, default_rate_limit: str) -> None:
+    """The crash of eight ranks, then (the restarted server logging every step of a big batch)
+    100,000 decode lines inside the same 30 s window: journald's default burst, 10,000 scaled up
+    with its free space (about 32,000 on the lab's 1 GB journal), drops the rest, and the crash's
+    tracebacks lie in the period its report covers."""
+    heard: list[str] = []
+
+    class Heard(Listener):
+        def notice(self, sentence: str) -> None:
+            heard.append(sentence)
+
+    session = Session(Config(), Target(lab.name, default_rate_limit))
+    session.listener = Heard()
+    session.start()
+    try:
+        await until(
+            lambda: session.status is not None and session.status.ready and session.journal.state == "following", 60
+        )
+        crashed = session.status.invocation_id
+        assert crash(Lab(lab.name), FLOOD_PORT) == 8
+        await until(
+            lambda: session.status.ready and session.status.invocation_id != crashed, 60, lambda: session.status
+        )
+        fault(Lab(lab.name), "flood", FLOOD_PORT, lines=100_000)
+        await until(lambda: any(h.startswith("journald dropped") for h in heard), 90, heard)
+        said = next(h for h in heard if h.startswith("journald dropped"))
+        assert int(re.match(r"journald dropped (\d+) messages", said).group(1)) > 10_000, heard  # type: ignore[union-attr]
+        note = render(await session.incident())
+        marked = re.findall(r"^### \d+\. TP\d .*⚠ possibly incomplete: journald dropped lines then$", note, re.M)
+        assert len(marked) >= 8, note[:4000]
     finally:
         await session.close()

@@ -192,6 +192,16 @@ class Standin:
             await self.detokenizer.wait()
         self.engine.stall()
 
+    def flood(self, lines: int) -> None:
+        """`lines` decode lines at once, as a server logging every step of a big batch prints
+        them: what drives journald past its rate limit (its default: 10,000 a unit per 30 s,
+        scaled up with free space)."""
+        for _ in range(lines):
+            self.rank0.info(
+                "Decode batch, #running-req: 32, #token: 18234, token usage: 0.13, cuda graph: True, "
+                "gen throughput (token/s): 3468.94, #queue-req: 3"
+            )
+
     def sigquit(self) -> None:
         """A child's watchdog gave up: SGLang's handler says so and ends the whole tree."""
         self.log.info("Received sigquit from a child process. It usually means the child failed.")
@@ -250,6 +260,10 @@ class Standin:
                 return _send_json(
                     writer, 200, {"crashing": True, "ranks": self.tp_size - min(self.settings.orphans, self.tp_size)}
                 )
+            if method == "POST" and path == "/standin/flood":
+                lines = int(json.loads(body or b"{}").get("lines", 0))
+                self.flood(lines)
+                return _send_json(writer, 200, {"flooded": lines})
             if method == "POST" and path in ("/standin/hang", "/standin/kill-detokenizer"):
                 fault = self.hang if path == "/standin/hang" else self.kill_detokenizer
                 asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(fault()))
