@@ -25,7 +25,7 @@ async def _stacks(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from cockpit.cli.target import open_target
-    from cockpit.traceback.stack_dump import rank_of, thread_text, where
+    from cockpit.traceback.stack_dump import headline, rank_of, thread_text
 
     async with open_target(args, read_only=True) as session:
         capture = await session.stacks()
@@ -43,11 +43,8 @@ async def _stacks(args: argparse.Namespace) -> int:
     assert target is not None
     print(f"{len(capture.processes)} processes of {target.unit} on {target.host}, as py-spy dumped them:")
     for stack in capture.processes:
-        rank = rank_of(stack.title)
+        print(f"\n{headline(stack)}")
         main = stack.main
-        spot = where(main) if main is not None else None
-        at = f": {main.name} in {spot.function} ({spot.file}:{spot.line})" if main is not None and spot else ""
-        print(f"\n{rank + ' ' if rank else ''}{stack.title.split(' ', 1)[0]} (PID {stack.pid}){at}")
         if stack.error:
             print(f"  py-spy could not read it: {stack.error}")
         threads = stack.threads if args.all_threads else [main] if main is not None else []

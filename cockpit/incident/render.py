@@ -18,7 +18,8 @@ from cockpit.incident.model import Incident
 from cockpit.sglang.startup import headline, table
 from cockpit.traceback import Traceback
 from cockpit.traceback.groups import group
-from cockpit.traceback.stack_dump import rank_of, thread_text, where
+from cockpit.traceback.stack_dump import headline as stack_headline
+from cockpit.traceback.stack_dump import thread_text
 
 
 def fence_for(text: str, char: str = "`") -> str:
@@ -230,11 +231,7 @@ def _render_stacks(incident: Incident, w) -> None:
     w(f"## Stacks (py-spy dump at {_when(capture.at)})\n")
     w("Where each process of the unit was when they were dumped; every thread, innermost frame last.\n")
     for stack in capture.processes:
-        rank = rank_of(stack.title)
-        main = stack.main
-        spot = where(main) if main is not None else None
-        at = f": {main.name} in {spot.function} ({spot.file}:{spot.line})" if main is not None and spot else ""
-        w(f"### {rank + ' ' if rank else ''}{cell(stack.title.split(' ', 1)[0])} (PID {stack.pid}){at}\n")
+        w(f"### {cell(stack_headline(stack))}\n")
         if stack.error:
             w(f"py-spy could not read it: {cell(stack.error)}\n")
             continue

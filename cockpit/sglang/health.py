@@ -22,7 +22,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from cockpit.sglang.logparse import ErrorMarker, Ready, parse, rank_order
+from cockpit.sglang.logparse import ERRORS, READY_TEXT, ErrorMarker, Ready, parse, rank_order
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.processes import UnitProcesses
 from cockpit.systemd.readiness import HEALTH, Probe
@@ -33,15 +33,7 @@ STATES = (STARTING, READY, DEGRADED, HUNG, DOWN)
 TITLES = "sglang::"  # SGLang's own processes: sglang::scheduler_TP3, sglang::detokenizer
 SCHEDULER, DETOKENIZER = "sglang::scheduler", "sglang::detokenizer"
 # Cheap first look at a line: only these messages (after the prefix's `] `) are read further.
-_WATCHED = (
-    "The server is fired up",
-    "Scheduler hit an exception",
-    "Received sigquit",
-    "Health check failed",
-    "Initialization failed",
-    "Watchdog timeout",
-    "Scheduler watchdog timeout",
-)
+_WATCHED = (READY_TEXT, *(start for start, _ in ERRORS))  # the ready line and every error marker
 WATCHED_PATTERN = "|".join(re.escape(start) for start in _WATCHED)  # for journalctl --grep (PCRE2)
 _KEPT = 8  # starts remembered
 STACKS_HINT = "every rank's stack: s in the cockpit, or cockpit stacks"

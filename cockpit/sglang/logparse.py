@@ -166,7 +166,7 @@ class ErrorMarker:
 
 LogEvent = DecodeStats | PrefillStats | Ready | Milestone | ErrorMarker
 
-_ERRORS: tuple[tuple[str, ErrorKind], ...] = (
+ERRORS: tuple[tuple[str, ErrorKind], ...] = (
     ("Scheduler hit an exception", "scheduler_exception"),
     ("Received sigquit", "sigquit"),
     ("Health check failed", "health_check_failed"),
@@ -205,7 +205,7 @@ def parse(line: str) -> LogEvent | None:
         return _prefill(message, stamp, rank)
     if message.startswith(READY_TEXT):
         return Ready(stamp, rank)
-    for marker, error in _ERRORS:
+    for marker, error in ERRORS:
         if message.startswith(marker):
             return ErrorMarker(stamp, rank, error, message)
     for marker, milestone in _MILESTONES:

@@ -34,6 +34,15 @@ def where(thread: ThreadStack) -> StackFrame | None:
     return next((f for f in thread.frames if not _STDLIB.search(f.file)), thread.frames[0] if thread.frames else None)
 
 
+def headline(stack: ProcessStack) -> str:
+    """`TP3 sglang::scheduler_TP3 (PID 4242): MainThread in _wait_for_peers (/path/worker.py:92)`."""
+    rank = rank_of(stack.title)
+    main = stack.main
+    spot = where(main) if main is not None else None
+    at = f": {main.name} in {spot.function} ({spot.file}:{spot.line})" if main is not None and spot else ""
+    return f"{rank + ' ' if rank else ''}{stack.title.split(' ', 1)[0]} (PID {stack.pid}){at}"
+
+
 def thread_text(stack: ProcessStack, thread: ThreadStack) -> list[str]:
     """The thread as Python writes a traceback, with its closing PySpyDump line."""
     state = "running" if thread.active else "idle"

@@ -21,27 +21,18 @@ from cockpit.session import Session
 from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY
 from cockpit.targets import Target
 from cockpit.traceback.stack_dump import folded, rank_of
-from tests.conftest import ROOT, LabHandle, until
+from tests.conftest import LabHandle, until
+from tests.lab.standin_units import standin_unit
 
 UNIT, PORT, WATCHDOG_S = "sglang-faults.service", 30100, 45
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))
-DEMO = (ROOT / "cockpit" / "lab" / "guest" / "sglang-demo.service").read_text()
 
 
 @pytest.fixture
 def fault_unit(lab: LabHandle) -> Iterator[str]:
     """The demo's stand-in on a port of its own, with a short watchdog and no restart."""
-    text = DEMO.replace("--port 30000", f"--port {PORT} --watchdog-timeout {WATCHDOG_S}")
-    text = text.replace("Restart=on-failure", "Restart=no").replace("[Install]\nWantedBy=multi-user.target\n", "")
-    lab.ssh("tee", f"/etc/systemd/system/{UNIT}", input=text)
-    lab.ssh("systemctl", "daemon-reload")
-    lab.ssh("systemctl", "start", UNIT)
-    try:
-        yield UNIT
-    finally:
-        lab.ssh("systemctl", "stop", UNIT, check=False)
-        lab.ssh("rm", "-f", f"/etc/systemd/system/{UNIT}", check=False)
-        lab.ssh("systemctl", "daemon-reload", check=False)
+    with standin_unit(lab, UNIT, PORT, flags=f"--watchdog-timeout {WATCHDOG_S}", restart=False) as name:
+        yield name
 
 
 def cockpit(lab: LabHandle, *argv: str) -> subprocess.CompletedProcess[str]:

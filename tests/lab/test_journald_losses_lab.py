@@ -22,7 +22,8 @@ from cockpit.incident import render
 from cockpit.lab.lab import Lab, crash, fault
 from cockpit.session import Listener, Session
 from cockpit.targets import Target
-from tests.conftest import ROOT, LabHandle, until
+from tests.conftest import LabHandle, until
+from tests.lab.standin_units import standin_unit
 
 UNIT = "sglang-demo.service"
 DROPIN = "/etc/systemd/journald.conf.d/zz-cockpit-test-rate-limit.conf"
@@ -74,18 +75,14 @@ FLOODED, FLOOD_PORT = "sglang-flooded.service", 30400
 def default_rate_limit(lab: LabHandle) -> Iterator[str]:
     """journald's own defaults, which the lab's journald.conf.d turns off, and a unit of the
     test's own (its 100,000 lines stay out of the demo unit's journal)."""
-    demo = (ROOT / "cockpit" / "lab" / "guest" / "sglang-demo.service").read_text()
-    text = demo.replace("--port 30000", f"--port {FLOOD_PORT}").replace("[Install]\nWantedBy=multi-user.target\n", "")
-    lab.ssh("tee", f"/etc/systemd/system/{FLOODED}", input=text)
     lab.ssh("tee", DROPIN, input="[Journal]\nRateLimitIntervalSec=30s\nRateLimitBurst=10000\n")
     lab.ssh("systemctl", "restart", "systemd-journald")
-    lab.ssh("systemctl", "daemon-reload")
-    lab.ssh("systemctl", "start", FLOODED)
-    yield FLOODED
-    lab.ssh("systemctl", "stop", FLOODED, check=False)
-    lab.ssh("rm", "-f", DROPIN, f"/etc/systemd/system/{FLOODED}")
-    lab.ssh("systemctl", "daemon-reload")
-    lab.ssh("systemctl", "restart", "systemd-journald")
+    try:
+        with standin_unit(lab, FLOODED, FLOOD_PORT) as name:
+            yield name
+    finally:
+        lab.ssh("rm", "-f", DROPIN)
+        lab.ssh("systemctl", "restart", "systemd-journald")
 
 
 async def test_journalds_default_limit_after_a_crash_and_a_flood(lab: LabHandle, default_rate_limit: str) -> None:

@@ -13,10 +13,10 @@ from cockpit.config import Config
 from cockpit.session import Session
 from cockpit.sglang.health import READY
 from cockpit.targets import Target
-from tests.conftest import ROOT, LabHandle, until
+from tests.conftest import LabHandle, until
+from tests.lab.standin_units import standin_unit
 
 UNIT, PORT = "sglang-metrics.service", 30300
-DEMO = (ROOT / "cockpit" / "lab" / "guest" / "sglang-demo.service").read_text()
 REQUESTS = f"""
 import json, urllib.request as u
 for i in range(8):
@@ -29,19 +29,9 @@ print(u.urlopen("http://127.0.0.1:{PORT}/standin/stats").read().decode())
 
 @pytest.fixture
 def metrics_unit(lab: LabHandle) -> Iterator[str]:
-    text = DEMO.replace("--port 30000", f"--port {PORT} --enable-metrics").replace("Restart=on-failure", "Restart=no")
-    text = text.replace(
-        "COCKPIT_STANDIN_CAPACITY=1200", "COCKPIT_STANDIN_CAPACITY=1200 COCKPIT_STANDIN_PREFIX_CACHE_HIT=0.4"
-    )
-    lab.ssh("tee", f"/etc/systemd/system/{UNIT}", input=text.replace("[Install]\nWantedBy=multi-user.target\n", ""))
-    lab.ssh("systemctl", "daemon-reload")
-    lab.ssh("systemctl", "start", UNIT)
-    try:
-        yield UNIT
-    finally:
-        lab.ssh("systemctl", "stop", UNIT, check=False)
-        lab.ssh("rm", "-f", f"/etc/systemd/system/{UNIT}", check=False)
-        lab.ssh("systemctl", "daemon-reload", check=False)
+    flags, env = "--enable-metrics", "COCKPIT_STANDIN_PREFIX_CACHE_HIT=0.4"
+    with standin_unit(lab, UNIT, PORT, flags=flags, env=env, restart=False) as name:
+        yield name
 
 
 async def test_metrics_feed_the_passive_series_with_the_cache_hit_rate(lab: LabHandle, metrics_unit: str) -> None:

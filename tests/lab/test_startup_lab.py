@@ -17,27 +17,19 @@ from cockpit.sglang.health import READY, STARTING
 from cockpit.sglang.startup import PHASES
 from cockpit.systemd.status import UnitStatus
 from cockpit.targets import Target
-from tests.conftest import ROOT, LabHandle, until
+from tests.conftest import LabHandle, until
+from tests.lab.standin_units import standin_unit
 
 UNIT = "sglang-start.service"
 DROPIN = f"/etc/systemd/system/{UNIT}.d/fail.conf"
-DEMO = (ROOT / "cockpit" / "lab" / "guest" / "sglang-demo.service").read_text()
 ELAPSED = re.compile(r"\[[^]]* (TP\d)\] Load weight end\. elapsed=([\d.]+) s")
 
 
 @pytest.fixture
 def start_unit(lab: LabHandle) -> Iterator[str]:
-    """The demo's stand-in on a port of its own, 2 s a phase, no restart."""
-    text = DEMO.replace("--port 30000", "--port 30200").replace("Restart=on-failure", "Restart=no")
-    text = text.replace("COCKPIT_STANDIN_CAPACITY=1200", "COCKPIT_STANDIN_CAPACITY=1200 COCKPIT_STANDIN_STARTUP_S=8")
-    lab.ssh("tee", f"/etc/systemd/system/{UNIT}", input=text.replace("[Install]\nWantedBy=multi-user.target\n", ""))
-    lab.ssh("systemctl", "daemon-reload")
-    try:
-        yield UNIT
-    finally:
-        lab.ssh("systemctl", "stop", UNIT, check=False)
-        lab.ssh("rm", "-rf", f"/etc/systemd/system/{UNIT}", f"/etc/systemd/system/{UNIT}.d", check=False)
-        lab.ssh("systemctl", "daemon-reload", check=False)
+    """The demo's stand-in on a port of its own, 2 s a phase, no restart, not started yet."""
+    with standin_unit(lab, UNIT, 30200, env="COCKPIT_STANDIN_STARTUP_S=8", restart=False, start=False) as name:
+        yield name
 
 
 async def test_a_tp8_start_phase_by_phase_and_one_that_dies(lab: LabHandle, start_unit: str) -> None:

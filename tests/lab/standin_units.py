@@ -1,0 +1,32 @@
+"""Units of a test's own that run the lab's stand-in: the demo unit's text on another port, with
+flags and COCKPIT_STANDIN_* settings added, installed for the test and removed after it (the demo
+unit's journal stays what the other tests read)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from tests.conftest import ROOT, LabHandle
+
+DEMO = (ROOT / "cockpit" / "lab" / "guest" / "sglang-demo.service").read_text()
+
+
+@contextlib.contextmanager
+def standin_unit(
+    lab: LabHandle, name: str, port: int, *, flags: str = "", env: str = "", restart: bool = True, start: bool = True
+) -> Iterator[str]:
+    text = DEMO.replace("--port 30000", f"--port {port}{' ' + flags if flags else ''}")
+    text = text.replace("COCKPIT_STANDIN_CAPACITY=1200", f"COCKPIT_STANDIN_CAPACITY=1200{' ' + env if env else ''}")
+    if not restart:
+        text = text.replace("Restart=on-failure", "Restart=no")
+    lab.ssh("tee", f"/etc/systemd/system/{name}", input=text.replace("[Install]\nWantedBy=multi-user.target\n", ""))
+    lab.ssh("systemctl", "daemon-reload")
+    if start:
+        lab.ssh("systemctl", "start", name)
+    try:
+        yield name
+    finally:
+        lab.ssh("systemctl", "stop", name, check=False)
+        lab.ssh("rm", "-rf", f"/etc/systemd/system/{name}", f"/etc/systemd/system/{name}.d", check=False)
+        lab.ssh("systemctl", "daemon-reload", check=False)
