@@ -74,8 +74,9 @@ async def test_a_hang_reads_hung_before_its_watchdog_and_its_stacks_are_real(lab
         status = cockpit(lab, "status", "--generate", "--json")
         assert status.returncode == 1 and json.loads(status.stdout)["readiness"] == HUNG
 
-        note = render(await session.incident())
+        note = render(await session.incident())  # one note: the stacks, the GPU table, the start-up
         assert note.count("### TP") >= 8 and "## Stacks (py-spy dump at " in note
+        assert "## GPUs" in note and "## Start-up" in note and "| load weight |" in note
 
         # Then each rank's watchdog fires, SIGQUITs the server, and it ends.
         await until(lambda: session.status.readiness == DOWN, WATCHDOG_S + 30, lambda: session.status)

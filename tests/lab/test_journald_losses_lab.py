@@ -112,6 +112,7 @@ async def test_journalds_default_limit_after_a_crash_and_a_flood(lab: LabHandle,
         await until(lambda: any(h.startswith("journald dropped") for h in heard), 90, heard)
         said = next(h for h in heard if h.startswith("journald dropped"))
         assert int(re.match(r"journald dropped (\d+) messages", said).group(1)) > 10_000, heard  # type: ignore[union-attr]
+        assert f"`systemctl edit {default_rate_limit}`, add `[Service]` `LogRateLimitIntervalSec=0`" in said
         note = render(await session.incident())
         marked = re.findall(r"^### \d+\. TP\d .*⚠ possibly incomplete: journald dropped lines then$", note, re.M)
         assert len(marked) >= 8, note[:4000]
