@@ -1,7 +1,8 @@
 """SGLang's cross-flag rules that stop a server at start-up, with the releases they hold for.
 
-Kept apart from the pre-flight checks because the lab's stand-in needs the same verdict to
-decide whether to die the way the real release dies.
+The pre-flight's static layer reads them. The lab's stand-in does not: it replays what the real
+releases did with a flag set (cockpit/lab/standin/replays/outcomes.json), so a lab test of the
+pre-flight never checks these rules against themselves.
 """
 
 from __future__ import annotations

@@ -275,3 +275,40 @@ def test_cockpit_bench_at_1_4_16_and_64_reads_what_the_standin_delivered(standin
         assert lv["tpot_ms"]["mean"] == pytest.approx(truth["tpot_ms"], rel=0.05), c
         assert lv["itl_ms"]["mean"] == pytest.approx(truth["tpot_ms"], rel=0.05), c
         assert lv["output_tokens_per_s_per_stream"] == pytest.approx(truth["per_stream"], rel=0.05), c
+
+
+def test_a_flag_set_with_no_recorded_outcome_starts_whatever_the_rule_says(sglang_root) -> None:
+    """topk 2 and draft tokens 5 without steps break the EAGLE rule the pre-flight checks, but no
+    run of the release with them is on record: the stand-in does not judge it, it starts."""
+    from cockpit.lab.standin.launch import recorded_outcome
+    from cockpit.sglang.rules import eagle_violation
+
+    flags = {
+        "--speculative-algorithm": "EAGLE3",
+        "--speculative-eagle-topk": "2",
+        "--speculative-num-draft-tokens": "5",
+    }
+    assert eagle_violation("0.5.23", flags) is not None and recorded_outcome("0.5.23", flags) is None
+    recorded = {
+        "--speculative-algorithm": "EAGLE3",
+        "--speculative-eagle-topk": "4",
+        "--speculative-num-draft-tokens": "3",
+    }
+    assert recorded_outcome("0.5.23", {**recorded, "--speculative-draft-model-path": "/m/draft"}) == "AssertionError"
+    assert recorded_outcome("0.5.19", recorded) is None  # a release with no recorded runs
+    code = (
+        "import sys\nimport cockpit.lab.standin.server\n"
+        "print(sorted(m for m in sys.modules if m == 'cockpit.sglang.rules'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"  # the stand-in does not even import the pre-flight's rules
+
+
+def test_the_outcomes_name_runs_that_are_in_the_fixtures() -> None:
+    records = json.loads((ROOT / "cockpit" / "lab" / "standin" / "replays" / "outcomes.json").read_text())
+    assert len(records) == 16
+    for record in records:
+        text = (FIXTURES.parent / record["recorded"].removeprefix("shared/")).read_text()
+        assert ("PREFLIGHT OK" in text) == (record["outcome"] == "ok"), record
+        if record["outcome"] != "ok":
+            assert text.rstrip().splitlines()[-1].startswith(record["outcome"]), record

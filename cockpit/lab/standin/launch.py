@@ -1,13 +1,19 @@
-"""What `launch_server` does before it serves: parse the real flags, apply the EAGLE rule.
+"""What `launch_server` does before it serves: parse the real flags, then do what the real release
+did with them.
 
-The parser is built from the catalog of the SGLang release installed beside the stand-in, so
-an unknown or malformed flag fails exactly as argparse fails in that release, and a flag set
-that breaks the EAGLE rule replays the traceback that release printed (`replays/`).
+The parser is built from the catalog of the SGLang release installed beside the stand-in, so an
+unknown or malformed flag fails exactly as argparse fails in that release. After that the
+stand-in judges nothing itself: the cockpit's pre-flight is what the lab tests, so the stand-in
+must not share its rules. It looks the speculative flags up among the outcomes the real releases
+gave (`replays/outcomes.json`: each flag set run through SGLang 0.5.9 and 0.5.23 themselves); a
+recorded failure replays the traceback that release printed (`replays/`), and a flag set with
+no record, or a recorded success, starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -17,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.sglang.flags import Catalog, Flag, load_catalog
-from cockpit.sglang.rules import eagle_violation
 
 REPLAYS = Path(__file__).with_name("replays")
 RECORDED_PYTHON = "python3.11"  # what the real runs behind the replays ran on
@@ -95,15 +100,38 @@ def replay_text(version: str, exception: str, pid: int) -> str:
     return re.sub(r"\b(parent_pid|pid)=\d+", lambda m: f"{m.group(1)}={pid}", text)
 
 
+def recorded_outcome(version: str, flags: dict[str, str | None]) -> str | None:
+    """What the real `version` did with these speculative flags (`AssertionError`, `TypeError`,
+    `ok`), where a run of it is on record; None where none is. The record is keyed by the flags
+    the recorded runs varied: every `--speculative-*` flag but the draft model's path, which
+    names a directory of the machine it ran on."""
+    given = {k: v for k, v in flags.items() if k.startswith("--speculative-") and k != "--speculative-draft-model-path"}
+    if not given:
+        return None  # no speculative decoding: nothing the recorded runs tried
+    for record in json.loads((REPLAYS / "outcomes.json").read_text()):
+        if record["release"] == version and record["flags"] == given:
+            return str(record["outcome"])
+    return None
+
+
 def parse_or_die(argv: Sequence[str], sglang_root: str) -> tuple[Catalog, argparse.Namespace, dict[str, str | None]]:
-    """Parse like SGLang; exit 2 on bad flags, or replay the release's traceback and exit 1."""
+    """Parse like SGLang; exit 2 on bad flags, or replay the release's recorded traceback and exit 1."""
     catalog = load_catalog(find_sglang_root(sglang_root))
     namespace = build_parser(catalog).parse_args(list(argv))
     flags = given_flags(catalog, namespace)
-    violation = eagle_violation(catalog.version or "0", flags)
-    if violation is not None:
+    version = catalog.version or "unknown"
+    outcome = recorded_outcome(version, flags)
+    if outcome is not None and outcome != "ok":
         sys.stdout.flush()
-        sys.stderr.write(replay_text(catalog.version or "unknown", violation.exception, os.getpid()))
+        sys.stderr.write(replay_text(version, outcome, os.getpid()))
         sys.stderr.flush()
         raise SystemExit(1)
+    speculative = {k: v for k, v in flags.items() if k.startswith("--speculative-")}
+    if outcome is None and speculative:
+        print(
+            f"stand-in: no run of SGLang {version} with these speculative flags is on record "
+            f"({' '.join(f'{k} {v}' for k, v in speculative.items())}): starting as if it accepted them",
+            file=sys.stderr,
+            flush=True,
+        )
     return catalog, namespace, flags
