@@ -126,7 +126,7 @@ def assess(
 ) -> Readiness:
     """The readiness of the unit's running start. `probe`: the last health answer of this
     start (None: not asked yet); `processes`: its cgroup now (None: not read); `schedulers`:
-    how many scheduler ranks its flags put on this node (cockpit.sglang.host_preflight's
+    how many scheduler ranks its flags put on this node (cockpit.sglang.ranks'
     `ranks_on_node`; None: unknown); `journal`: whether `signals` were read from its journal at
     all (the reason says so when they were not)."""
     state = status.active_state

@@ -28,6 +28,7 @@ from typing import Literal
 
 from cockpit.traceback.grammar import RANKS, STAMP
 
+CAPTURE_START = "Capture "  # `Capture cuda graph begin.`, 0.5.23's `Capture target decode CUDA graph begin.`
 _STARTS = (
     "Decode batch",
     "Prefill batch",
@@ -37,7 +38,7 @@ _STARTS = (
     "Load weight ",
     "KV Cache is allocated",
     "Memory pool end",
-    "Capture ",
+    CAPTURE_START,
     "max_total_num_tokens=",
     "Scheduler hit an exception",
     "Received sigquit",
@@ -176,7 +177,7 @@ ERRORS: tuple[tuple[str, ErrorKind], ...] = (
 )
 # The distributed set-up is `Init torch distributed begin.` / `... ends.` to 0.5.19 and `Init
 # parallel begin.` / `Init parallel ends.` in 0.5.23; the KV cache line is 0.4.x's.
-_MILESTONES: tuple[tuple[str, MilestoneKind], ...] = (
+MILESTONES: tuple[tuple[str, MilestoneKind], ...] = (
     ("Init torch distributed begin", "init_begin"),
     ("Init torch distributed ends", "init_end"),
     ("Init parallel begin", "init_begin"),
@@ -208,7 +209,7 @@ def parse(line: str) -> LogEvent | None:
     for marker, error in ERRORS:
         if message.startswith(marker):
             return ErrorMarker(stamp, rank, error, message)
-    for marker, milestone in _MILESTONES:
+    for marker, milestone in MILESTONES:
         if message.startswith(marker):
             return Milestone(stamp, rank, milestone, message, dict(_ASSIGN.findall(message)))
     capture = _CAPTURE.match(message)

@@ -26,7 +26,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cockpit.localfs import write_atomic
-from cockpit.sglang.logparse import ErrorMarker, Milestone, Ready, parse, rank_order
+from cockpit.sglang.logparse import (
+    CAPTURE_START,
+    ERRORS,
+    MILESTONES,
+    READY_TEXT,
+    ErrorMarker,
+    Milestone,
+    Ready,
+    parse,
+    rank_order,
+)
 from cockpit.statedir import safe_name, state_dir
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.status import main_exit_of
@@ -46,14 +56,13 @@ _ENDS = {
     "kv_cache_allocated": "memory_pool",
     "graph_capture_end": "cuda_graph",
 }
+# Cheap first look at a line: only these messages (after the prefix's `] `) are parsed: logparse's
+# own markers of the lines read here, so a release's new wording learnt there is read here too.
 _WATCHED = (
-    "Init ",
-    "Load weight ",
-    "KV Cache is allocated",
-    "Memory pool end",
-    "Capture ",
-    "The server is fired up",
-    "Scheduler hit an exception",
+    READY_TEXT,
+    *(start for start, kind in ERRORS if kind == "scheduler_exception"),
+    *(start for start, kind in MILESTONES if kind in _BEGINS or kind in _ENDS),
+    CAPTURE_START,
 )
 _KEPT = 16  # starts remembered
 
@@ -132,7 +141,7 @@ class Timeline:
         return best
 
     def durations(self) -> dict[str, float]:
-        """phase -> seconds of its slowest rank, for the phases every rank has timed."""
+        """phase -> seconds of its slowest rank, for the phases any rank has timed."""
         return {phase: slow[1] for phase in PHASES if (slow := self.slowest(phase)) is not None}
 
 
