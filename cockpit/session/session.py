@@ -389,8 +389,9 @@ class Session:
         signals = self.health.of(status.invocation_id)
         told = assess(status, signals, status.health, status.processes, schedulers=self._schedulers())
         reason = told.reason
-        if told.state == STARTING and status.invocation_id in self.startups.starts:
-            now = self.startups.starts[status.invocation_id].current()
+        timeline = self.startups.starts.get(status.invocation_id or "")
+        if told.state == STARTING and timeline is not None:
+            now = timeline.current()
             if now is not None:  # where a long start is: "in load weight for 412 s (TP3 slowest so far)"
                 phase, rank, seconds = now
                 reason = f"in {NAMES[phase]} for {seconds:.0f} s ({rank or 'rank 0'} slowest so far); {reason}"

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from cockpit.sglang.logparse import ERRORS, READY_TEXT, ErrorMarker, Ready, parse, rank_order
+from cockpit.sglang.per_start import PerStart
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.processes import UnitProcesses
 from cockpit.systemd.readiness import HEALTH, Probe
@@ -65,17 +66,11 @@ class HealthScan:
     journal feed's subscriber: a cheap look at each line, a parse only of the few it watches)."""
 
     def __init__(self) -> None:
-        self.starts: dict[str, Signals] = {}
+        self.starts: PerStart[Signals] = PerStart(lambda _: Signals(), _KEPT)
 
     def of(self, invocation: str | None) -> Signals:
-        if invocation is None:
-            return Signals()
-        found = self.starts.get(invocation)
-        if found is None:
-            found = self.starts[invocation] = Signals()
-            while len(self.starts) > _KEPT:
-                del self.starts[next(iter(self.starts))]
-        return found
+        """The start's signals (a blank, kept nowhere, for a status with no invocation)."""
+        return Signals() if invocation is None else self.starts.of(invocation)
 
     def feed(self, entries: list[JournalEntry]) -> None:
         last: Signals | None = None

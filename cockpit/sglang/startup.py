@@ -37,6 +37,7 @@ from cockpit.sglang.logparse import (
     parse,
     rank_order,
 )
+from cockpit.sglang.per_start import PerStart
 from cockpit.statedir import safe_name, state_dir
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.status import main_exit_of
@@ -149,15 +150,7 @@ class StartupScan:
     """Timelines of each start, read from the unit's journal batch after batch."""
 
     def __init__(self) -> None:
-        self.starts: dict[str, Timeline] = {}
-
-    def of(self, invocation: str) -> Timeline:
-        found = self.starts.get(invocation)
-        if found is None:
-            found = self.starts[invocation] = Timeline(invocation)
-            while len(self.starts) > _KEPT:
-                del self.starts[next(iter(self.starts))]
-        return found
+        self.starts: PerStart[Timeline] = PerStart(Timeline, _KEPT)
 
     def feed(self, entries: list[JournalEntry]) -> None:
         for entry in entries:
@@ -173,7 +166,7 @@ class StartupScan:
                 continue
             message = entry.message
             end = message.find("] ")
-            timeline = self.of(invocation)
+            timeline = self.starts.of(invocation)
             if timeline.first_at is None:
                 timeline.first_at = at
             if end < 0 or not message.startswith(_WATCHED, end + 2):

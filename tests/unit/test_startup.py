@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.incident import Incident, render
+from cockpit.sglang.health import HealthScan
 from cockpit.sglang.logparse import parse
 from cockpit.sglang.startup import PHASES, StartupMemory, StartupScan, summary, table
 from cockpit.systemd.entry import JournalEntry, parse_json_lines
@@ -109,3 +110,19 @@ def test_the_incident_note_carries_each_start(scan: StartupScan) -> None:
     section = note[note.index("## Start-up") :]
     assert section.index("died in load weight on TP3") < section.index("ready ")  # latest first
     assert "| load weight ✗ |" in section and section.count("| phase | slowest |") == 2
+
+
+def test_a_crash_loop_keeps_only_the_latest_starts_in_both_scans() -> None:
+    """Hundreds of starts in a long session: each scan keeps its last few, the newest kept."""
+    lines = [
+        JournalEntry(
+            message="[2026-01-01 00:00:00 TP0] Load weight begin. avail mem=78.52 GB", pid=9, invocation_id=str(i)
+        )
+        for i in range(40)
+    ]
+    startups, health = StartupScan(), HealthScan()
+    startups.feed(lines)
+    health.feed(lines)
+    assert list(startups.starts) == [str(i) for i in range(24, 40)]
+    assert list(health.starts) == [str(i) for i in range(32, 40)]
+    assert startups.starts["39"].ranks["TP0"].begun and health.of(None) is not health.of(None)
