@@ -275,32 +275,19 @@ def compared(timeline: Timeline, last: Remembered | None) -> dict[str, str]:
     return out
 
 
-def summary(timeline: Timeline, last: Remembered | None = None) -> list[str]:
-    """The timeline in a few lines: each phase's slowest rank and time, the memory left, the
-    comparison; the phase a failed start died in."""
-    lines = []
-    versus = compared(timeline, last)
-    for phase in PHASES:
-        slow = timeline.slowest(phase)
-        if slow is None:
-            continue
-        rank, seconds = slow
-        avail = timeline.min_avail_gb(phase)
-        line = f"{NAMES[phase]}: {seconds:.1f} s (slowest {rank or 'rank 0'})"
-        if avail is not None:
-            line += f", {avail:.2f} GB free after"
-        if phase in versus:
-            line += f", {versus[phase]}"
-        lines.append(line)
-    if timeline.ready_at is not None and timeline.first_at is not None:
-        lines.append(f"ready {timeline.ready_at - timeline.first_at:.1f} s after its first line")
+def _died(timeline: Timeline) -> str | None:
+    """`died in load weight on TP3`, or `died before ready` where no phase is known; None for a
+    start that did not fail before ready."""
+    if timeline.failed_at is None or timeline.ready_at is not None:
+        return None
     died = timeline.died_in()
-    if died is not None:
-        phase, rank = died
-        lines.append(f"died in {NAMES[phase]} on {rank or 'rank 0'}: {timeline.failure}")
-    elif timeline.failed_at is not None and timeline.ready_at is None:
-        lines.append(f"died before ready: {timeline.failure}")
-    return lines
+    return f"died in {NAMES[died[0]]} on {died[1] or 'rank 0'}" if died is not None else "died before ready"
+
+
+def death(timeline: Timeline) -> str | None:
+    """`died in load weight on TP3: TP3 hit an exception`, for a start that failed before ready."""
+    end = _died(timeline)
+    return f"{end}: {timeline.failure}" if end is not None else None
 
 
 def table(timeline: Timeline, last: Remembered | None = None, most_ranks: int = 8) -> list[list[str]]:
@@ -340,14 +327,12 @@ def headline(unit: str, timeline: Timeline) -> str:
     """`sglang-demo.service, start 2d5fa9fd (12:00:01): ready 5.5 s after its first line`."""
     began = time.strftime("%H:%M:%S", time.localtime(timeline.first_at)) if timeline.first_at else "?"
     head = f"start-up of {unit}, start {timeline.invocation[:8]} ({began})"
-    died = timeline.died_in()
-    now = timeline.current()
     if timeline.ready_at is not None and timeline.first_at is not None:
         return f"{head}: ready {timeline.ready_at - timeline.first_at:.1f} s after its first line"
-    if died is not None:
-        return f"{head}: died in {NAMES[died[0]]} on {died[1] or 'rank 0'} ({timeline.failure})"
-    if timeline.failed_at is not None:
-        return f"{head}: died before ready ({timeline.failure})"
+    end = _died(timeline)
+    if end is not None:
+        return f"{head}: {end} ({timeline.failure})"
+    now = timeline.current()
     if now is not None:
         return f"{head}: in {NAMES[now[0]]} for {now[2]:.0f} s, {now[1] or 'rank 0'} slowest so far"
     return f"{head}: no start-up line yet"

@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-from cockpit.sglang.startup import Remembered, Timeline, headline, summary, table
+from cockpit.sglang.startup import Remembered, Timeline, death, headline, table
 
 
 class StartupScreen(ModalScreen[None]):
@@ -30,7 +30,8 @@ class StartupScreen(ModalScreen[None]):
         with Vertical(classes="dialog", id="startup-dialog"):
             yield Label(headline(self.unit, self.timeline) + " (Esc closes)", classes="dialog-title")
             yield Static(grid if len(rows) > 1 else "SGLang has printed none of its start-up lines for this start.")
-            lines = [line for line in summary(self.timeline, self.last) if line.startswith("died")]
+            end = death(self.timeline)
+            lines = [end] if end is not None else []
             if self.last is None:
                 lines.append("No earlier start that reached ready is known to compare with.")
             if lines:
