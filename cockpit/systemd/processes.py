@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cockpit.remote.base import Host, HostError
+from cockpit.remote.base import Host, HostError, RunResult
 
 # Shell, with the cgroup as $1 (or, where $1 is empty, the unit $2's own, asked of systemd on the
 # host): $procs, the file that lists its members (exit 3 when there is none).
@@ -60,7 +60,12 @@ async def read(host: Host, control_group: str | None, unit: str = "") -> UnitPro
     cgroup: the unit has no processes)."""
     result = await host.run(["sh", "-c", SCRIPT, "sh", control_group or "", unit], timeout=10)
     if not result.ok:
-        said = (result.error_text or result.text).strip().splitlines()
-        where = control_group or f"{unit}'s cgroup"
-        raise HostError(f"the processes of {where} on {host.name}: {said[-1] if said else result.returncode}")
+        raise unreadable(host, control_group or f"{unit}'s cgroup", result)
     return parse(result.text)
+
+
+def unreadable(host: Host, where: str, result: RunResult) -> HostError:
+    """The sentence for a script over a cgroup's members (MEMBERS) that failed: the last line
+    it said (`no cgroup.procs for /system.slice/x.service`)."""
+    said = (result.error_text or result.text).strip().splitlines()
+    return HostError(f"the processes of {where} on {host.name}: {said[-1] if said else result.returncode}")

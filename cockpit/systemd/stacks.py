@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from cockpit.remote.base import Host, HostError
 from cockpit.remote.sudo import privileged
 from cockpit.systemd.process_facts import NO_TOOL, PID_MARK, SEP
-from cockpit.systemd.processes import MEMBERS
+from cockpit.systemd.processes import MEMBERS, unreadable
 
 INSTALL = "pip install py-spy"  # one static binary in a wheel, for any Python on the host
 SCRIPT = (
@@ -100,8 +100,7 @@ async def read(host: Host, control_group: str, *, sudo: bool = False) -> list[Pr
     if result.returncode == NO_TOOL:
         raise HostError(f"py-spy is not installed on {host.name}: `{INSTALL}` there (any Python will do)")
     if not result.ok:
-        said = (result.error_text or result.text).strip().splitlines()
-        raise HostError(f"the processes of {control_group} on {host.name}: {said[-1] if said else result.returncode}")
+        raise unreadable(host, control_group, result)
     stacks = parse(result.text)
     refused = [s for s in stacks if s.error and ("Permission denied" in s.error or "sudo" in s.error)]
     if refused and len(refused) == len(stacks):

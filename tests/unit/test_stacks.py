@@ -81,3 +81,22 @@ async def test_a_host_without_py_spy_is_told_how_to_get_it(monkeypatch, tmp_path
     with pytest.raises(HostError) as said:
         await stacks.read(LocalHost("gpu7"), "/system.slice/sglang.service")
     assert str(said.value) == "py-spy is not installed on gpu7: `pip install py-spy` there (any Python will do)"
+
+
+async def test_a_cgroup_with_no_members_file_is_one_sentence() -> None:
+    """The members script run on this machine for a cgroup that is not there: the sentence names
+    the cgroup, the host and what the script said."""
+    from cockpit.remote.base import HostError
+    from cockpit.remote.local import LocalHost
+    from cockpit.systemd import processes
+
+    try:
+        await processes.read(LocalHost("jump"), "/system.slice/no-such-cockpit-test.service")
+    except HostError as e:
+        said = str(e)
+    else:
+        raise AssertionError("a cgroup that is not there was read")
+    assert said == (
+        "the processes of /system.slice/no-such-cockpit-test.service on jump: "
+        "no cgroup.procs for /system.slice/no-such-cockpit-test.service"
+    )
