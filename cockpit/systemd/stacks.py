@@ -56,6 +56,11 @@ class ProcessStack:
     error: str | None = None  # py-spy could not read it (not Python, gone, not allowed)
 
     @property
+    def named(self) -> str:
+        """`sglang::scheduler_TP3 (PID 4242)`: its title's first word, and its PID."""
+        return f"{self.title.split(' ', 1)[0]} (PID {self.pid})"
+
+    @property
     def main(self) -> ThreadStack | None:
         """The thread a scheduler runs its loop in."""
         return next((t for t in self.threads if t.name == "MainThread"), self.threads[0] if self.threads else None)

@@ -40,7 +40,7 @@ def headline(stack: ProcessStack) -> str:
     main = stack.main
     spot = where(main) if main is not None else None
     at = f": {main.name} in {spot.function} ({spot.file}:{spot.line})" if main is not None and spot else ""
-    return f"{rank + ' ' if rank else ''}{stack.title.split(' ', 1)[0]} (PID {stack.pid}){at}"
+    return f"{rank + ' ' if rank else ''}{stack.named}{at}"
 
 
 def thread_text(stack: ProcessStack, thread: ThreadStack) -> list[str]:
@@ -50,7 +50,7 @@ def thread_text(stack: ProcessStack, thread: ThreadStack) -> list[str]:
     lines += [f'  File "{f.file}", line {f.line}, in {f.function}' for f in reversed(thread.frames)]
     spot = where(thread)
     at = f" in {spot.function} ({spot.file.rsplit('/', 1)[-1]}:{spot.line})" if spot is not None else ""
-    lines.append(f"{DUMP}: {state}{at}, {thread.name} of {stack.title.split(' ', 1)[0]} (PID {stack.pid})")
+    lines.append(f"{DUMP}: {state}{at}, {thread.name} of {stack.named}")
     return lines
 
 
@@ -63,7 +63,7 @@ def stack_entries(stacks: list[ProcessStack], at: float | None = None) -> list[J
     out = []
     for stack in stacks:
         rank = rank_of(stack.title)
-        head = f"[{stamp}{' ' + rank if rank else ''}] {stack.title.split(' ', 1)[0]} (PID {stack.pid}), "
+        head = f"[{stamp}{' ' + rank if rank else ''}] {stack.named}, "
         main = stack.main
         if main is None:
             lines = [head + f"no stack: {stack.error or 'py-spy found no thread'}"]
