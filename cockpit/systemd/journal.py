@@ -25,6 +25,8 @@ OUTPUT_FIELDS = (
     "MESSAGE,_PID,PRIORITY,_SYSTEMD_INVOCATION_ID,INVOCATION_ID,_SYSTEMD_UNIT,UNIT,SYSLOG_IDENTIFIER,"
     "OBJECT_SYSTEMD_UNIT,OBJECT_SYSTEMD_INVOCATION_ID"
 )
+# How every read prints entries: JSON, long fields whole, only the fields the cockpit reads.
+OUTPUT = ("-o", "json", "--all", f"--output-fields={OUTPUT_FIELDS}", "--no-pager")
 RETRY = (0.5, 1.0, 2.0, 4.0)
 
 
@@ -38,7 +40,7 @@ BUFFERED = 'if command -v stdbuf >/dev/null 2>&1; then exec stdbuf -o 256K "$@";
 
 def journalctl_argv(unit: str, *extra: str) -> list[str]:
     """journalctl's own argv for the unit's entries (`journal_argv` runs it buffered)."""
-    return ["journalctl", "-u", unit, "-o", "json", "--all", f"--output-fields={OUTPUT_FIELDS}", "--no-pager", *extra]
+    return ["journalctl", "-u", unit, *OUTPUT, *extra]
 
 
 def journal_argv(unit: str, *extra: str) -> list[str]:
@@ -81,8 +83,7 @@ async def matching(host: Host, unit: str, pattern: str, n: int, timeout: float) 
     host beside `systemctl show` rather than after it) whose message matches `pattern`
     (journalctl's own --grep, PCRE2, so only those cross the link); None where the host's
     journalctl cannot match patterns or does not answer in `timeout` s."""
-    journalctl = ["journalctl", "-o", "json", "--all", f"--output-fields={OUTPUT_FIELDS}", "--no-pager"]
-    argv = ["sh", "-c", _THIS_START, "sh", unit, *journalctl, "--grep", pattern, "-n", str(n)]
+    argv = ["sh", "-c", _THIS_START, "sh", unit, "journalctl", *OUTPUT, "--grep", pattern, "-n", str(n)]
     try:
         result = await host.run(argv, timeout=timeout)
     except (HostError, TimeoutError):
