@@ -28,6 +28,7 @@ from cockpit.lab.standin.nvidia_smi import GPUS, TOTAL_MIB
 from cockpit.lab.standin.settings import Settings
 
 STANDIN_LABEL = "cockpit lab stand-in (CPU program, not SGLang)"
+SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."  # SGLang's handler
 HEALTH_CHECK_TIMEOUT = 20  # SGLang's: /health_generate waits this long for any output, then 503
 # Where the `cockpit` package lives, for the children: they are started under SGLang's process
 # titles (argv[0] `sglang::scheduler_TP3`), so their interpreter finds no venv of its own.
@@ -172,7 +173,7 @@ class Standin:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.gather(*(p.wait() for p in self.workers[:staying])), timeout=10)
         await asyncio.sleep(0.2 if staying < len(self.workers) else 0)  # the orphans have moved out
-        self.log.info("Received sigquit from a child process. It usually means the child failed.")
+        self.log.info(SIGQUIT_LINE)
         os.kill(os.getpid(), signal.SIGKILL)  # SGLang's kill_process_tree ends with the parent
 
     async def hang(self) -> None:
@@ -204,7 +205,7 @@ class Standin:
 
     def sigquit(self) -> None:
         """A child's watchdog gave up: SGLang's handler says so and ends the whole tree."""
-        self.log.info("Received sigquit from a child process. It usually means the child failed.")
+        self.log.info(SIGQUIT_LINE)
         for proc in [*self.workers, self.detokenizer]:
             if proc is not None and proc.returncode is None:
                 proc.kill()
@@ -256,7 +257,7 @@ class Standin:
                     raise HttpError(405, "use POST")
                 return await self._completion(path.endswith("chat/completions"), body, writer)
             if method == "POST" and path == "/standin/crash":
-                asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.crash()))
+                asyncio.get_running_loop().call_soon(_soon, self.crash)
                 return _send_json(
                     writer, 200, {"crashing": True, "ranks": self.tp_size - min(self.settings.orphans, self.tp_size)}
                 )
@@ -266,7 +267,7 @@ class Standin:
                 return _send_json(writer, 200, {"flooded": lines})
             if method == "POST" and path in ("/standin/hang", "/standin/kill-detokenizer"):
                 fault = self.hang if path == "/standin/hang" else self.kill_detokenizer
-                asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(fault()))
+                asyncio.get_running_loop().call_soon(_soon, fault)
                 return _send_json(writer, 200, {path.rsplit("/", 1)[1]: True})
             if method != "GET":
                 raise HttpError(405, "use GET")
