@@ -1,16 +1,17 @@
 """Passive throughput: what the server says it is doing, with no load run of ours going.
 
 Three sources, one shown at a time (each point says which). `/metrics`, where the server runs
-with `--enable-metrics`, is the first: polled every 2 s, it says the throughput, the running and
-queued requests, the KV cache's use, the speculative accept length and rate, and the prefix
-cache hit rate (cockpit.sglang.metrics); while it answers, decode lines add nothing. Without it,
-SGLang's decode lines (`gen throughput (token/s)`, `#running-req`, `accept len`), printed every
-`decode_log_interval` steps, come with the journal the cockpit follows anyway. `/server_info`'s
-`internal_states` (`last_gen_throughput`, `avg_spec_accept_length`, one entry per data-parallel
-rank) is polled for when the lines do not come: `--log-level warning` hides them, or a long log
-interval leaves the series still while 0.5.23 decays `last_gen_throughput` to 0 once decode
-stops. The value it serves is the one the last decode line printed, so a polled point is
-dropped while decode lines are fresh: the two never draw the same number twice.
+with `--enable-metrics`, is the first: the session polls it (every METRICS_S, 5 s), and it says
+the throughput, the running and queued requests, the KV cache's use, the speculative accept
+length and rate, and the prefix cache hit rate (cockpit.sglang.metrics); while it answers,
+decode lines add nothing. Without it, SGLang's decode lines (`gen throughput (token/s)`,
+`#running-req`, `accept len`), printed every `decode_log_interval` steps, come with the journal
+the cockpit follows anyway. `/server_info`'s `internal_states` (`last_gen_throughput`,
+`avg_spec_accept_length`, one entry per data-parallel rank) can be polled (`ServerInfoPoller`)
+for when the lines do not come: `--log-level warning` hides them, or a long log interval leaves
+the series still while 0.5.23 decays `last_gen_throughput` to 0 once decode stops; the session
+does not poll it. The value it serves is the one the last decode line printed, so a polled
+point is dropped while decode lines are fresh: the two never draw the same number twice.
 
 With data-parallel attention every DP rank prints its own decode line, for its share of the
 requests: a point is the sum of each rank's latest line, so the series shows the server.
