@@ -20,10 +20,11 @@ import pytest
 from cockpit.config import Config
 from cockpit.incident import render
 from cockpit.lab.lab import Lab, crash, fault
-from cockpit.session import Listener, Session
+from cockpit.session import Session
 from cockpit.targets import Target
 from tests.conftest import LabHandle, until
 from tests.lab.standin_units import standin_unit
+from tests.listeners import Notices
 
 UNIT = "sglang-demo.service"
 DROPIN = "/etc/systemd/journald.conf.d/zz-cockpit-test-rate-limit.conf"
@@ -39,14 +40,11 @@ def rate_limited(lab: LabHandle) -> Iterator[None]:
 
 
 async def test_a_crash_past_journalds_limit_is_marked_possibly_incomplete(lab: LabHandle, rate_limited: None) -> None:
-    heard: list[str] = []
-
-    class Heard(Listener):
-        def notice(self, sentence: str) -> None:
-            heard.append(sentence)
+    listener = Notices()
+    heard = listener.said
 
     session = Session(Config(), Target(lab.name, UNIT))
-    session.listener = Heard()
+    session.listener = listener
     session.start()
     try:
         await until(
@@ -90,14 +88,11 @@ async def test_journalds_default_limit_after_a_crash_and_a_flood(lab: LabHandle,
     100,000 decode lines inside the same 30 s window: journald's default burst, 10,000 scaled up
     with its free space (about 32,000 on the lab's 1 GB journal), drops the rest, and the crash's
     tracebacks lie in the period its report covers."""
-    heard: list[str] = []
-
-    class Heard(Listener):
-        def notice(self, sentence: str) -> None:
-            heard.append(sentence)
+    listener = Notices()
+    heard = listener.said
 
     session = Session(Config(), Target(lab.name, default_rate_limit))
-    session.listener = Heard()
+    session.listener = listener
     session.start()
     try:
         await until(

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 
 from cockpit.config import Config
-from cockpit.session import Listener, Session
+from cockpit.session import Session
 from cockpit.targets import Target
 from tests.conftest import LabHandle, until
+from tests.listeners import Notices
 
 UNIT = "leaves-a-child.service"
 TEXT = """[Unit]
@@ -21,17 +22,14 @@ ExecStart=/bin/sh -c 'sleep 600 & exec sleep 601'
 
 
 async def test_a_process_left_in_the_cgroup_after_a_stop_is_named(lab: LabHandle) -> None:
-    heard: list[str] = []
-
-    class Heard(Listener):
-        def notice(self, sentence: str) -> None:
-            heard.append(sentence)
+    listener = Notices()
+    heard = listener.said
 
     lab.ssh("tee", f"/etc/systemd/system/{UNIT}", input=TEXT)
     lab.ssh("systemctl", "daemon-reload")
     lab.ssh("systemctl", "start", UNIT)
     session = Session(Config(), Target(lab.name, UNIT))
-    session.listener = Heard()
+    session.listener = listener
     session.start()
     try:
         await until(lambda: session.status is not None and session.status.active_state == "active", 30)

@@ -9,11 +9,12 @@ import re
 
 from cockpit.config import Config
 from cockpit.incident import Incident, render, tracebacks_in
-from cockpit.session import Listener, RecordedSession
+from cockpit.session import RecordedSession
 from cockpit.systemd.entry import parse_json_line
 from cockpit.systemd.suppression import SuppressionScan
 from cockpit.targets import Target
 from tests.conftest import ROOT
+from tests.listeners import Notices
 
 UNIT = "sglang-demo.service"
 ENTRIES = [
@@ -50,14 +51,11 @@ def test_the_note_marks_the_tracebacks_of_the_period_and_says_how_to_lift_the_li
 
 
 def test_the_session_says_so_as_the_report_arrives() -> None:
-    heard: list[str] = []
-
-    class Heard(Listener):
-        def notice(self, sentence: str) -> None:
-            heard.append(sentence)
+    listener = Notices()
+    heard = listener.said
 
     session = RecordedSession(Config(), Target("cockpit-lab", UNIT))
-    session.listener = Heard()
+    session.listener = listener
     session.deliver(ENTRIES[:100])
     session.deliver(ENTRIES[100:])
     assert (
