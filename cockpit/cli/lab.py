@@ -30,6 +30,12 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
         help="the Debian release the lab runs (bookworm: systemd 252, Python 3.11, OpenSSH 9.2; trixie: "
         "systemd 257, Python 3.13, OpenSSH 10)",
     )
+    up.add_argument(
+        "--real-sglang",
+        action="store_true",
+        help="a service Python where SGLang (0.5.23) really imports, with CPU torch: the pre-flight's dry "
+        "run gives SGLang's own verdict there (a second image, built once: about 4 min, 6 GB)",
+    )
     up.add_argument("--json", action="store_true", help="print the lab's facts as JSON")
     down = lab_sub.add_parser("down", help="stop the lab and remove its namespace and cgroups")
     down.add_argument("--name", default=None)
@@ -71,13 +77,14 @@ def run(args: argparse.Namespace) -> int:
             sglang_version=args.sglang_version or DEFAULT_SGLANG,
             release=args.release,
             progress=lambda m: print(m, file=sys.stderr),
+            real_sglang=args.real_sglang,
         )
         if args.json:
             print(json.dumps(info.to_json()))
         else:
             print(
                 f"lab {info.name} is up at {info.address} (Debian {info.release}, SGLang {info.sglang_version} "
-                "source, stand-in server)"
+                f"{'installed, importable' if info.real_sglang else 'source'}, stand-in server)"
             )
             print(f"  ssh -F {info.ssh_config} {info.name}")
             print(f"  cockpit --host {info.name} --unit sglang-demo.service")

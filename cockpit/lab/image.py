@@ -3,6 +3,10 @@
 The image is keyed by a hash of its recipe (suite, mirror, packages, the setup script), so a
 changed recipe builds a new image and an unchanged one is never rebuilt; each boot runs on a
 throw-away overlay of it. The SGLang source it shows comes from cockpit.sglang.releases.
+
+The real-SGLang flavour adds, on top of that image, a service Python where one SGLang release
+really imports (its wheel and the pinned CPU-runnable part of what it imports, torch
+included): there the pre-flight's dry run gives SGLang's own verdict instead of "not run".
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cockpit.errors import CockpitError, UsageError
@@ -70,12 +75,33 @@ class Recipe:
         return h.hexdigest()[:16]
 
     py_spy: str = PY_SPY
+    real_sglang: str | None = None  # the SGLang release the service Python really imports
 
     def key(self) -> str:
         h = hashlib.sha256(self.base_key().encode())
         h.update(SETUP_SCRIPT.read_bytes())
         h.update(f"py-spy {self.py_spy}".encode())
+        if self.real_sglang is not None:
+            h.update(f"real sglang {self.real_sglang}".encode())
+            h.update(real_sglang_lock(self.real_sglang).read_bytes())
         return h.hexdigest()[:16]
+
+    def plain(self) -> Recipe:
+        """The image this one is built on: the same without a real SGLang."""
+        return replace(self, real_sglang=None)
+
+
+REAL_SGLANG = ("0.5.23",)  # releases with a lock of what their argument resolution imports
+
+
+def real_sglang_lock(version: str) -> Path:
+    """The pinned packages the service Python needs besides SGLang to resolve its arguments."""
+    if version not in REAL_SGLANG:
+        raise UsageError(
+            f"the real-SGLang lab has SGLang {' or '.join(REAL_SGLANG)}, not {version}: "
+            "a release needs its own lock of what its argument resolution imports"
+        )
+    return HERE / f"real-sglang-{version}.txt"
 
 
 def images_root() -> Path:
@@ -133,11 +159,39 @@ def _base(recipe: Recipe, log) -> Path:
     return build_once(base, debootstrap, recipe.base_key()) / "rootfs"
 
 
+def _install_real_sglang(recipe: Recipe, root: Path, log) -> None:
+    """SGLang's wheel and its lock into the service venv, by this machine's pip (the image has
+    none; the wheels are CPython 3.11 manylinux, as the image's own Python is)."""
+    assert recipe.real_sglang is not None
+    found = wheel("sglang", recipe.real_sglang, progress=lambda m: log.write(m + "\n"))
+    site = root / RELEASES[recipe.suite].site_packages.lstrip("/")
+    (site / "sglang").rmdir()  # the bind-mount point of the plain image: pip installs it here instead
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(site)]
+    _run([*pip, "-r", str(real_sglang_lock(recipe.real_sglang)), str(found)], log)
+
+
 def build(recipe: Recipe = Recipe(), progress=print) -> Path:
     """Build the image unless it exists; returns its rootfs. Needs root and debootstrap."""
     final = image_dir(recipe)
     if is_built(recipe):
         return final / "rootfs"
+    if recipe.real_sglang is not None:
+        if recipe.suite != DEFAULT_RELEASE:
+            raise UsageError(f"the real-SGLang lab runs on {DEFAULT_RELEASE}: SGLang's wheels are for its Python 3.11")
+        plain = build(recipe.plain(), progress)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        log_path = final.parent / f"build-{recipe.key()}.log"
+        progress(
+            f"building the real-SGLang {recipe.real_sglang} lab image {recipe.key()} "
+            f"(once; about 4 min, 6 GB), log in {log_path}"
+        )
+
+        def make_real(work: Path) -> None:
+            with open(log_path, "w") as log:
+                _run(["cp", "-a", str(plain), str(work / "rootfs")], log)
+                _install_real_sglang(recipe, work / "rootfs", log)
+
+        return build_once(final, make_real, recipe.key()) / "rootfs"
     if shutil.which("debootstrap") is None:
         raise CockpitError(
             "debootstrap is not installed: run `apt-get install debootstrap systemd-container` (make deps does it)"

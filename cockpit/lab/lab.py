@@ -30,7 +30,7 @@ from cockpit.errors import CockpitError, UsageError
 from cockpit.lab import image, network
 from cockpit.lab.paths import DEFAULT_NAME, run_root, state_root
 from cockpit.localfs import remove_stale
-from cockpit.sglang.releases import sglang_source
+from cockpit.sglang.releases import cache_root, sglang_source
 
 DEFAULT_SGLANG = "0.5.23"
 GUEST_DIR = Path(__file__).with_name("guest")
@@ -49,6 +49,7 @@ class LabInfo:
     known_hosts: str
     release: str = image.DEFAULT_RELEASE
     site_packages: str = image.RELEASES[image.DEFAULT_RELEASE].site_packages  # where its SGLang source is
+    real_sglang: bool = False  # the service Python really imports SGLang (`lab up --real-sglang`)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -159,26 +160,33 @@ class Lab:
         timeout: float = 30.0,
         progress=print,
         release: str = image.DEFAULT_RELEASE,
+        real_sglang: bool = False,
     ) -> LabInfo:
         _require_root()
         running = self.info()
         if running is not None:
-            if running.release != release:
+            if (running.release, running.real_sglang) != (release, real_sglang):
+                wanted = f"{release}{' with a real SGLang' if real_sglang else ''}"
                 raise UsageError(
-                    f"the lab {self.name} is up on {running.release}: take it down first "
-                    f"(`cockpit lab down --name {self.name}`) to boot it on {release}"
+                    f"the lab {self.name} is up on {running.release}"
+                    f"{' with a real SGLang' if running.real_sglang else ''}: take it down first "
+                    f"(`cockpit lab down --name {self.name}`) to boot it on {wanted}"
                 )
             return running
         chosen = image.release(release)
-        rootfs = image.build(image.Recipe(suite=chosen.suite), progress=progress)
-        source = sglang_source(sglang_version, progress=progress)
+        recipe = image.Recipe(suite=chosen.suite, real_sglang=sglang_version if real_sglang else None)
+        if real_sglang:
+            image.real_sglang_lock(sglang_version)  # a release with no lock is refused before any build
+        rootfs = image.build(recipe, progress=progress)
+        # The real-SGLang image has the release installed; the plain one is shown its source.
+        source = None if real_sglang else sglang_source(sglang_version, progress=progress)
         self._ensure_keys()
         run_root().mkdir(parents=True, exist_ok=True)
         with open(run_root() / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             self._stop_leftovers()
             if not running_labs():  # no lab can have an aside-renamed tree mounted now
-                for cache in (image.images_root(), source.parent):
+                for cache in (image.images_root(), cache_root() / "sglang"):
                     if cache.is_dir():
                         remove_stale(cache)
             index = self._free_index()
@@ -199,6 +207,7 @@ class Lab:
             known_hosts=str(self.known_hosts),
             release=chosen.suite,
             site_packages=chosen.site_packages,
+            real_sglang=real_sglang,
         )
         self._info_path().write_text(json.dumps(info.to_json()))
         self._write_ssh_files(info)
@@ -246,19 +255,18 @@ class Lab:
                 return i
         raise CockpitError(f"{MAX_LABS} labs are up already: take one down first")
 
-    def _launch(self, rootfs: Path, source: Path, chosen: image.Release, net: network.LabNet) -> int:
+    def _launch(self, rootfs: Path, source: Path | None, chosen: image.Release, net: network.LabNet) -> int:
         cgroups = _cgroup_dirs(self.name)
         for cg in cgroups:
             cg.mkdir(exist_ok=True)
-        dist_info = sorted(source.glob("sglang-*.dist-info"))
+        shown = [] if source is None else [source / "sglang", *sorted(source.glob("sglang-*.dist-info"))]
         self.units_dir.mkdir(parents=True, exist_ok=True)
         binds = [
             (self.guest_keys, "/etc/ssh/lab"),
             (self.units_dir, "/opt/cockpit-lab/units"),
             (GUEST_DIR, "/opt/cockpit-lab/guest"),
             (Path(cockpit.__file__).parent, "/opt/cockpit/cockpit"),
-            (source / "sglang", f"{chosen.site_packages}/sglang"),
-            *((d, f"{chosen.site_packages}/{d.name}") for d in dist_info),
+            *((d, f"{chosen.site_packages}/{d.name}") for d in shown),
         ]
         nspawn = [
             "systemd-nspawn",

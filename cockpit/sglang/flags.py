@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,14 @@ class Catalog:
     def suggest(self, name: str, n: int = 1) -> list[str]:
         """Did-you-mean candidates for a spelling that is not a flag of this release."""
         return closest(normalize(name), self._by_name, n=n)
+
+
+def on_cuda(argv: Sequence[str]) -> list[str]:
+    """The argv with `--device cuda` unless it names a device: a GPU host's SGLang resolves for
+    CUDA, and a machine without one would pick another device and run other checks."""
+    if any(a == "--device" or a.startswith("--device=") for a in argv):
+        return list(argv)
+    return [*argv, "--device", "cuda"]
 
 
 def normalize(name: str) -> str:

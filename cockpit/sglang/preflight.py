@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 from cockpit.remote.base import Host, HostError, RunResult
 from cockpit.sglang.explain import explain_traceback
-from cockpit.sglang.flags import Catalog, Flag
+from cockpit.sglang.flags import Catalog, Flag, on_cuda
 from cockpit.sglang.rules import eagle_violation
 from cockpit.systemd.unit_args import Item, parse_items
 
@@ -293,9 +293,7 @@ async def dry_run(
     """The release's own resolution of these flags on the host. Returns (outcome, findings)."""
     cache = f"/tmp/cockpit-preflight-{secrets.token_hex(4)}"
     # --device cuda keeps the GPU code paths of the checks; nothing is started on a GPU.
-    has_device = any(a == "--device" or a.startswith("--device=") for a in argv)
-    args = list(argv) if has_device else [*argv, "--device", "cuda"]
-    command = ["env", f"SGLANG_CACHE_DIR={cache}", "timeout", str(int(timeout)), python, "-c", PROBE, *args]
+    command = ["env", f"SGLANG_CACHE_DIR={cache}", "timeout", str(int(timeout)), python, "-c", PROBE, *on_cuda(argv)]
     try:
         result = await host.run(command, timeout=timeout + 10)
     except HostError as e:

@@ -7,7 +7,9 @@ stand-in judges nothing itself: the cockpit's pre-flight is what the lab tests, 
 must not share its rules. It looks the speculative flags up among the outcomes the real releases
 gave (`replays/outcomes.json`: each flag set run through SGLang 0.5.9 and 0.5.23 themselves); a
 recorded failure replays the traceback that release printed (`replays/`), and a flag set with
-no record, or a recorded success, starts.
+no record, or a recorded success, starts. Where SGLang really imports (the real-SGLang lab),
+there is nothing to replay: the release resolves the flags itself, as launch_server does before
+any GPU work, and dies with its own traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cockpit.sglang.flags import Catalog, Flag, load_catalog
+from cockpit.sglang.flags import Catalog, Flag, load_catalog, on_cuda
 
 REPLAYS = Path(__file__).with_name("replays")
 RECORDED_PYTHON = "python3.11"  # what the real runs behind the replays ran on
@@ -114,11 +116,30 @@ def recorded_outcome(version: str, flags: dict[str, str | None]) -> str | None:
     return None
 
 
+def resolve_with_sglang(argv: Sequence[str]) -> bool:
+    """SGLang's own argument resolution, where it imports: what launch_server runs before any
+    GPU work (`prepare_server_args`, then `resolve_once` and `check_server_args` where the release
+    has them). Its exception, if any, is left to end the process with SGLang's own traceback.
+    False where SGLang does not import (the plain lab holds its source alone)."""
+    try:
+        from sglang.srt.server_args import prepare_server_args
+    except ImportError:
+        return False
+    resolved = prepare_server_args(on_cuda(argv))
+    for step in ("resolve_once", "check_server_args"):
+        if hasattr(resolved, step):
+            getattr(resolved, step)()
+    return True
+
+
 def parse_or_die(argv: Sequence[str], sglang_root: str) -> tuple[Catalog, argparse.Namespace, dict[str, str | None]]:
-    """Parse like SGLang; exit 2 on bad flags, or replay the release's recorded traceback and exit 1."""
+    """Parse like SGLang; exit 2 on bad flags, or die as the release did (its own resolution where it
+    imports, else its recorded traceback) and exit 1."""
     catalog = load_catalog(find_sglang_root(sglang_root))
     namespace = build_parser(catalog).parse_args(list(argv))
     flags = given_flags(catalog, namespace)
+    if resolve_with_sglang(argv):
+        return catalog, namespace, flags
     version = catalog.version or "unknown"
     outcome = recorded_outcome(version, flags)
     if outcome is not None and outcome != "ok":

@@ -1,0 +1,130 @@
+"""The real-SGLang lab (`cockpit lab up --real-sglang`): SGLang 0.5.23 really imports in the service
+Python, so the pre-flight's dry run runs end to end through the cockpit's own path (over SSH, in
+the unit's Python) and gives SGLang's own verdict; and the stand-in dies with SGLang's own
+traceback instead of a replay. Its image is a second one (about 6 GB, built once and cached)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import TEST_LAB, LabHandle
+from tests.lab.standin_units import standin_unit
+from tests.unit.test_preflight import COCKPIT
+
+pytestmark = pytest.mark.real_sglang
+
+SEED = (
+    "--speculative-algorithm EAGLE3 --speculative-draft-model-path /models/EAGLE3-LLaMA3.1-Instruct-8B "
+    "--speculative-eagle-topk 4 --speculative-num-draft-tokens 3"
+)
+
+
+@pytest.fixture(scope="module")
+def real_lab() -> Iterator[LabHandle]:
+    from cockpit.lab.lab import Lab
+
+    name = f"{TEST_LAB}-r"
+    handle = Lab(name)
+    info = handle.up(progress=lambda m: print(m, file=sys.stderr), real_sglang=True)
+    lab = LabHandle(name, info)
+    try:
+        lab.wait_for(
+            lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat", check=False).stdout,
+            timeout=90,
+            what="the stand-in's ready line (after SGLang's own resolution of its flags)",
+        )
+        yield lab
+    finally:
+        handle.down()
+
+
+def preflight(lab: LabHandle, unit: str) -> list[dict]:
+    out = subprocess.run(
+        [COCKPIT, "preflight", "--host", lab.name, "--unit", unit, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert out.returncode in (0, 1), out.stdout + out.stderr
+    return json.loads(out.stdout)
+
+
+def verdict(findings: list[dict]) -> str:
+    [said] = [f["message"] for f in findings if f["rule"] == "dry-run" and f["severity"] == "info"]
+    return said.rsplit(": ", 1)[1]
+
+
+def dry_run_errors(findings: list[dict]) -> list[dict]:
+    return [f for f in findings if f["rule"] == "dry-run" and f["severity"] == "error"]
+
+
+def test_sglang_imports_in_the_units_python(real_lab: LabHandle) -> None:
+    probe = "import sglang, torch; print(sglang.__version__, torch.__version__)"
+    out = real_lab.ssh("/opt/sglang/venv/bin/python", "-c", probe, timeout=120).stdout.split()
+    assert out[0] == "0.5.23" and out[1].startswith("2.14.1"), out
+
+
+def test_the_dry_run_gives_sglangs_verdict_on_a_passing_unit(real_lab: LabHandle) -> None:
+    findings = preflight(real_lab, "sglang-demo.service")
+    assert verdict(findings) == "passed", findings
+    assert not [f for f in findings if f["severity"] == "error"], findings
+
+
+@pytest.mark.parametrize(
+    ("case", "flags", "raised", "named", "words"),
+    [
+        # The seed incident: SGLang's own assertion, with the three flags named from its source.
+        (
+            "seed",
+            SEED,
+            "AssertionError",
+            {"--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-num-steps"},
+            "_handle_eagle_family",
+        ),
+        # argparse's refusal, in the release's own words.
+        ("argparse", "--chunked-prefill-size abc", "SystemExit(2)", {"--chunked-prefill-size"}, "invalid int value"),
+        # Outside the EAGLE family: a value check of the release's validations.
+        (
+            "mm-limit",
+            """--limit-mm-data-per-request '{"text": 1}'""",
+            "ValueError",
+            set(),
+            "ValueError",
+        ),
+        # Outside the EAGLE family: what launch_server checks after resolving.
+        ("served-name", "--served-model-name a:b", "AssertionError", set(), "check_server_args"),
+    ],
+)
+def test_the_dry_run_gives_sglangs_own_failure(
+    real_lab: LabHandle, case: str, flags: str, raised: str, named: set[str], words: str
+) -> None:
+    with standin_unit(real_lab, f"sglang-dry-{case}.service", 30100, flags=flags, start=False) as unit:
+        findings = preflight(real_lab, unit)
+    assert verdict(findings) == "failed", findings
+    [error] = dry_run_errors(findings)
+    assert error["would_raise"] == raised, error
+    assert named <= set(error["flags"]), error
+    assert words in error["message"], error
+
+
+def test_the_standin_dies_with_sglangs_own_traceback(real_lab: LabHandle) -> None:
+    """No replay here: the stand-in runs 0.5.23's resolution, which raises in its own source."""
+    with standin_unit(real_lab, "sglang-seed.service", 30101, flags=SEED, restart=False, start=False) as unit:
+        real_lab.ssh("systemctl", "start", unit)
+        real_lab.wait_for(
+            lambda: real_lab.ssh("systemctl", "is-failed", unit, check=False).stdout.strip() == "failed",
+            timeout=90,
+            what="the seed unit to fail",
+        )
+        journal = real_lab.ssh("journalctl", "-u", unit, "-o", "cat").stdout
+    site = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/"
+    assert f'File "{site}server_args.py"' in journal and "in _handle_eagle_family" in journal, journal[-3000:]
+    assert "\nAssertionError\n" in journal + "\n", journal[-3000:]  # the release's bare assertion
+    assert "replays" not in journal, journal[-3000:]
