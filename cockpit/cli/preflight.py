@@ -94,18 +94,17 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
 async def _report(
     args: argparse.Namespace, argv: list[str], catalog: Catalog, host: Host | None, python: str | None
 ) -> Report:
-    from cockpit.sglang.preflight import INFO, Finding, Report, check_paths, check_static, dry_run
+    from cockpit.sglang.dry_runs import DryRuns, replace_static
+    from cockpit.sglang.preflight import Report, check_paths, check_static, flags_only
 
     report = Report(check_static(argv, catalog))
     if host is not None:
-        report.findings += await check_paths(host, argv, catalog)
+        paths = await check_paths(host, argv, catalog)
         if not args.static_only and python is not None:
-            flags_only = argv[next((i for i, w in enumerate(argv) if w.startswith("--")), len(argv)) :]
-            report.dry_run, found = await dry_run(host, python, flags_only, catalog)
-            report.findings += found
-            report.findings.append(
-                Finding(INFO, "dry-run", [], f"SGLang's own argument resolution on {host.name}: {report.dry_run}")
-            )
+            verdict = await DryRuns().verdict(host, python, flags_only(argv), catalog)
+            report.dry_run = verdict.outcome
+            report.findings = [*replace_static(report.findings, verdict), verdict.said()]
+        report.findings += paths
     return report
 
 

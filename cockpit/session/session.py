@@ -35,6 +35,7 @@ from cockpit.session.feeds import POLL_S, StatusPoll, supervise
 from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed
 from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.sglang.deployment import Deployment, read_deployment
+from cockpit.sglang.dry_runs import DryRuns, Verdict
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.health import STARTING, HealthScan, assess
 from cockpit.sglang.preflight import Finding, given_flags
@@ -159,6 +160,7 @@ class Session:
         self.sources = SourceCache()
         self.catalogs = CatalogCache()
         self.deployment: Deployment | None = None
+        self.dry_runs = DryRuns()  # the editor's verdicts from SGLang itself, by release and flags
         self.status: UnitStatus | None = None
         self.gpus: GpuUse | None = None
         self.invocations: set[str] = set()  # the unit's starts seen (journal, polls): whose left-overs
@@ -584,6 +586,17 @@ class Session:
         from cockpit.rollout import preflight
 
         return preflight(unit, catalog)
+
+    async def dry_run(self, edited: Unit) -> Verdict | None:
+        """SGLang's own resolution of an edit's flags, in the unit's Python on the host (kept by
+        release and flags); None where there is nothing to run it with (a recorded session, a
+        unit whose release or Python is unknown)."""
+        found = self.deployment
+        if not self.live or found is None or found.catalog is None or found.interpreter is None:
+            return None
+        from cockpit.sglang.preflight import flags_only
+
+        return await self.dry_runs.verdict(self.host, found.interpreter, flags_only(edited.exec()), found.catalog)
 
     async def host_findings(self, edited: Unit) -> list[Finding]:
         """What processes outside the unit hold that the edited unit will need, its GPUs and

@@ -287,6 +287,12 @@ def _known_flags(words: Sequence[str], catalog: Catalog | None) -> list[str]:
     return out
 
 
+def flags_only(command: Sequence[str]) -> list[str]:
+    """A service's command line from its first flag on: what launch_server's parser is given (the
+    interpreter, `-m sglang.launch_server` or a script path come before it)."""
+    return list(command[next((i for i, w in enumerate(command) if w.startswith("--")), len(command)) :])
+
+
 async def dry_run(
     host: Host, python: str, argv: Sequence[str], catalog: Catalog | None, timeout: float = 120.0
 ) -> tuple[str, list[Finding]]:

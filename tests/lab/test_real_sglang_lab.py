@@ -13,7 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import TEST_LAB, LabHandle
+from cockpit.config import Config
+from cockpit.targets import Target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.panes.flags import FlagsPane
+from tests.conftest import TEST_LAB, LabHandle, until
 from tests.lab.standin_units import standin_unit
 from tests.unit.test_preflight import COCKPIT
 
@@ -95,11 +99,11 @@ def test_the_dry_run_gives_sglangs_verdict_on_a_passing_unit(real_lab: LabHandle
             "mm-limit",
             """--limit-mm-data-per-request '{"text": 1}'""",
             "ValueError",
-            set(),
-            "ValueError",
+            {"--limit-mm-data-per-request"},
+            "Invalid modality 'text'",
         ),
         # Outside the EAGLE family: what launch_server checks after resolving.
-        ("served-name", "--served-model-name a:b", "AssertionError", set(), "check_server_args"),
+        ("served-name", "--served-model-name a:b", "AssertionError", {"--served-model-name"}, "check_server_args"),
     ],
 )
 def test_the_dry_run_gives_sglangs_own_failure(
@@ -128,3 +132,28 @@ def test_the_standin_dies_with_sglangs_own_traceback(real_lab: LabHandle) -> Non
     assert f'File "{site}server_args.py"' in journal and "in _handle_eagle_family" in journal, journal[-3000:]
     assert "\nAssertionError\n" in journal + "\n", journal[-3000:]  # the release's bare assertion
     assert "replays" not in journal, journal[-3000:]
+
+
+async def test_the_flag_editor_shows_sglangs_own_verdict(real_lab: LabHandle) -> None:
+    app = CockpitApp(Config(), Target(real_lab.name, "sglang-demo.service"))
+    async with app.run_test(size=(150, 50)) as pilot:
+        await until(lambda: app.session.unit is not None and app.session.deployment is not None, 60)
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        await until(lambda: pane.verdict is not None, 90, "SGLang's verdict on the unit as loaded")
+        assert pane.verdict.outcome == "passed", pane.verdict
+        edited = pane.edited
+        for name, value in zip(SEED.split()[::2], SEED.split()[1::2], strict=True):
+            edited = edited.set_flag(name, value)
+        pane.edited = edited
+        pane._refresh()
+        await until(lambda: pane.verdict is not None, 90, "SGLang's verdict on the seed incident's flags")
+        assert pane.verdict.outcome == "failed", pane.verdict
+        [error] = [f for f in pane.findings if f.severity == "error"]  # SGLang's, in place of the static one
+        assert error.rule == "dry-run" and "AssertionError in _handle_eagle_family" in error.message, error
+        shown = str(pane.query_one("#flag-findings").render())
+        assert f"SGLang 0.5.23's own verdict (a dry run on {real_lab.name}): it will not start" in shown, shown
+        runs = app.session.dry_runs.runs
+        await pilot.press("ctrl+z")  # back to the flags as loaded: SGLang's verdict on them is kept
+        await until(lambda: pane.verdict is not None, 10, "the kept verdict")
+        assert pane.verdict.outcome == "passed" and app.session.dry_runs.runs == runs

@@ -4,19 +4,23 @@ tests/unit/test_flag_topics_and_timeline.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 from cockpit.attempts import Attempt
 from cockpit.config import Config
+from cockpit.sglang.dry_runs import Verdict
 from cockpit.sglang.flags import load_catalog
+from cockpit.sglang.preflight import Finding
 from cockpit.systemd.unit import load_unit
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.attempts import AttemptsPane
 from cockpit.ui.panes.flags import FlagsPane
 from cockpit.ui.screens.write import WriteModal
+from tests.conftest import until
 from tests.lab.test_rollout_lab import SEED, UNIT
 
 
@@ -211,3 +215,75 @@ async def test_del_leaves_the_cursor_on_the_next_flag(catalog) -> None:
         await pilot.pause()
         left = [i.name for i in pane.edited.flags()]
         assert "--model-path" in left and after not in left and len(left) == len(order) - 2
+
+
+class SGLangOnTheHost:
+    """What the session's dry run answers the editor (its contract), held until the test lets it
+    answer: each ask is kept, so a test sees which flags were asked about and when."""
+
+    def __init__(self, verdicts: dict[str, Verdict]) -> None:
+        self.verdicts = verdicts  # by the --speculative-num-steps value asked about ("" when absent)
+        self.asked: list[str] = []
+        self.answer = asyncio.Event()
+
+    async def __call__(self, unit) -> Verdict:
+        steps = dict((i.name, i.value) for i in unit.flags()).get("--speculative-num-steps") or ""
+        self.asked.append(steps)
+        await self.answer.wait()
+        return self.verdicts[steps]
+
+
+async def test_sglangs_own_verdict_replaces_the_static_one_once_typing_pauses(catalog) -> None:
+    seed = Verdict(
+        "gpu-node",
+        "0.5.23",
+        "failed",
+        (Finding("error", "dry-run", [], "The dry run stopped: AssertionError in _handle_eagle_family."),),
+    )
+    # SGLang rejects the seed incident's flags as loaded, and starts with --speculative-num-steps 34.
+    host = SGLangOnTheHost({"": seed, "34": Verdict("gpu-node", "0.5.23", "passed")})
+    app = app_with_unit(catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        pane = app.query_one(FlagsPane)
+        pane.dry_run = host
+        await pilot.press("e")
+        assert [f.rule for f in pane.findings if f.severity == "error"] == ["eagle-params-together"]
+        assert host.asked == []  # not while the editor opens: once it has been still for a moment
+        await until(lambda: host.asked == [""], 5, "the unit as loaded was not asked about")
+        host.answer.set()
+        await until(lambda: pane.verdict is not None, 5)
+        text = str(pane.query_one("#flag-findings").render())
+        assert "SGLang 0.5.23's own verdict (a dry run on gpu-node): it will not start" in text
+        assert [f.rule for f in pane.findings if f.severity == "error"] == ["dry-run"]  # replaces the static error
+        host.answer.clear()
+        await pilot.press("a", *"num-steps")
+        await pilot.pause()
+        await pilot.press("enter", "3")
+        await pilot.pause()
+        # As the value is typed, before Enter: the static layer answers at once.
+        assert pane.verdict is None and not [f for f in pane.findings if f.severity == "error"]
+        await pilot.press("4")
+        await until(lambda: "34" in host.asked, 5, "the typed value was not asked about")
+        assert host.asked == ["", "34"]  # "3" alone was typed over before the pause: never asked
+        await pilot.press("enter")  # the same flags as asked: no second ask, the answer still awaited
+        host.answer.set()
+        await until(lambda: pane.verdict is not None, 5)
+        assert pane.verdict.outcome == "passed" and host.asked == ["", "34"]
+        assert "✓ SGLang 0.5.23's own verdict" in str(pane.query_one("#flag-findings").render())
+
+
+async def test_a_verdict_on_flags_edited_since_is_dropped(catalog) -> None:
+    late = Verdict("gpu-node", "0.5.23", "passed")
+    host = SGLangOnTheHost({"": late})
+    app = app_with_unit(catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        pane = app.query_one(FlagsPane)
+        pane.dry_run = host
+        await pilot.press("e")
+        await until(lambda: host.asked == [""], 5)
+        pane.edited = pane.edited.set_flag("--speculative-num-steps", "3")
+        pane._refresh()  # an edit while the host is still resolving the flags as loaded
+        host.answer.set()
+        await pilot.pause(0.2)
+        assert pane.verdict is None  # the answer about the old flags is not shown for the new ones
+        assert not [f for f in pane.findings if f.severity == "error"]

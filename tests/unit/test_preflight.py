@@ -198,3 +198,19 @@ async def test_dry_run_reads_what_real_sglang_printed(sglang_root, tmp_path: Pat
     given = {a for a in argv if a.startswith("--")}
     named_given = [f for f in finding.flags if f in given]
     assert finding.flags[: len(named_given)] == named_given  # the flags on the command line first
+
+
+async def test_a_python_without_sglang_is_asked_once_per_release(sglang_root) -> None:
+    """The editor asks at every pause in typing: on a host whose Python cannot import SGLang it
+    asks once, then keeps to the static layer, whatever the flags."""
+    from cockpit.sglang.dry_runs import DryRuns, replace_static
+
+    runs, catalog = DryRuns(), load_catalog(sglang_root("0.5.23"))
+    first = await runs.verdict(LocalHost(), sys.executable, ["--model-path", "/m"], catalog)
+    again = await runs.verdict(LocalHost(), sys.executable, ["--model-path", "/m", "--tp-size", "2"], catalog)
+    assert runs.runs == 1 and again is first
+    assert not first.decided and "cannot import SGLang (ModuleNotFoundError" in first.outcome
+    seed = "--speculative-algorithm EAGLE3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 3"
+    static = check_static(["--model-path", "/m", *seed.split()], catalog)
+    assert replace_static(static, first) == static  # no verdict of SGLang's: the static errors stand
+    assert [f.severity for f in static] == ["error"]

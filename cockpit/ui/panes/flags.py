@@ -1,28 +1,34 @@
 """The flag editor: the unit's command line as a form, checked as you type, written with `w`.
 
 The form is built from the release's own flag catalog (types, choices, help). Every change is
-kept in an edited copy of the unit; the pre-flight findings are recomputed on each change, so
-the mistake shows before anything is written.
+kept in an edited copy of the unit; the static pre-flight answers at each change, and as a
+value is typed, so the mistake shows before anything is written. Where the host's Python imports
+SGLang, the release's own resolution of the same flags follows once typing pauses (a dry run of
+several seconds, dropped at the next change) and its verdict replaces the static one, marked as
+SGLang's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from cockpit.errors import CockpitError
+from cockpit.sglang.dry_runs import Verdict, replace_static
 from cockpit.sglang.flags import Catalog, Flag
 from cockpit.sglang.preflight import ERROR, WARNING, Finding
 from cockpit.suggest import closest, score
 from cockpit.systemd.unit import Unit
 
+ASK_AFTER_S = 0.6  # a pause in typing this long asks SGLang itself (a dry run of several seconds)
 TOPICS = (
     (
         "model",
@@ -120,14 +126,26 @@ class FlagsPane(Vertical):
     class Closed(Message):
         pass
 
-    def __init__(self, check: Callable[[Unit, Catalog | None], list[Finding]], **kwargs) -> None:
-        """`check`: the pre-flight of an edited unit (the session's), run at every change."""
+    def __init__(
+        self,
+        check: Callable[[Unit, Catalog | None], list[Finding]],
+        dry_run: Callable[[Unit], Awaitable[Verdict | None]] | None = None,
+        **kwargs,
+    ) -> None:
+        """`check`: the static pre-flight of an edited unit (the session's), run at every change;
+        `dry_run`: SGLang's own verdict on it from the host (the session's), asked once typing pauses."""
         super().__init__(**kwargs)
         self.check = check
+        self.dry_run = dry_run
         self.loaded: Unit | None = None
         self.edited: Unit | None = None
         self.catalog: Catalog | None = None
-        self.findings: list[Finding] = []
+        self.findings: list[Finding] = []  # what the pre-flight says of `checked`: static, then SGLang's
+        self.checked: Unit | None = None  # the unit as edited, or as it would be with the value being typed
+        self._static: list[Finding] = []
+        self.verdict: Verdict | None = None
+        self._asking: str | None = None  # what the findings line says while SGLang's verdict is awaited
+        self._ask_timer: Timer | None = None
         self._editing: str | None = None  # the flag the input edits; "+" while adding
         self._choices: tuple[list[str], bool] = ([], False)
         self._prefill = ""  # the edited flag's choices, and whether any matches
@@ -160,7 +178,46 @@ class FlagsPane(Vertical):
     def _refresh(self, select: str | None = None) -> None:
         if self.edited is None:
             return
-        self.findings = self.check(self.edited, self.catalog)
+        self._check(self.edited)
+        self._draw(select)
+
+    def _check(self, unit: Unit) -> None:
+        """The static verdict now; SGLang's own once typing pauses (an earlier ask is dropped)."""
+        if self.checked is not None and unit.exec() == self.checked.exec():
+            self.checked = unit
+            return  # the same command line: the verdict in hand (or on its way) holds
+        self.checked = unit
+        self._static = self.check(unit, self.catalog)
+        self.verdict = None
+        self.findings = list(self._static)
+        if self._ask_timer is not None:
+            self._ask_timer.stop()
+        self.workers.cancel_group(self, "dry-run")
+        self._asking = None
+        if self.dry_run is not None:
+            self._ask_timer = self.set_timer(ASK_AFTER_S, lambda: self._ask(unit))
+
+    def _ask(self, unit: Unit) -> None:
+        self._asking = "asking SGLang itself on the host (a dry run of its argument resolution) …"
+        self._show_findings()
+        self.run_worker(self._sglang_verdict(unit), group="dry-run", exclusive=True, exit_on_error=False)
+
+    async def _sglang_verdict(self, unit: Unit) -> None:
+        assert self.dry_run is not None
+        try:
+            verdict = await self.dry_run(unit)
+        except Exception as e:  # noqa: BLE001 - the editor keeps the static verdict; the app lives on
+            verdict = None
+            self.log.warning(f"dry run failed: {e!r}")
+        if self.checked is None or unit.exec() != self.checked.exec():
+            return  # an edit came in meanwhile: this answer is about flags no longer shown
+        self._asking = None
+        self.verdict = verdict
+        self.findings = replace_static(self._static, verdict)
+        self._draw(None)
+
+    def _draw(self, select: str | None) -> None:
+        assert self.edited is not None
         options = self.query_one("#flag-list", OptionList)
         keep = select or (self._selected_name())
         options.clear_options()
@@ -214,11 +271,24 @@ class FlagsPane(Vertical):
         text = Text()
         errors = [f for f in self.findings if f.severity == ERROR]
         warnings = [f for f in self.findings if f.severity == WARNING]
-        if not errors and not warnings:
+        verdict = self.verdict
+        if verdict is not None and verdict.decided:
+            passed = verdict.outcome == "passed"
+            text.append(
+                f"{'✓' if passed else '✗'} SGLang {verdict.release}'s own verdict (a dry run on {verdict.host}): "
+                f"{'it starts' if passed else 'it will not start'}\n",
+                "green bold" if passed else "red bold",
+            )
+        elif not errors and not warnings:
             text.append("✓ pre-flight: no problem found", "green")
         for f in errors + warnings:
             text.append("✗ " if f.severity == ERROR else "! ", "red bold" if f.severity == ERROR else "yellow")
             text.append(f.message + (f" Fix: {f.fix}" if f.fix else "") + "\n")
+        aside = self._asking and f"… {self._asking}"
+        if aside is None and verdict is not None and not verdict.decided:
+            aside = f"the static checks alone: SGLang's own resolution was {verdict.outcome}"
+        if aside:
+            text.append(("" if text.plain.endswith("\n") else "\n") + aside, "dim")
         self.query_one("#flag-findings", Static).update(text)
 
     def _selected_name(self) -> str | None:
@@ -354,6 +424,22 @@ class FlagsPane(Vertical):
                 self._offer_choices(self._editing, "", current=typed)
             else:
                 self._offer_choices(self._editing, typed)
+            self._check_typed(self._editing, event.value)
+
+    def _with_value(self, name: str, text: str) -> Unit:
+        assert self.edited is not None
+        flag = self._flag(name)
+        several = flag is not None and flag.nargs in ("+", "*")
+        return self.edited.set_flag(name, tuple(text.split()) if several else text)
+
+    def _check_typed(self, name: str, text: str) -> None:
+        """The verdict on the value as typed so far, before Enter."""
+        try:
+            candidate = self._with_value(name, text)
+        except CockpitError:
+            return  # a value the unit cannot hold: Enter says why
+        self._check(candidate)
+        self._show_findings()
 
     def on_key(self, event) -> None:
         field = self.query_one("#flag-input", Input)
@@ -366,6 +452,7 @@ class FlagsPane(Vertical):
             event.stop()
         elif field.has_focus and event.key == "escape":
             self._end_prompt()
+            self._refresh()  # the verdict goes back to the unit as edited, without the typed value
             event.stop()
 
     def _end_prompt(self) -> None:
@@ -402,15 +489,13 @@ class FlagsPane(Vertical):
                 value = text.split("=", 1)[1] if text.startswith(editing[4:] + "=") else text
                 self.edited = self.edited.set_env(editing[4:], value)
             elif editing is not None:
-                flag = self._flag(editing)
                 picked = (
                     box.get_option_at_index(box.highlighted).id if box.display and box.highlighted is not None else None
                 )
                 choices, matching = self._choices
                 if picked and picked.startswith("choice:") and text.strip() not in choices and matching:
                     text = picked[len("choice:") :]  # the highlighted choice, unless a value was typed whole
-                several = flag is not None and flag.nargs in ("+", "*")
-                self.edited = self.edited.set_flag(editing, tuple(text.split()) if several else text)
+                self.edited = self._with_value(editing, text)
         except CockpitError as e:
             self.notify(str(e), severity="error", timeout=8)
         self._end_prompt()
