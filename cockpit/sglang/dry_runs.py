@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cockpit.remote.base import Host
 from cockpit.sglang.flags import Catalog
@@ -37,10 +37,19 @@ class Verdict:
 
 def replace_static(static: Sequence[Finding], verdict: Verdict | None) -> list[Finding]:
     """What the pre-flight says of an edit: the static layer's findings until SGLang's own verdict
-    is in, then that verdict in place of the static errors (warnings and notes stay)."""
+    is in, then that verdict in place of the static errors (warnings and notes stay). SGLang says
+    what failed, not what to do: a static rule that predicted the same exception on the same flags
+    lends the verdict its fix."""
     if verdict is None or not verdict.decided:
         return list(static)
-    return [f for f in static if f.severity != ERROR] + list(verdict.findings)
+    errors = [f for f in static if f.severity == ERROR and f.fix]
+    found = []
+    for finding in verdict.findings:
+        if finding.fix is None:
+            same = (f for f in errors if f.would_raise == finding.would_raise and set(f.flags) & set(finding.flags))
+            finding = replace(finding, fix=next((f.fix for f in same), None))
+        found.append(finding)
+    return [f for f in static if f.severity != ERROR] + found
 
 
 class DryRuns:

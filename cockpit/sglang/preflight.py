@@ -11,6 +11,7 @@ but no torch) is said once, and the static layer stands alone.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import posixpath
 import re
@@ -297,16 +298,22 @@ async def dry_run(
     host: Host, python: str, argv: Sequence[str], catalog: Catalog | None, timeout: float = 120.0
 ) -> tuple[str, list[Finding]]:
     """The release's own resolution of these flags on the host. Returns (outcome, findings)."""
-    cache = f"/tmp/cockpit-preflight-{secrets.token_hex(4)}"
-    # --device cuda keeps the GPU code paths of the checks; nothing is started on a GPU.
-    command = ["env", f"SGLANG_CACHE_DIR={cache}", "timeout", str(int(timeout)), python, "-c", PROBE, *on_cuda(argv)]
+    probe = f"cockpit-preflight-{secrets.token_hex(4)}"
+    cache = f"/tmp/{probe}"
+    # --device cuda keeps the GPU code paths of the checks; nothing is started on a GPU. The -X
+    # option names the probe's process, which a closed SSH channel does not end.
+    command = ["env", f"SGLANG_CACHE_DIR={cache}", "timeout", str(int(timeout)), python, "-X", f"cockpit_probe={probe}"]
     try:
-        result = await host.run(command, timeout=timeout + 10)
+        result = await host.run([*command, "-c", PROBE, *on_cuda(argv)], timeout=timeout + 10)
     except HostError as e:
         return f"not run: {e}", []
+    except asyncio.CancelledError:  # the editor moved on: the probe must not go on using the host's CPU
+        with contextlib.suppress(HostError):
+            await asyncio.shield(host.run(["pkill", "-f", f"cockpit_probe={probe}"], timeout=10))
+        raise
     finally:
         with contextlib.suppress(HostError):
-            await host.run(["rm", "-rf", cache], timeout=10)
+            await asyncio.shield(host.run(["rm", "-rf", cache], timeout=10))
     if result.returncode == 124:
         return f"not run: the dry run took longer than {int(timeout)} s", []
     return await read_dry_run(host, python, result, argv, catalog)

@@ -5,6 +5,7 @@ traceback instead of a replay. Its image is a second one (about 6 GB, built once
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -151,9 +152,35 @@ async def test_the_flag_editor_shows_sglangs_own_verdict(real_lab: LabHandle) ->
         assert pane.verdict.outcome == "failed", pane.verdict
         [error] = [f for f in pane.findings if f.severity == "error"]  # SGLang's, in place of the static one
         assert error.rule == "dry-run" and "AssertionError in _handle_eagle_family" in error.message, error
+        assert "--speculative-num-steps" in (error.fix or ""), error  # the static rule's fix, on SGLang's verdict
         shown = str(pane.query_one("#flag-findings").render())
         assert f"SGLang 0.5.23's own verdict (a dry run on {real_lab.name}): it will not start" in shown, shown
         runs = app.session.dry_runs.runs
         await pilot.press("ctrl+z")  # back to the flags as loaded: SGLang's verdict on them is kept
         await until(lambda: pane.verdict is not None, 10, "the kept verdict")
         assert pane.verdict.outcome == "passed" and app.session.dry_runs.runs == runs
+
+
+async def test_a_dropped_dry_run_ends_its_probe_on_the_host(real_lab: LabHandle) -> None:
+    """The editor drops a dry run at the next edit; a closed SSH channel does not end a process,
+    so the probe is ended by name, not left resolving flags nobody waits for."""
+    from cockpit.config import HostConfig
+    from cockpit.remote.ssh import SSHHost
+    from cockpit.sglang.preflight import dry_run
+
+    def probes() -> list[str]:
+        out = real_lab.ssh("pgrep", "-af", "cockpit_probe=", check=False).stdout
+        return [line for line in out.splitlines() if "pgrep" not in line]
+
+    host = SSHHost(HostConfig(name=real_lab.name))
+    try:
+        python, flags = "/opt/sglang/venv/bin/python", ["--model-path", "/models/Llama-3.1-8B-Instruct"]
+        asked = asyncio.create_task(dry_run(host, python, flags, None))
+        await until(lambda: probes(), 30, "the probe on the host")
+        asked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asked
+        # Left alone it would import SGLang for about 7 s more (the verdicts above took 7 s and longer).
+        await until(lambda: not probes(), 3, "the dropped probe to end")
+    finally:
+        await host.close()

@@ -238,7 +238,15 @@ async def test_sglangs_own_verdict_replaces_the_static_one_once_typing_pauses(ca
         "gpu-node",
         "0.5.23",
         "failed",
-        (Finding("error", "dry-run", [], "The dry run stopped: AssertionError in _handle_eagle_family."),),
+        (
+            Finding(
+                "error",
+                "dry-run",
+                ["--speculative-eagle-topk"],
+                "The dry run stopped: AssertionError in _handle_eagle_family.",
+                "AssertionError",
+            ),
+        ),
     )
     # SGLang rejects the seed incident's flags as loaded, and starts with --speculative-num-steps 34.
     host = SGLangOnTheHost({"": seed, "34": Verdict("gpu-node", "0.5.23", "passed")})
@@ -254,6 +262,7 @@ async def test_sglangs_own_verdict_replaces_the_static_one_once_typing_pauses(ca
         await until(lambda: pane.verdict is not None, 5)
         text = str(pane.query_one("#flag-findings").render())
         assert "SGLang 0.5.23's own verdict (a dry run on gpu-node): it will not start" in text
+        assert "_handle_eagle_family. Fix: Set --speculative-num-steps" in text  # the static rule's fix, lent
         assert [f.rule for f in pane.findings if f.severity == "error"] == ["dry-run"]  # replaces the static error
         host.answer.clear()
         await pilot.press("a", *"num-steps")
