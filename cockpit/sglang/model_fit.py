@@ -120,6 +120,8 @@ def kv_bytes_per_token(model: ModelFiles, flags: Mapping[str, str | None]) -> tu
     if element is None:
         model_dtype = flags.get("--dtype")
         element = dtype_bytes(model_dtype) if model_dtype not in (None, "auto") else 2.0  # auto: 16-bit
+    if element is None:
+        return None  # a dtype spelled in a way not known here
     dtype_words = f"{element:g} byte(s) each"
     if isinstance(text.get("kv_lora_rank"), int):
         width = text["kv_lora_rank"] + int(text.get("qk_rope_head_dim") or 0)
