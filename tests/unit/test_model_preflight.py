@@ -110,3 +110,56 @@ async def test_the_host_check_takes_the_table_handed_in(release) -> None:
     argv = ["--model-path", str(MODELS / "Llama-3.1-8B-Instruct"), "--mem-fraction-static", "0.9"]
     found = await check_host(NoRun("gpu-1"), argv, catalog, VIEW, {}, use=use)
     assert [f.rule for f in found if f.rule == "gpu-held-by-other"] == ["gpu-held-by-other"]
+
+
+async def test_cockpit_preflight_reports_the_model_findings(release, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cockpit preflight --host H --unit U --json`'s `_checked` over a stand-in session: the unit's
+    ExecStart serves the 70B at tp 1 with --mem-fraction-static 0.9 on one H200."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from cockpit.cli import build_parser
+    from cockpit.cli import preflight as cli
+    from cockpit.targets import Target
+
+    catalog, root = release
+    argv = [
+        "/opt/venv/bin/python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        str(MODELS / "Llama-3.1-70B-Instruct"),
+    ]
+    argv += ["--mem-fraction-static", "0.9"]
+    target = Target("gpu-1", "sglang.service")
+    found = SimpleNamespace(
+        target=target,
+        unit=SimpleNamespace(environment=lambda: {}),
+        command=argv,
+        interpreter=argv[0],
+        package_root=root,
+        catalog=catalog,
+        problems=[],
+        status=SimpleNamespace(running_invocation="aaaa"),
+    )
+    reads: list[str] = []
+
+    async def read_or_say(host):
+        reads.append(host.name)
+        return h200s(1)
+
+    async def read_deployment(*args, **kwargs):
+        return found
+
+    @contextlib.asynccontextmanager
+    async def open_target(args, unit=True):
+        yield SimpleNamespace(host=LocalHost("gpu-1"), target=target, catalogs=None)
+
+    monkeypatch.setattr("cockpit.cli.target.open_target", open_target)
+    monkeypatch.setattr("cockpit.sglang.deployment.read_deployment", read_deployment)
+    monkeypatch.setattr("cockpit.systemd.gpu_use.read_or_say", read_or_say)
+    args = build_parser().parse_args(["preflight", "--host", "gpu-1", "--unit", "sglang.service", "--static-only"])
+    report = await cli._run(args)
+    fit = [f for f in report.findings if f.rule == "model-fit"]
+    assert [(f.severity, f.would_raise) for f in fit] == [("error", "ValueError")] and not report.would_start
+    assert "--mem-fraction-static 0.9" in fit[0].message and reads == ["gpu-1"]  # the GPU table read once
