@@ -78,6 +78,18 @@ def draft_findings(
     arch = target.architecture
     if draft is None:
         if arch in MTP_TARGETS:
+            if target.text.get("num_nextn_predict_layers") == 0:
+                return [
+                    Finding(
+                        WARNING,
+                        RULE,
+                        [DRAFT],
+                        f"{algorithm} without {DRAFT}: SGLang drafts with {target.name}'s own MTP layers "
+                        f"({arch}), and its config.json says num_nextn_predict_layers 0.",
+                        None,
+                        f"Give {DRAFT} a draft trained for this target.",
+                    )
+                ]
             return [Finding(INFO, RULE, [], f"{algorithm} drafts with {target.name}'s own MTP layers ({arch}).")]
         said = (
             f"{ALGORITHM} {flags.get(ALGORITHM)} without {DRAFT}: SGLang loads the target "

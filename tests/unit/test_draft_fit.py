@@ -80,8 +80,8 @@ async def test_no_draft_path() -> None:
     assert eagle.severity == "warning" and eagle.would_raise is None
     [mtp] = await check("NEXTN", "DeepSeek-V3", None)
     assert mtp.severity == "info" and "own MTP layers" in mtp.message
-    [kimi] = await check("EAGLE3", "Kimi-K2-Instruct", None)  # a DeepseekV3ForCausalLM: filled from the target
-    assert kimi.severity == "info"
+    [kimi] = await check("EAGLE3", "Kimi-K2-Instruct", None)  # a DeepseekV3ForCausalLM without MTP layers
+    assert kimi.severity == "warning" and "num_nextn_predict_layers 0" in kimi.message
 
 
 def test_the_real_0_5_23_dry_run_passes_eagle3_without_a_draft() -> None:
