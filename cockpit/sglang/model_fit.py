@@ -159,8 +159,7 @@ def fit_findings(
     host: str,
     version: str,
 ) -> list[Finding]:
-    """The fit of `model` on the GPUs this node's ranks use, as one finding (two with a tight
-    KV cache)."""
+    """The fit of `model` on the GPUs this node's ranks use, as one finding."""
     tp, pp = int(number(flags, "--tp-size", 1)), int(number(flags, "--pp-size", 1))
     shards = max(tp * pp, 1)
     weights = weights_on_gpus(model, flags)
@@ -186,6 +185,13 @@ def fit_findings(
     if not use.gpus:
         return [Finding(INFO, RULE, [], f"{head}. GPU memory unknown: {use.missing or 'no GPUs listed'}.")]
     wanted = gpus_of(flags, env, len(use.gpus))
+    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if not all(v.isdigit() for v in visible):  # UUIDs or MIG names: not matched to nvidia-smi's rows here
+        return [
+            Finding(
+                INFO, RULE, [], f"{head}. Which GPUs CUDA_VISIBLE_DEVICES={','.join(visible)} means is not read here."
+            )
+        ]
     needed = ranks_on_node(flags)
     if len(wanted) < needed:
         return [

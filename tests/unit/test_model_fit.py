@@ -170,6 +170,16 @@ async def test_more_ranks_than_gpus() -> None:
     assert f.severity == "error" and "need 8 GPUs" in f.message and "has 1 of them usable" in f.message
 
 
+async def test_gpus_named_by_uuid_are_not_guessed() -> None:
+    env = {"CUDA_VISIBLE_DEVICES": "GPU-67aad03a-3aa0-161f-39bd-35049fe2d9ee"}
+    [f] = await fit("Llama-3.1-70B-Instruct", {}, h200s(1), env=env)
+    assert f.severity == "info" and "CUDA_VISIBLE_DEVICES=GPU-67aad03a" in f.message
+    [g] = await fit(
+        "Llama-3.1-8B-Instruct", {"--tp-size": "2"}, h200s(8, {3: 138 * 1024}), env={"CUDA_VISIBLE_DEVICES": "2,3"}
+    )
+    assert g.severity == "error" and "GPU 3 of gpu-1" in g.message  # rank 1 is nvidia-smi's GPU 3
+
+
 async def test_a_host_without_nvidia_smi_gets_the_weights_alone() -> None:
     [f] = await fit("Llama-3.1-8B-Instruct", {}, GpuUse(missing="no nvidia-smi on gpu-1", no_tool=True))
     assert f.severity == "info" and "15.0 GiB per GPU" in f.message and "no nvidia-smi on gpu-1" in f.message
