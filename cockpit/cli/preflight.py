@@ -62,7 +62,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
     from cockpit.systemd.process_facts import Viewpoint
 
     async with open_target(args, unit=False) as session:
-        python, on_gpus = None, None
+        python, on_gpus, root = None, None, None
         if session.target is not None:
             found = await read_deployment(
                 session.host, session.target, catalogs=session.catalogs, python=catalog is None
@@ -70,7 +70,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
             if found.unit is None:
                 raise CockpitError(found.problems[0] if found.problems else "the unit could not be read")
             argv = argv or found.command
-            python = found.interpreter
+            python, root = found.interpreter, found.package_root
             on_gpus = (Viewpoint(found.target.unit, found.status.running_invocation), found.unit.environment())
             if catalog is None:
                 if found.catalog is None:
@@ -85,9 +85,16 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
             raise UsageError("give --unit (its Python tells where SGLang is) or --sglang-version")
         report = await _report(args, argv, catalog, host, python)
         if on_gpus is not None:
+            from cockpit.sglang.architectures import ArchitectureCache
             from cockpit.sglang.host_preflight import check_host
+            from cockpit.sglang.model_preflight import check_model
+            from cockpit.systemd import gpu_use
 
-            report.findings += await check_host(host, argv, catalog, *on_gpus)
+            use = await gpu_use.read_or_say(host)
+            report.findings += await check_host(host, argv, catalog, *on_gpus, use=use)
+            report.findings += await check_model(
+                host, argv, catalog, use, *on_gpus, root=root, architectures=ArchitectureCache()
+            )
         return report
 
 

@@ -33,6 +33,7 @@ from cockpit.remote.pool import HostPool
 from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, SourceFile, staleness
 from cockpit.session.feeds import POLL_S, StatusPoll, supervise
 from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed
+from cockpit.sglang.architectures import ArchitectureCache
 from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.sglang.deployment import Deployment, read_deployment
 from cockpit.sglang.dry_runs import DryRuns, Verdict
@@ -159,6 +160,7 @@ class Session:
         self.pool = HostPool(config, trust_prompt=trust_prompt, on_state=self._host_state, ssh_configs=configs)
         self.sources = SourceCache()
         self.catalogs = CatalogCache()
+        self.architectures = ArchitectureCache()  # each release's model classes, for the model checks
         self.deployment: Deployment | None = None
         self.dry_runs = DryRuns()  # the editor's verdicts from SGLang itself, by release and flags
         self.status: UnitStatus | None = None
@@ -600,13 +602,21 @@ class Session:
 
     async def host_findings(self, edited: Unit) -> list[Finding]:
         """What processes outside the unit hold that the edited unit will need, its GPUs and
-        its ports (the write modal's host check; nothing for a recorded session)."""
+        its ports, and whether its model fits them, its draft its target, and the release its
+        architecture (the write modal's host check; nothing for a recorded session)."""
         catalog = self.deployment.catalog if self.deployment is not None else None
         if not self.live or self.target is None or catalog is None:
             return []
         from cockpit.sglang.host_preflight import check_host
+        from cockpit.sglang.model_preflight import check_model
 
-        return await check_host(self.host, edited.exec(), catalog, self.gpu_view(), edited.environment())
+        argv, view, env = edited.exec(), self.gpu_view(), edited.environment()
+        use = await gpu_use.read_or_say(self.host)
+        held = await check_host(self.host, argv, catalog, view, env, use=use)
+        root = self.deployment.package_root if self.deployment is not None else None
+        return held + await check_model(
+            self.host, argv, catalog, use, view, env, root=root, architectures=self.architectures
+        )
 
     def gpu_view(self) -> Viewpoint:
         """The unit's side of the GPU table: its current start, and the starts seen before."""

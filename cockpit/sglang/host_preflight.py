@@ -142,10 +142,12 @@ async def check_host(
     catalog: Catalog,
     view: Viewpoint,
     env: Mapping[str, str] | None = None,
+    use: GpuUse | None = None,
 ) -> list[Finding]:
-    """What the host holds now that the unit will need: its GPUs' memory, its ports."""
+    """What the host holds now that the unit will need: its GPUs' memory, its ports. `use`: the
+    GPU table where the caller has read it already (the model checks need it too)."""
     flags = given_flags(argv, catalog)
-    use = await gpu_use.read_or_say(host)
+    use = use if use is not None else await gpu_use.read_or_say(host)
     found = findings_of(use, flags, env or {}, view, host.name)
     try:
         found += port_findings(await listeners.read(host), flags, view, host.name)

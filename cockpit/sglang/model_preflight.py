@@ -1,0 +1,90 @@
+"""Before a start: the model against the host and the release. Will it fit on the GPUs its ranks
+use (model_fit), does the draft fit its target (draft_fit), does the release have a model class
+for it (architectures).
+
+The model directories are read on the host once each (config.json, and the target's weight
+bytes); the GPU table is the one the host check already read, handed in, so nvidia-smi runs
+once per pre-flight. A model named by a Hugging Face id rather than a directory is not on the
+host to read: said once, nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from cockpit.errors import CockpitError
+from cockpit.remote.base import Host, HostError
+from cockpit.sglang.architectures import ArchitectureCache, architecture_findings, in_transformers
+from cockpit.sglang.draft_fit import DRAFT, algorithm_of, draft_findings
+from cockpit.sglang.flags import Catalog
+from cockpit.sglang.model_files import ModelFiles, read_model_files
+from cockpit.sglang.model_fit import fit_findings
+from cockpit.sglang.preflight import INFO, WARNING, Finding, given_flags
+from cockpit.systemd.gpu_use import GpuUse
+from cockpit.systemd.process_facts import Viewpoint
+
+MODEL = "--model-path"
+LOCAL = ("/", "./", "../")
+
+
+def on_disk(path: str | None) -> bool:
+    return bool(path) and str(path).startswith(LOCAL)
+
+
+async def check_model(
+    host: Host,
+    argv: Sequence[str],
+    catalog: Catalog,
+    use: GpuUse,
+    view: Viewpoint,
+    env: Mapping[str, str] | None = None,
+    *,
+    root: str | None,
+    architectures: ArchitectureCache,
+) -> list[Finding]:
+    """The model findings for a server argv; `root` is where the service's Python keeps SGLang
+    (None: unknown, and the architecture is not checked)."""
+    flags = given_flags(argv, catalog)
+    version = catalog.version or ""
+    path = flags.get(MODEL)
+    if not on_disk(path):
+        return [Finding(INFO, "model-fit", [], f"{MODEL} {path} is not a directory on {host.name}: no model checks.")]
+    assert path is not None
+    target = await read_model_files(host, path)
+    if target.config is None:
+        return []  # check_paths says the directory or its config.json is missing
+    found = fit_findings(target, flags, env or {}, use, view, host.name, version)
+    draft_path = flags.get(DRAFT)
+    draft: ModelFiles | None = None
+    if algorithm_of(flags) is not None:
+        if on_disk(draft_path) and draft_path != path:
+            assert draft_path is not None
+            draft = await read_model_files(host, draft_path, sizes=False)
+        if draft_path is None or draft is not None or draft_path == path:
+            found += draft_findings(flags, target, draft, version)
+    if root is not None:
+        found += await _architectures(host, root, version, architectures, [(MODEL, target), (DRAFT, draft)])
+    return found
+
+
+async def _architectures(
+    host: Host,
+    root: str,
+    version: str,
+    cache: ArchitectureCache,
+    models: list[tuple[str, ModelFiles | None]],
+) -> list[Finding]:
+    try:
+        supported = await cache.get(host, root, version)
+    except (CockpitError, HostError) as e:
+        return [Finding(WARNING, "model-architecture", [], f"the release's model classes could not be read: {e}")]
+    found = []
+    for flag, model in models:
+        if model is None or model.architecture is None or model.architecture in supported:
+            continue
+        try:
+            known = await in_transformers(host, root, model.architecture)
+        except HostError:
+            known = None
+        found += architecture_findings(model, flag, supported, version, known)
+    return found
