@@ -86,14 +86,10 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
         report = await _report(args, argv, catalog, host, python)
         if on_gpus is not None:
             from cockpit.sglang.architectures import ArchitectureCache
-            from cockpit.sglang.host_preflight import check_host
-            from cockpit.sglang.model_preflight import check_model
-            from cockpit.systemd import gpu_use
+            from cockpit.sglang.model_preflight import check_before_start
 
-            use = await gpu_use.read_or_say(host)
-            report.findings += await check_host(host, argv, catalog, *on_gpus, use=use)
-            report.findings += await check_model(
-                host, argv, catalog, use, *on_gpus, root=root, architectures=ArchitectureCache()
+            report.findings += await check_before_start(
+                host, argv, catalog, *on_gpus, root=root, architectures=ArchitectureCache()
             )
         return report
 

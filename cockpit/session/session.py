@@ -607,15 +607,17 @@ class Session:
         catalog = self.deployment.catalog if self.deployment is not None else None
         if not self.live or self.target is None or catalog is None:
             return []
-        from cockpit.sglang.host_preflight import check_host
-        from cockpit.sglang.model_preflight import check_model
+        from cockpit.sglang.model_preflight import check_before_start
 
-        argv, view, env = edited.exec(), self.gpu_view(), edited.environment()
-        use = await gpu_use.read_or_say(self.host)
-        held = await check_host(self.host, argv, catalog, view, env, use=use)
         root = self.deployment.package_root if self.deployment is not None else None
-        return held + await check_model(
-            self.host, argv, catalog, use, view, env, root=root, architectures=self.architectures
+        return await check_before_start(
+            self.host,
+            edited.exec(),
+            catalog,
+            self.gpu_view(),
+            edited.environment(),
+            root=root,
+            architectures=self.architectures,
         )
 
     def gpu_view(self) -> Viewpoint:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -57,11 +58,16 @@ def config_of(text: str | bytes) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def total_size_of(index: str | bytes) -> int | None:
-    """`metadata.total_size` of a safetensors index (the bytes of every tensor in every shard)."""
-    found = config_of(index)
-    size = (found or {}).get("metadata", {}).get("total_size") if found else None
-    return int(size) if isinstance(size, (int, float)) and size > 0 else None
+INDEX_HEAD = 64 << 10  # an index's metadata comes first; its weight_map runs to megabytes (DeepSeek-V3: 9 MB)
+_TOTAL_SIZE = re.compile(rb'"total_size"\s*:\s*(\d+)')
+
+
+def total_size_of(index_head: bytes) -> int | None:
+    """`metadata.total_size` of a safetensors index (the bytes of every tensor in every shard),
+    from the start of the file: the whole is not read over SSH for one number. A tensor's name
+    in the weight_map never is the bare key `"total_size"`."""
+    found = _TOTAL_SIZE.search(index_head)
+    return int(found.group(1)) or None if found else None
 
 
 async def read_model_files(host: Host, path: str, *, sizes: bool = True) -> ModelFiles:
@@ -73,7 +79,7 @@ async def read_model_files(host: Host, path: str, *, sizes: bool = True) -> Mode
     if not sizes:
         return ModelFiles(path, config)
     try:
-        total = total_size_of(await host.read_file(posixpath.join(path, INDEX)))
+        total = total_size_of(await host.read_file(posixpath.join(path, INDEX), limit=INDEX_HEAD))
         if total is not None:
             return ModelFiles(path, config, total, f"{INDEX} total_size")
     except HostError:

@@ -31,6 +31,26 @@ def on_disk(path: str | None) -> bool:
     return bool(path) and str(path).startswith(LOCAL)
 
 
+async def check_before_start(
+    host: Host,
+    argv: Sequence[str],
+    catalog: Catalog,
+    view: Viewpoint,
+    env: Mapping[str, str] | None = None,
+    *,
+    root: str | None,
+    architectures: ArchitectureCache,
+) -> list[Finding]:
+    """Everything the host decides about a start, on one read of its GPU table: what other
+    processes hold that the unit will need (host_preflight), and the model (check_model)."""
+    from cockpit.sglang.host_preflight import check_host
+    from cockpit.systemd import gpu_use
+
+    use = await gpu_use.read_or_say(host)
+    held = await check_host(host, argv, catalog, view, env, use=use)
+    return held + await check_model(host, argv, catalog, use, view, env, root=root, architectures=architectures)
+
+
 async def check_model(
     host: Host,
     argv: Sequence[str],

@@ -59,8 +59,8 @@ async def test_the_index_total_size_is_the_weight_count() -> None:
     found = await model("Llama-3.1-70B-Instruct")
     assert found.weight_bytes == 141107412992 and found.weight_source == "model.safetensors.index.json total_size"
     assert found.architecture == "LlamaForCausalLM"
-    assert total_size_of('{"metadata": {"total_size": 688586727753}}') == 688586727753
-    assert total_size_of("{}") is None and total_size_of("not json") is None
+    assert total_size_of(b'{"metadata": {"total_size": 688586727753}, "weight_map": {"lm_head') == 688586727753
+    assert total_size_of(b'{"weight_map": {"model.total_size": "a"') is None and total_size_of(b"not json") is None
 
 
 async def test_without_an_index_the_safetensors_files_are_summed(tmp_path: Path) -> None:
