@@ -122,7 +122,7 @@ def resolve_with_sglang(argv: Sequence[str]) -> bool:
     has them). Its exception, if any, is left to end the process with SGLang's own traceback.
     False where SGLang does not import (the plain lab holds its source alone)."""
     try:
-        from sglang.srt.server_args import prepare_server_args
+        from sglang.srt.server_args import prepare_server_args  # type: ignore[import-not-found]  # the lab's, where it imports
     except ImportError:
         return False
     resolved = prepare_server_args(on_cuda(argv))
