@@ -63,3 +63,14 @@ def resolve(config: Config, host: str | None, unit: str | None) -> Target:
 
 def all_targets(config: Config) -> list[Target]:
     return [Target.of(u) for u in config.units.values()]
+
+
+def deployment_targets(config: Config, name: str) -> list[tuple[str, Target]]:
+    """A [deployments] entry's nodes as (unit entry, target), node 0 first."""
+    if name not in config.deployments:
+        hint = closest(name, config.deployments)
+        raise UsageError(
+            f"deployment {name!r} is not in the config"
+            + (f" (did you mean {hint[0]!r}?)" if hint else " (add it under [deployments])")
+        )
+    return [(node, Target.of(config.units[node])) for node in config.deployments[name].nodes]

@@ -12,8 +12,11 @@ from cockpit.errors import CockpitError, UsageError
 
 if TYPE_CHECKING:
     from cockpit.remote.base import Host
+    from cockpit.session import Session
     from cockpit.sglang.flags import Catalog
-    from cockpit.sglang.preflight import Report
+    from cockpit.sglang.nodes_preflight import NodeFacts
+    from cockpit.sglang.preflight import Finding, Report
+    from cockpit.targets import Target
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -26,6 +29,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--host", help="a config host or ssh_config alias")
     p.add_argument("--unit", help="the unit whose ExecStart to check")
+    p.add_argument(
+        "--deployment",
+        metavar="NAME",
+        help="a [deployments] entry: every node's unit, and what must agree between the nodes (each finding "
+        "names its `node`)",
+    )
     release = p.add_mutually_exclusive_group()
     release.add_argument("--sglang-version", metavar="V", help="check against this release (its source from PyPI)")
     release.add_argument("--sglang-source", metavar="DIR", help="a directory holding the release's `sglang` package")
@@ -111,7 +120,67 @@ async def _report(
     return report
 
 
+async def _node(
+    args: argparse.Namespace, session: Session, node: str, target: Target
+) -> tuple[list[Finding], NodeFacts, Host]:
+    """One node's own checks (as `--unit` runs them), said of the node, and its facts."""
+    import asyncio
+
+    from cockpit.sglang.deployment import read_deployment
+    from cockpit.sglang.model_preflight import check_before_start
+    from cockpit.sglang.nodes_preflight import NodeFacts, host_network, on_node
+    from cockpit.systemd import gpu_use
+    from cockpit.systemd.process_facts import Viewpoint
+
+    host = session.host_named(target.host)
+    found = await read_deployment(host, target, catalogs=session.catalogs, python=True)
+    if found.unit is None or found.catalog is None:
+        raise CockpitError(f"{node}: {found.problems[0] if found.problems else 'the unit could not be read'}")
+    argv, env = found.command, found.unit.environment()
+    use, (interfaces, addresses) = await asyncio.gather(gpu_use.read_or_say(host), host_network(host))
+    report = await _report(args, argv, found.catalog, host, found.interpreter)
+    view = Viewpoint(target.unit, found.status.running_invocation)
+    report.findings += await check_before_start(
+        host, argv, found.catalog, view, env, root=found.package_root, architectures=session.architectures, use=use
+    )
+    gpus = len(use.gpus) if use.gpus else None
+    return (
+        on_node(report.findings, node),
+        NodeFacts(node, host.name, argv, found.catalog, env, gpus, interfaces, addresses),
+        host,
+    )
+
+
+async def _deployment(args: argparse.Namespace) -> Report:
+    """Every node's own checks, then what must agree between them, before any write."""
+    import asyncio
+
+    from cockpit import config as config_mod
+    from cockpit.cli.target import session_of
+    from cockpit.sglang.nodes_preflight import cross_node_findings, dist_init_addr, reach_findings
+    from cockpit.sglang.preflight import Report
+    from cockpit.targets import deployment_targets
+
+    cfg = config_mod.load(getattr(args, "config", None))
+    nodes = deployment_targets(cfg, args.deployment)
+    async with session_of(cfg, None) as session:
+        each = await asyncio.gather(*(_node(args, session, node, target) for node, target in nodes))
+        report = Report([f for findings, _, _ in each for f in findings])
+        facts = [fact for _, fact, _ in each]
+        report.findings += cross_node_findings(facts)
+        head = next((f for f in facts if f.rank == 0), facts[0])
+        addr = dist_init_addr(head.flags)
+        if addr is not None:
+            probes = (reach_findings(host, fact.node, addr, head.node) for _, fact, host in each if fact is not head)
+            report.findings += [f for found in await asyncio.gather(*probes) for f in found]
+    return report
+
+
 async def _run(args: argparse.Namespace) -> Report:
+    if args.deployment:
+        if args.unit or args.host or args.args:
+            raise UsageError("--deployment reads every node's flags from its unit: give it alone")
+        return await _deployment(args)
     argv = args.args[1:] if args.args[:1] == ["--"] else list(args.args)
     catalog = _given_catalog(args, argv)
     if args.host:
@@ -133,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         marks = {"error": "✗", "warning": "!", "info": "·"}
         for f in report.findings:
-            print(f"{marks.get(f.severity, '?')} {f.severity:<7} {f.rule}: {f.message}")
+            where = f"{f.node} " if f.node else ""
+            print(f"{marks.get(f.severity, '?')} {f.severity:<7} {where}{f.rule}: {f.message}")
             if f.fix:
                 print(f"          fix: {f.fix}")
         print("the server should start" if report.would_start else "the server would NOT start")

@@ -2,11 +2,20 @@
 (`toml_lines`), and the reader that checks one against the other (`reader`)."""
 
 from cockpit.config.reader import find_config_path, load, parse
-from cockpit.config.schema import DEFAULT_CONCURRENCY, Config, HostConfig, LoadProfile, UIConfig, UnitConfig
+from cockpit.config.schema import (
+    DEFAULT_CONCURRENCY,
+    Config,
+    DeploymentConfig,
+    HostConfig,
+    LoadProfile,
+    UIConfig,
+    UnitConfig,
+)
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "Config",
+    "DeploymentConfig",
     "HostConfig",
     "LoadProfile",
     "UIConfig",

@@ -18,7 +18,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-from cockpit.config.schema import DEFAULT_CONCURRENCY, Config, HostConfig, LoadProfile, UIConfig, UnitConfig
+from cockpit.config.schema import (
+    DEFAULT_CONCURRENCY,
+    Config,
+    DeploymentConfig,
+    HostConfig,
+    LoadProfile,
+    UIConfig,
+    UnitConfig,
+)
 from cockpit.config.toml_lines import _KeyLines
 from cockpit.errors import UsageError
 from cockpit.suggest import closest
@@ -85,6 +93,10 @@ def _is_nonempty_str(v: Any) -> bool:
     return isinstance(v, str) and v.strip() != ""
 
 
+def _is_str_list(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(_is_nonempty_str(x) for x in v)
+
+
 def _is_bool(v: Any) -> bool:
     return isinstance(v, bool)
 
@@ -109,7 +121,7 @@ _HOST_KEYS = ["ssh", "hostname", "user", "port", "jump", "identity_file", "sudo"
 _UNIT_KEYS = ["host", "unit", "python", "url", "profile"]
 _PROFILE_KEYS = ["concurrency", "requests", "warmup", "input_len", "output_len", "endpoint"]
 _UI_KEYS = ["theme", "keys"]
-_TOP_KEYS = ["hosts", "units", "profiles", "ui"]
+_TOP_KEYS = ["hosts", "units", "profiles", "ui", "deployments"]
 
 
 def _read_host(r: _Reader, name: str, raw: Any) -> HostConfig:
@@ -167,6 +179,24 @@ def _read_unit(
         url=r.get(t, key, "url", _is_url, "an http:// or https:// URL", "http://127.0.0.1:30000").rstrip("/"),
         profile=profile,
     )
+
+
+def _read_deployment(r: _Reader, name: str, raw: Any, units: dict[str, UnitConfig]) -> DeploymentConfig:
+    key = ("deployments", name)
+    t = r.table(raw, key)
+    r.known_keys(t, key, ["nodes"])
+    if "nodes" not in t:
+        raise r.fail(key, "missing key 'nodes' (its [units] entries in node-rank order, node 0 first)")
+    nodes = r.get(t, key, "nodes", _is_str_list, "a list of [units] names, node 0 first", [])
+    for node in nodes:
+        if node not in units:
+            close = closest(node, units)
+            hint = f" (did you mean '{close[0]}'?)" if close else " (add it under [units])"
+            raise r.fail(key + ("nodes",), f"unknown unit '{node}'{hint}")
+    twice = sorted({n for n in nodes if nodes.count(n) > 1})
+    if twice:
+        raise r.fail(key + ("nodes",), f"'{twice[0]}' is named twice: each node runs once")
+    return DeploymentConfig(name=name, nodes=tuple(nodes))
 
 
 def _read_profile(r: _Reader, name: str, raw: Any) -> LoadProfile:
@@ -251,7 +281,10 @@ def _parse(text: str, path: Path) -> Config:
     profiles = {n: _read_profile(r, n, v) for n, v in r.table(doc.get("profiles", {}), ("profiles",)).items()}
     units = {n: _read_unit(r, n, v, hosts, profiles) for n, v in r.table(doc.get("units", {}), ("units",)).items()}
     ui = _read_ui(r, doc.get("ui", {}))
-    return Config(path=path, hosts=hosts, units=units, profiles=profiles, ui=ui)
+    deployments = {
+        n: _read_deployment(r, n, v, units) for n, v in r.table(doc.get("deployments", {}), ("deployments",)).items()
+    }
+    return Config(path=path, hosts=hosts, units=units, profiles=profiles, ui=ui, deployments=deployments)
 
 
 def find_config_path(explicit: str | None = None) -> Path | None:

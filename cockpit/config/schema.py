@@ -54,6 +54,14 @@ class UnitConfig:
 
 
 @dataclass(frozen=True)
+class DeploymentConfig:
+    """One SGLang launch that spans nodes: its [units] entries in node-rank order (node 0 first)."""
+
+    name: str
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class LoadProfile:
     """A load-run sweep: concurrency levels, requests per level, prompt and output sizes."""
 
@@ -79,6 +87,7 @@ class Config:
     units: dict[str, UnitConfig] = field(default_factory=dict)
     profiles: dict[str, LoadProfile] = field(default_factory=dict)
     ui: UIConfig = field(default_factory=UIConfig)
+    deployments: dict[str, DeploymentConfig] = field(default_factory=dict)
 
     def host(self, name: str) -> HostConfig:
         """A configured host, or an ssh_config alias of that name with default settings."""

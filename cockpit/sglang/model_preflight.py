@@ -40,13 +40,15 @@ async def check_before_start(
     *,
     root: str | None,
     architectures: ArchitectureCache,
+    use: GpuUse | None = None,
 ) -> list[Finding]:
-    """Everything the host decides about a start, on one read of its GPU table: what other
-    processes hold that the unit will need (host_preflight), and the model (check_model)."""
+    """Everything the host decides about a start, on one read of its GPU table (`use`, where the
+    caller read it already): what other processes hold that the unit will need (host_preflight),
+    and the model (check_model)."""
     from cockpit.sglang.host_preflight import check_host
     from cockpit.systemd import gpu_use
 
-    use = await gpu_use.read_or_say(host)
+    use = use or await gpu_use.read_or_say(host)
     held = await check_host(host, argv, catalog, view, env, use=use)
     return held + await check_model(host, argv, catalog, use, view, env, root=root, architectures=architectures)
 

@@ -44,6 +44,7 @@ class Finding:
     would_raise: str | None = None  # what launch_server dies with: "AssertionError", "SystemExit(2)", ...
     fix: str | None = None
     pid: int | None = None  # the process a host finding is about (one holding a GPU's memory)
+    node: str | None = None  # the node of a multi-node deployment it is about ([units] entry)
 
     def to_json(self) -> dict:
         return asdict(self)
