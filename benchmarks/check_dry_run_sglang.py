@@ -53,6 +53,10 @@ resolution reads through transformers' AutoConfig; no weights):
 - served-name-colon: `--served-model-name a:b` -> launch_server stops with an AssertionError in
   `check_server_args()`, which launch_server calls after resolving but the dry run's probe does not.
 Each case also records what the static layer (`check_static`) says, and its errors' `would_raise`.
+With `--rules`, each static rule of cockpit/sglang/rule_families.py adds a breaking case
+(`rule-NAME-break`: the release refuses it with the rule's exception, and the static layer says
+the same, or an INFO for a rule the GPU or the model decides) and a passing one (`rule-NAME-pass`:
+it resolves, and the static layer says no error); tests/unit/test_rule_families.py reads them.
 
 Prints JSON (and writes it to --out); exit 1 when a check fails.
 
