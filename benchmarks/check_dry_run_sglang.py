@@ -51,7 +51,8 @@ resolution reads through transformers' AutoConfig; no weights):
 - mm-modality: `--limit-mm-data-per-request '{"text": 1}'` -> ValueError raised in the release's
   validations, which the static layer cannot see (it has no rule for the value's content);
 - served-name-colon: `--served-model-name a:b` -> launch_server stops with an AssertionError in
-  `check_server_args()`, which launch_server calls after resolving but the dry run's probe does not.
+  `check_server_args()`, which launch_server calls after resolving (the static layer's
+  served-name-colon rule names it too).
 Each case also records what the static layer (`check_static`) says, and its errors' `would_raise`.
 With `--rules`, each static rule of cockpit/sglang/rule_families.py adds a breaking case
 (`rule-NAME-break`: the release refuses it with the rule's exception, and the static layer says
@@ -199,7 +200,7 @@ def cases(model: str, draft: str) -> list[Case]:
                 Check("AssertionError", lambda r: _raises(r) == "AssertionError"),
                 Check("names --served-model-name", lambda r: "--served-model-name" in _flags(r)),
             ],
-            "",
+            "AssertionError",
         ),
     ]
 
@@ -211,6 +212,7 @@ def rule_cases(model: str, draft: str) -> dict[str, tuple[list[str], list[str]]]
     eagle = [*spec, "EAGLE", "--speculative-draft-model-path", draft]
     eagle_tree = [*eagle, "--speculative-num-steps", "3", "--speculative-eagle-topk", "4"]
     eagle_tree += ["--speculative-num-draft-tokens", "8", "--page-size", "16"]
+    linear = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
     lora = ["--lora-paths", "a=/tmp/a"]
     dflash = [*spec, "DFLASH", "--speculative-draft-model-path", draft]
     return {
@@ -313,7 +315,7 @@ def rule_cases(model: str, draft: str) -> dict[str, tuple[list[str], list[str]]]
         ),
         "block-verification-algorithm": (
             [*spec, "NGRAM", "--speculative-use-block-verification"],
-            [*eagle, "--speculative-use-block-verification"],
+            [*eagle, "--speculative-use-block-verification", *linear],  # it turns rejection sampling on: topk 1
         ),
         "decode-radix-speculative": (
             ["--disaggregation-mode", "decode", "--disaggregation-decode-enable-radix-cache", *spec, "NGRAM"],
@@ -321,7 +323,7 @@ def rule_cases(model: str, draft: str) -> dict[str, tuple[list[str], list[str]]]
         ),
         "host-receive-threshold": (
             ["--disaggregation-decode-host-receive-threshold", "2"],
-            ["--disaggregation-decode-host-receive-threshold", "0.5"],
+            ["--disaggregation-mode", "decode", "--disaggregation-decode-host-receive-threshold", "0.5"],
         ),
         "prefill-dequant-needs-nvfp4": (
             ["--prefill-kv-cache-dequant-dtype", "fp8_e4m3"],
