@@ -51,8 +51,13 @@ resolution reads through transformers' AutoConfig; no weights):
 - mm-modality: `--limit-mm-data-per-request '{"text": 1}'` -> ValueError raised in the release's
   validations, which the static layer cannot see (it has no rule for the value's content);
 - served-name-colon: `--served-model-name a:b` -> launch_server stops with an AssertionError in
-  `check_server_args()`, which launch_server calls after resolving but the dry run's probe does not.
+  `check_server_args()`, which launch_server calls after resolving (the static layer's
+  served-name-colon rule names it too).
 Each case also records what the static layer (`check_static`) says, and its errors' `would_raise`.
+With `--rules`, each static rule of cockpit/sglang/rule_families.py adds a breaking case
+(`rule-NAME-break`: the release refuses it with the rule's exception, and the static layer says
+the same, or an INFO for a rule the GPU or the model decides) and a passing one (`rule-NAME-pass`:
+it resolves, and the static layer says no error); tests/unit/test_rule_families.py reads them.
 
 Prints JSON (and writes it to --out); exit 1 when a check fails.
 
@@ -195,9 +200,175 @@ def cases(model: str, draft: str) -> list[Case]:
                 Check("AssertionError", lambda r: _raises(r) == "AssertionError"),
                 Check("names --served-model-name", lambda r: "--served-model-name" in _flags(r)),
             ],
-            "",
+            "AssertionError",
         ),
     ]
+
+
+def rule_cases(model: str, draft: str) -> dict[str, tuple[list[str], list[str]]]:
+    """Rule name (cockpit/sglang/rule_families.py) -> (flags that break it, flags next to them that
+    do not), each added to `--model-path MODEL`. `D` stands for the draft model directory."""
+    spec = ["--speculative-algorithm"]
+    eagle = [*spec, "EAGLE", "--speculative-draft-model-path", draft]
+    eagle_tree = [*eagle, "--speculative-num-steps", "3", "--speculative-eagle-topk", "4"]
+    eagle_tree += ["--speculative-num-draft-tokens", "8", "--page-size", "16"]
+    linear = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+    lora = ["--lora-paths", "a=/tmp/a"]
+    dflash = [*spec, "DFLASH", "--speculative-draft-model-path", draft]
+    return {
+        "served-name-colon": (["--served-model-name", "a:b"], ["--served-model-name", "a-b"]),
+        "nnodes-divides-tp": (["--nnodes", "2", "--tp-size", "1"], ["--nnodes", "2", "--tp-size", "2"]),
+        "dp-replicas-multinode": (
+            ["--nnodes", "2", "--tp-size", "2", "--dp-size", "2"],
+            ["--nnodes", "2", "--tp-size", "2", "--attn-dp-size", "2"],
+        ),
+        "attn-dp-positive": (["--attn-dp-size", "0"], ["--attn-dp-size", "1"]),
+        "attn-dp-with-dp-replicas": (
+            ["--tp-size", "4", "--attn-dp-size", "2", "--dp-size", "2"],
+            ["--tp-size", "4", "--attn-dp-size", "2"],
+        ),
+        "attn-dp-divides-tp": (
+            ["--tp-size", "2", "--dp-size", "4", "--enable-dp-attention"],
+            ["--tp-size", "4", "--dp-size", "2", "--enable-dp-attention"],
+        ),
+        "retraction-needs-priority": (
+            ["--retraction-policy", "priority"],
+            ["--retraction-policy", "priority", "--enable-priority-scheduling"],
+        ),
+        "priority-schedule-policy": (
+            ["--enable-priority-scheduling", "--schedule-policy", "lpm"],
+            ["--enable-priority-scheduling", "--schedule-policy", "lof"],
+        ),
+        "tokenizer-workers": (["--tokenizer-worker-num", "0"], ["--tokenizer-worker-num", "2"]),
+        "detokenizer-workers": (["--detokenizer-worker-num", "0"], ["--detokenizer-worker-num", "2"]),
+        "base-gpu-id": (["--base-gpu-id", "-1"], ["--base-gpu-id", "2"]),
+        "gpu-id-step": (["--gpu-id-step", "0"], ["--gpu-id-step", "2"]),
+        "moe-dense-tp": (
+            ["--tp-size", "4", "--moe-dense-tp-size", "2"],
+            ["--tp-size", "4", "--moe-dense-tp-size", "1"],
+        ),
+        "cuda-graph-padding-compile": (
+            ["--disable-cuda-graph-padding", "--enable-torch-compile"],
+            ["--enable-torch-compile"],
+        ),
+        "pp-micro-batch": (["--pp-max-micro-batch-size", "0"], ["--pp-max-micro-batch-size", "4"]),
+        "pdmux-pp": (
+            ["--enable-pdmux", "--pp-size", "2", "--chunked-prefill-size", "-1", "--disable-overlap-schedule"],
+            ["--enable-pdmux", "--chunked-prefill-size", "-1", "--disable-overlap-schedule"],
+        ),
+        "pdmux-chunked-prefill": (
+            ["--enable-pdmux", "--disable-overlap-schedule"],
+            ["--enable-pdmux", "--chunked-prefill-size", "-1", "--disable-overlap-schedule"],
+        ),
+        "lora-per-batch": ([*lora, "--max-loras-per-batch", "0"], [*lora, "--max-loras-per-batch", "2"]),
+        "lora-nothing-to-load": (
+            ["--enable-lora"],
+            ["--enable-lora", "--max-lora-rank", "8", "--lora-target-modules", "q_proj"],
+        ),
+        "lora-target-all-alone": (
+            ["--enable-lora", "--max-lora-rank", "8", "--lora-target-modules", "all", "q_proj"],
+            ["--enable-lora", "--max-lora-rank", "8", "--lora-target-modules", "all"],
+        ),
+        "lora-max-loaded": ([*lora, "--max-loaded-loras", "2"], [*lora, "--max-loaded-loras", "8"]),
+        "lora-paths-over-max-loaded": (
+            [
+                "--lora-paths",
+                "a=/tmp/a",
+                "b=/tmp/b",
+                "c=/tmp/c",
+                "--max-loaded-loras",
+                "2",
+                "--max-loras-per-batch",
+                "2",
+            ],
+            ["--lora-paths", "a=/tmp/a", "b=/tmp/b", "--max-loaded-loras", "2", "--max-loras-per-batch", "2"],
+        ),
+        "lora-overlap-loading": (
+            [*lora, "--enable-lora-overlap-loading"],
+            [*lora, "--enable-lora-overlap-loading", "--max-loaded-loras", "16"],
+        ),
+        "lora-speculative": (
+            [*lora, *spec, "STANDALONE", "--speculative-draft-model-path", draft],
+            [*lora, *spec, "NGRAM"],
+        ),
+        "standalone-dp-attention": (
+            [*spec, "STANDALONE", "--speculative-draft-model-path", draft, "--tp-size", "2", "--attn-dp-size", "2"],
+            [*spec, "STANDALONE", "--speculative-draft-model-path", draft, "--tp-size", "2"],
+        ),
+        "ngram-dp-attention": (
+            [*spec, "NGRAM", "--tp-size", "2", "--attn-dp-size", "2"],
+            [*spec, "NGRAM", "--tp-size", "2"],
+        ),
+        "dflash-draft-path": ([*spec, "DFLASH"], [*dflash, "--speculative-dflash-block-size", "8"]),
+        "dflash-pp": ([*dflash, "--pp-size", "2"], [*dflash, "--speculative-dflash-block-size", "4"]),
+        "dflash-block-size": (
+            [*dflash, "--speculative-dflash-block-size", "8", "--speculative-num-draft-tokens", "4"],
+            [*dflash, "--speculative-dflash-block-size", "8", "--speculative-num-draft-tokens", "8"],
+        ),
+        "draft-sink-needs-window": (
+            ["--speculative-draft-sink-size", "4"],
+            ["--speculative-draft-sink-size", "4", "--speculative-draft-window-size", "64"],
+        ),
+        "draft-window-positive": (
+            ["--speculative-draft-window-size", "0"],
+            ["--speculative-draft-window-size", "64"],
+        ),
+        "block-verification-algorithm": (
+            [*spec, "NGRAM", "--speculative-use-block-verification"],
+            [*eagle, "--speculative-use-block-verification", *linear],  # it turns rejection sampling on: topk 1
+        ),
+        "decode-radix-speculative": (
+            ["--disaggregation-mode", "decode", "--disaggregation-decode-enable-radix-cache", *spec, "NGRAM"],
+            ["--disaggregation-mode", "decode", "--disaggregation-decode-enable-radix-cache", *eagle],
+        ),
+        "host-receive-threshold": (
+            ["--disaggregation-decode-host-receive-threshold", "2"],
+            ["--disaggregation-mode", "decode", "--disaggregation-decode-host-receive-threshold", "0.5"],
+        ),
+        "prefill-dequant-needs-nvfp4": (
+            ["--prefill-kv-cache-dequant-dtype", "fp8_e4m3"],
+            ["--prefill-kv-cache-dequant-dtype", "auto", "--kv-cache-dtype", "fp8_e4m3"],
+        ),
+        "lmcache-hicache": (["--enable-lmcache", "--enable-hierarchical-cache"], ["--enable-hierarchical-cache"]),
+        "lmcache-radix": (["--enable-lmcache", "--disable-radix-cache"], ["--disable-radix-cache"]),
+        "kv-mxfp8-blackwell": (["--kv-cache-dtype", "mxfp8"], ["--kv-cache-dtype", "fp8_e4m3"]),
+        "chunked-prefill-page": (
+            ["--chunked-prefill-size", "100", "--page-size", "16"],
+            ["--chunked-prefill-size", "128", "--page-size", "16"],
+        ),
+        "eagle-topk-page-backend": (
+            [*eagle_tree, "--attention-backend", "torch_native"],
+            [*eagle_tree, "--attention-backend", "triton"],
+        ),
+        "ngram-topk-page-backend": (
+            [*spec, "NGRAM", "--page-size", "16", "--attention-backend", "triton"],
+            [*spec, "NGRAM", "--page-size", "16", "--attention-backend", "flashinfer"],
+        ),
+    }
+
+
+def rule_case_list(model: str, draft: str) -> list[Case]:
+    """A breaking and a passing case of every rule: the real outcome, and the static layer naming
+    the rule (an error, or an INFO for a rule the GPU or the model may decide) or saying nothing."""
+    from cockpit.sglang.rule_families import BY_NAME
+
+    failed = Check("outcome is failed", lambda r: r[0] == "failed")
+    passed = Check("outcome is passed", lambda r: r == ("passed", []))
+    out = []
+    for name, (breaking, passing) in rule_cases(model, draft).items():
+        rule = BY_NAME[name]
+        raises = Check(f"raises {rule.exception}", lambda r, e=rule.exception: _raises(r) == e)
+        out.append(
+            Case(
+                f"rule-{name}-break",
+                ["--model-path", model, *breaking],
+                f"breaks {name}",
+                [failed, raises],
+                rule.exception if rule.sure else "",
+            )
+        )
+        out.append(Case(f"rule-{name}-pass", ["--model-path", model, *passing], f"keeps {name}", [passed], ""))
+    return out
 
 
 def installed_version(python: str) -> str:
@@ -291,6 +462,7 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="run only this case (repeatable)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--record", type=Path, help="keep each probe's output here (tests/data/dryrun)")
+    parser.add_argument("--rules", action="store_true", help="also run each static rule's breaking and passing case")
     args = parser.parse_args()
 
     installed = installed_version(args.python)
@@ -303,7 +475,10 @@ def main() -> int:
         for name in ("model", "draft"):
             (work / name).mkdir()
             (work / name / "config.json").write_text(json.dumps(TINY_LLAMA))
-        chosen = [c for c in cases(str(work / "model"), str(work / "draft")) if not args.only or c.name in args.only]
+        every = cases(str(work / "model"), str(work / "draft")) + (
+            rule_case_list(str(work / "model"), str(work / "draft")) if args.rules else []
+        )
+        chosen = [c for c in every if not args.only or c.name in args.only]
         results = []
         for case in chosen:
             outcome, probe = asyncio.run(run_case(case, args.python, catalog, args.timeout))

@@ -323,6 +323,24 @@ def _annotated_parts(node: ast.AST) -> list[ast.expr] | None:
     return None
 
 
+def _dict_entries(node: ast.AST | None, env: Any) -> dict[str, Any] | None:
+    """The literal entries of a `{...}` keyword, those whose value is no literal left out:
+    0.5.23's `action_kwargs={"type": str, "nargs": "*"}` (for --lora-paths) has a `str` that
+    `literal` cannot read, which lost its nargs."""
+    if node is None:
+        return {}
+    if not isinstance(node, ast.Dict):
+        value = env.literal(node)
+        return value if isinstance(value, dict) else None
+    out: dict[str, Any] = {}
+    for key, value in zip(node.keys, node.values, strict=True):
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            found = env.literal(value)
+            if found is not None:
+                out[key.value] = found
+    return out
+
+
 def _unwrap_type(node: ast.AST, env: _Env) -> tuple[str | None, tuple[Any, ...] | None, bool]:
     """(scalar type name, literal choices, is a list) of an annotation's type part."""
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
@@ -383,9 +401,9 @@ def _field_flag(dest: str, type_node: ast.AST, meta: ast.AST, value: ast.AST | N
     action = kw.get("action")
     if action is not None:
         action_name = _type_name(action)
-        action_kwargs = env.literal(kw.get("action_kwargs")) if "action_kwargs" in kw else {}
+        action_kwargs = _dict_entries(kw.get("action_kwargs"), env)
         nargs = (
-            (action_kwargs or {}).get("nargs", env.action_nargs.get(action_name or "", None))
+            action_kwargs.get("nargs", env.action_nargs.get(action_name or "", None))
             if isinstance(action_kwargs, dict)
             else None
         )

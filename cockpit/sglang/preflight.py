@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from cockpit.remote.base import Host, HostError, RunResult
 from cockpit.sglang.explain import explain_traceback
 from cockpit.sglang.flags import Catalog, Flag, on_cuda
+from cockpit.sglang.rule_families import violations
 from cockpit.sglang.rules import eagle_violation
 from cockpit.systemd.unit_args import Item, parse_items
 
@@ -214,10 +215,17 @@ def check_static(argv: Sequence[str], catalog: Catalog) -> list[Finding]:
                     f"Add {flag.name}.",
                 )
             )
-    violation = eagle_violation(version, given)
-    if violation is not None:
+    eagle = eagle_violation(version, given)
+    for violation in ([eagle] if eagle is not None else []) + violations(version, given):
         findings.append(
-            Finding(ERROR, violation.rule, list(violation.flags), violation.message, violation.exception, violation.fix)
+            Finding(
+                ERROR if violation.sure else INFO,
+                violation.rule,
+                list(violation.flags),
+                violation.message,
+                violation.exception,
+                violation.fix,
+            )
         )
     return findings
 

@@ -33,6 +33,7 @@ class Violation:
     flags: tuple[str, ...]
     message: str
     fix: str
+    sure: bool = True  # False: the GPU or the model may decide otherwise (an INFO, not an error)
 
 
 def _int_or_none(value: str | None) -> int | None:

@@ -1,0 +1,295 @@
+"""How much of real SGLang's start-up refusals the static layer (`check_static`) names, and whether
+it ever calls an error where the release starts (a false error).
+
+NOT PART OF CI: it needs a Python that really imports SGLang and resolves its arguments (the one
+benchmarks/check_dry_run_sglang.py describes; /tmp/rs-venv/bin/python for 0.5.23 here). The flag
+sets below are held-out style: other values and other combinations than the recorded cases the
+unit tests read (tests/data/dryrun/0.5.23-rule-*.json), across many families, some with no static
+rule at all (those count as real failures the static layer does not name).
+
+Each flag set runs through the release's own `prepare_server_args`, `resolve_once` and
+`check_server_args` (the dry run's PROBE, with `--device cuda` and a model directory holding a
+minimal Llama config.json), all in one process so the import is paid once (about 2 s a set after
+a 6 s import on a two-core machine), and through `check_static` with the release's catalog.
+
+    .venv/bin/python benchmarks/eval_static_rules.py --python /tmp/rs-venv/bin/python [--version 0.5.23] [--out FILE]
+
+Prints JSON: per family, the sets, real failures, those the static layer names with an error (and
+with an INFO), false errors (a static error where the release passed: must be 0), and totals.
+Exit 1 on any false error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from _common import emit
+from check_dry_run_sglang import TINY_LLAMA
+
+from cockpit.sglang.flags import load_catalog
+from cockpit.sglang.preflight import ERROR, INFO, check_static
+from cockpit.sglang.releases import sglang_source
+
+RUNNER = """\
+import contextlib, io, json, os, sys, traceback
+sys.argv[0] = "launch_server"
+from sglang.srt.server_args import prepare_server_args
+for line in sys.stdin:
+    case = json.loads(line)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            sa = prepare_server_args(case["argv"])
+            sa.resolve_once()
+            sa.check_server_args()
+        out = {"name": case["name"], "real": "passed"}
+    except BaseException as e:
+        name = type(e).__name__ + (f"({e.code})" if isinstance(e, SystemExit) else "")
+        tb = traceback.extract_tb(e.__traceback__)
+        where = tb[-1].name if tb else ""
+        out = {"name": case["name"], "real": name, "where": where, "message": str(e)[:200]}
+    print(json.dumps(out), flush=True)
+"""
+
+M = ["--model-path", "{M}"]
+D = "{D}"
+
+
+def flag_sets() -> list[tuple[str, str, list[str]]]:
+    """(family, name, flags after --model-path): a mix of breaking and valid sets."""
+    eagle = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", D]
+    tree = ["--speculative-num-steps", "2", "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "4"]
+    return [
+        ("baseline", "plain", []),
+        ("baseline", "tp2", ["--tp-size", "2"]),
+        ("argparse", "tp-not-int", ["--tp-size", "two"]),
+        ("argparse", "bad-quantization", ["--quantization", "int3"]),
+        ("served model name", "colon-version", ["--served-model-name", "llama:8b"]),
+        ("served model name", "slash-ok", ["--served-model-name", "meta/llama-8b"]),
+        ("served model name", "s3-uri-ok", ["--served-model-name", "s3://bucket/llama"]),
+        ("multi-node", "tp3-nnodes2", ["--nnodes", "2", "--tp-size", "3"]),
+        ("multi-node", "tp2-pp2-nnodes4-ok", ["--nnodes", "4", "--tp-size", "2", "--pp-size", "2"]),
+        ("multi-node", "dp4-nnodes2", ["--nnodes", "2", "--tp-size", "4", "--dp-size", "4"]),
+        ("dp attention", "attn-dp3-tp4", ["--tp-size", "4", "--attn-dp-size", "3"]),
+        ("dp attention", "enable-dpa-tp8-dp3", ["--tp-size", "8", "--dp-size", "3", "--enable-dp-attention"]),
+        ("dp attention", "enable-dpa-tp8-dp4-ok", ["--tp-size", "8", "--dp-size", "4", "--enable-dp-attention"]),
+        ("dp attention", "attn-dp2-dp3", ["--tp-size", "2", "--attn-dp-size", "2", "--dp-size", "3"]),
+        ("dp attention", "attn-dp-neg", ["--attn-dp-size", "-2"]),
+        ("priority scheduling", "policy-random", ["--enable-priority-scheduling", "--schedule-policy", "random"]),
+        ("priority scheduling", "retraction-priority", ["--retraction-policy", "priority", "--schedule-policy", "lof"]),
+        ("priority scheduling", "fcfs-ok", ["--enable-priority-scheduling", "--retraction-policy", "priority"]),
+        ("process layout", "tokenizer-workers-neg", ["--tokenizer-worker-num", "-1"]),
+        ("process layout", "gpu-step-neg", ["--gpu-id-step", "-1"]),
+        ("process layout", "moe-dense-tp3", ["--tp-size", "2", "--moe-dense-tp-size", "3"]),
+        ("process layout", "moe-dense-eq-tp-ok", ["--tp-size", "2", "--moe-dense-tp-size", "2"]),
+        ("lora", "per-batch-neg", ["--lora-paths", "x=/tmp/x", "--max-loras-per-batch", "-1"]),
+        ("lora", "rank-without-modules", ["--enable-lora", "--max-lora-rank", "16"]),
+        (
+            "lora",
+            "max-loaded-below",
+            ["--lora-paths", "x=/tmp/x", "--max-loras-per-batch", "4", "--max-loaded-loras", "3"],
+        ),
+        (
+            "lora",
+            "four-paths-max3",
+            ["--lora-paths", "a=/a", "b=/b", "c=/c", "d=/d", "--max-loaded-loras", "3", "--max-loras-per-batch", "3"],
+        ),
+        (
+            "lora",
+            "overlap-max32",
+            ["--lora-paths", "x=/tmp/x", "--enable-lora-overlap-loading", "--max-loaded-loras", "32"],
+        ),
+        ("lora", "lora-eagle-ok", ["--lora-paths", "x=/tmp/x", *eagle, *tree]),
+        (
+            "lora",
+            "lora-disabled-paths-ok",
+            ["--lora-paths", "x=/tmp/x", "--max-loras-per-batch", "1", "--max-loaded-loras", "1"],
+        ),
+        ("speculative", "eagle-tree-ok", [*eagle, *tree]),
+        (
+            "speculative",
+            "eagle-tree-page-flashmla",
+            [*eagle, *tree, "--page-size", "64", "--attention-backend", "flashmla"],
+        ),
+        ("speculative", "eagle-tree-page-fa3-ok", [*eagle, *tree, "--page-size", "64", "--attention-backend", "fa3"]),
+        ("speculative", "ngram-page-auto", ["--speculative-algorithm", "NGRAM", "--page-size", "32"]),
+        (
+            "speculative",
+            "ngram-breadth1-page-ok",
+            ["--speculative-algorithm", "NGRAM", "--page-size", "32", "--speculative-ngram-max-bfs-breadth", "1"],
+        ),
+        (
+            "speculative",
+            "ngram-dpa-enable",
+            ["--speculative-algorithm", "NGRAM", "--tp-size", "4", "--dp-size", "2", "--enable-dp-attention"],
+        ),
+        (
+            "speculative",
+            "standalone-dpa",
+            [
+                "--speculative-algorithm",
+                "STANDALONE",
+                "--speculative-draft-model-path",
+                D,
+                "--tp-size",
+                "4",
+                "--attn-dp-size",
+                "4",
+            ],
+        ),
+        (
+            "speculative",
+            "dflash-pp3",
+            ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", D, "--pp-size", "3"],
+        ),
+        (
+            "speculative",
+            "dflash-no-draft-block",
+            ["--speculative-algorithm", "dflash", "--speculative-dflash-block-size", "16"],
+        ),
+        (
+            "speculative",
+            "sink-window-ok",
+            ["--speculative-draft-window-size", "128", "--speculative-draft-sink-size", "2"],
+        ),
+        ("speculative", "window-neg", ["--speculative-draft-window-size", "-4"]),
+        ("speculative", "rejection-topk2", [*eagle, *tree, "--speculative-use-rejection-sampling"]),
+        (
+            "speculative",
+            "block-verif-standalone",
+            [
+                "--speculative-algorithm",
+                "STANDALONE",
+                "--speculative-draft-model-path",
+                D,
+                "--speculative-use-block-verification",
+            ],
+        ),
+        (
+            "disaggregation",
+            "decode-radix-standalone",
+            [
+                "--disaggregation-mode",
+                "decode",
+                "--disaggregation-decode-enable-radix-cache",
+                "--speculative-algorithm",
+                "STANDALONE",
+                "--speculative-draft-model-path",
+                D,
+            ],
+        ),
+        ("disaggregation", "threshold-neg", ["--disaggregation-decode-host-receive-threshold", "-0.1"]),
+        ("disaggregation", "prefill-ok", ["--disaggregation-mode", "prefill"]),
+        (
+            "kv cache",
+            "dequant-nvfp4-with-fp8",
+            ["--prefill-kv-cache-dequant-dtype", "nvfp4", "--kv-cache-dtype", "fp8_e4m3"],
+        ),
+        ("kv cache", "lmcache-both", ["--enable-lmcache", "--enable-hierarchical-cache", "--disable-radix-cache"]),
+        ("kv cache", "mxfp8", ["--kv-cache-dtype", "mxfp8"]),
+        ("kv cache", "fp8-ok", ["--kv-cache-dtype", "fp8_e5m2"]),
+        ("kv cache", "swa-ratio-zero", ["--swa-full-tokens-ratio", "0"]),
+        ("chunked prefill", "chunk-not-page-multiple", ["--chunked-prefill-size", "1000", "--page-size", "64"]),
+        ("chunked prefill", "chunk-page-ok", ["--chunked-prefill-size", "1024", "--page-size", "64"]),
+        (
+            "pipeline",
+            "pdmux-pp4",
+            ["--enable-pdmux", "--pp-size", "4", "--chunked-prefill-size", "-1", "--disable-overlap-schedule"],
+        ),
+        ("pipeline", "pdmux-overlap", ["--enable-pdmux", "--chunked-prefill-size", "-1"]),
+        ("pipeline", "pp-mbs-neg", ["--pp-max-micro-batch-size", "-3"]),
+        (
+            "cuda graph",
+            "padding-compile",
+            ["--disable-cuda-graph-padding", "--enable-torch-compile", "--torch-compile-max-bs", "8"],
+        ),
+        ("multimodal", "mm-limit-bad-modality", ["--limit-mm-data-per-request", '{"audio_x": 1}']),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", required=True, help="a Python that imports SGLang")
+    parser.add_argument("--version", default="0.5.23")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    catalog = load_catalog(sglang_source(args.version, progress=lambda m: print(m, file=sys.stderr)))
+    work = Path(tempfile.mkdtemp(prefix="cockpit-eval-rules-"))
+    try:
+        for name in ("model", "draft"):
+            (work / name).mkdir()
+            (work / name / "config.json").write_text(json.dumps(TINY_LLAMA))
+        sets = flag_sets()
+
+        def place(words: list[str]) -> list[str]:
+            return [w.replace("{M}", str(work / "model")).replace("{D}", str(work / "draft")) for w in words]
+
+        lines = "".join(
+            json.dumps({"name": name, "argv": place([*M, *flags, "--device", "cuda"])}) + "\n"
+            for _, name, flags in sets
+        )
+        proc = subprocess.run(
+            [args.python, "-c", RUNNER],
+            input=lines,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            env={"SGLANG_CACHE_DIR": str(work / "cache"), "PATH": "/usr/bin:/bin", "HOME": str(work)},
+        )
+        real = {r["name"]: r for r in map(json.loads, proc.stdout.splitlines()) if r.get("name")}
+        if len(real) != len(sets):
+            print(proc.stderr[-3000:], file=sys.stderr)
+            return 1
+        rows = []
+        families: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for family, name, flags in sets:
+            findings = check_static(place([*M, *flags]), catalog)
+            errors = [f for f in findings if f.severity == ERROR]
+            infos = [f for f in findings if f.severity == INFO]
+            outcome = real[name]["real"]
+            fam = families[family]
+            fam["sets"] += 1
+            if outcome == "passed":
+                fam["false_errors"] += bool(errors)
+            else:
+                fam["real_failures"] += 1
+                fam["named_error"] += bool(errors)
+                fam["named_info_only"] += bool(infos and not errors)
+                fam["exception_agrees"] += bool(errors and errors[0].would_raise == outcome)
+            rows.append(
+                {
+                    "family": family,
+                    "name": name,
+                    "real": outcome,
+                    "where": real[name].get("where"),
+                    "static_errors": [f.rule for f in errors],
+                    "static_info": [f.rule for f in infos],
+                }
+            )
+        total = {
+            key: sum(f[key] for f in families.values())
+            for key in ("sets", "real_failures", "named_error", "named_info_only", "exception_agrees", "false_errors")
+        }
+        report = {
+            "sglang": args.version,
+            "total": total,
+            "families": {k: dict(v) for k, v in families.items()},
+            "sets": rows,
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    emit(report)
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    return 1 if total["false_errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
