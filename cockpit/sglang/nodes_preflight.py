@@ -147,7 +147,7 @@ def _ranks(nodes: Sequence[NodeFacts]) -> list[Finding]:
 
 
 def _sizes(nodes: Sequence[NodeFacts]) -> list[Finding]:
-    """--nnodes equal to the node count; tp x pp split evenly, within each node's GPUs."""
+    """--nnodes equal to the node count; tp x pp over the nodes within each node's GPUs."""
     found = []
     for n in nodes:
         flags = n.flags
@@ -166,19 +166,8 @@ def _sizes(nodes: Sequence[NodeFacts]) -> list[Finding]:
             )
             continue
         tp, pp = int(number(flags, "--tp-size", 1)), int(number(flags, "--pp-size", 1))
-        if (tp * pp) % nnodes:
-            found.append(
-                _finding(
-                    ERROR,
-                    n.node,
-                    ["--tp-size", "--pp-size", "--nnodes"],
-                    f"tp {tp} x pp {pp} does not split over {nnodes} nodes: SGLang asserts "
-                    '"tp_size must be divisible by number of nodes" (check_server_args).',
-                    f"Make --tp-size x --pp-size a multiple of {nnodes}.",
-                    "AssertionError",
-                )
-            )
-        elif n.gpus is not None and (tp * pp) // nnodes > n.gpus:
+        # tp x pp not divisible by --nnodes is each node's own rule (rule_families), said per node.
+        if (tp * pp) % nnodes == 0 and n.gpus is not None and (tp * pp) // nnodes > n.gpus:
             found.append(
                 _finding(
                     ERROR,

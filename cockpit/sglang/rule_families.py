@@ -146,7 +146,7 @@ def _served_colon(f: Flags) -> str | None:
 
 def _nnodes_tp(f: Flags) -> str | None:
     tp, pp, n = f.number("--tp-size", 1), f.number("--pp-size", 1), f.number("--nnodes", 1)
-    if None in (tp, pp, n) or n < 1 or f.text("--ep-join-mode") == "scale":
+    if tp is None or pp is None or n is None or n < 1 or f.text("--ep-join-mode") == "scale":
         return None
     if (tp * pp) % n:
         return f"--tp-size {tp} x --pp-size {pp} is not divisible by --nnodes {n}"
