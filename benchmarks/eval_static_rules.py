@@ -214,11 +214,31 @@ def flag_sets() -> list[tuple[str, str, list[str]]]:
     ]
 
 
+def dry_run_says(python: str, argv: list[str], catalog, work: Path) -> str:
+    """The cockpit's dry run of one set on this machine, as the release's own outcome is written:
+    "passed", or the exception it names ("AssertionError", "SystemExit(2)")."""
+    import asyncio
+
+    from cockpit.remote.local import LocalHost
+    from cockpit.sglang.preflight import dry_run
+
+    outcome, findings = asyncio.run(dry_run(LocalHost(), python, argv, catalog))
+    if outcome != "failed":
+        return outcome
+    return next((f.would_raise or "?" for f in findings if f.severity == ERROR), "?")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--python", required=True, help="a Python that imports SGLang")
     parser.add_argument("--version", default="0.5.23")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="also run each set through the cockpit's own dry run (its probe, in a process of its own, "
+        "about 7 s a set) and compare its verdict and exception with the release's",
+    )
     args = parser.parse_args()
     catalog = load_catalog(sglang_source(args.version, progress=lambda m: print(m, file=sys.stderr)))
     work = Path(tempfile.mkdtemp(prefix="cockpit-eval-rules-"))
@@ -263,19 +283,30 @@ def main() -> int:
                 fam["named_error"] += bool(errors)
                 fam["named_info_only"] += bool(infos and not errors)
                 fam["exception_agrees"] += bool(errors and errors[0].would_raise == outcome)
-            rows.append(
-                {
-                    "family": family,
-                    "name": name,
-                    "real": outcome,
-                    "where": real[name].get("where"),
-                    "static_errors": [f.rule for f in errors],
-                    "static_info": [f.rule for f in infos],
-                }
-            )
+            row = {
+                "family": family,
+                "name": name,
+                "real": outcome,
+                "where": real[name].get("where"),
+                "static_errors": [f.rule for f in errors],
+                "static_info": [f.rule for f in infos],
+            }
+            if args.dry_run:
+                said = dry_run_says(args.python, place([*M, *flags]), catalog, work)
+                row["dry_run"] = said
+                fam["dry_run_agrees"] += said == outcome
+            rows.append(row)
         total = {
             key: sum(f[key] for f in families.values())
-            for key in ("sets", "real_failures", "named_error", "named_info_only", "exception_agrees", "false_errors")
+            for key in (
+                "sets",
+                "real_failures",
+                "named_error",
+                "named_info_only",
+                "exception_agrees",
+                "false_errors",
+                *(("dry_run_agrees",) if args.dry_run else ()),
+            )
         }
         report = {
             "sglang": args.version,

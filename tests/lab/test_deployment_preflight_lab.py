@@ -7,30 +7,17 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_LAB, LabHandle
+from tests.conftest import LabHandle
 from tests.lab.standin_units import standin_unit
 from tests.unit.test_preflight import COCKPIT
 
 NODES = ("sglang-k26-node0.service", "sglang-k26-node1.service")
 PORT = 5757
-
-
-@pytest.fixture(scope="module")
-def node1(lab: LabHandle) -> Iterator[LabHandle]:
-    from cockpit.lab.lab import Lab
-
-    handle = Lab(f"{TEST_LAB}-n1")
-    info = handle.up(progress=lambda m: print(m, file=sys.stderr))
-    try:
-        yield LabHandle(handle.name, info)
-    finally:
-        handle.down()
 
 
 @pytest.fixture

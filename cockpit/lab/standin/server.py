@@ -24,6 +24,7 @@ from typing import Any
 from cockpit.lab.standin.engine import MAX_TOTAL_NUM_TOKENS, Engine, Request
 from cockpit.lab.standin.launch import parse_or_die
 from cockpit.lab.standin.log import Logger, rank_prefix
+from cockpit.lab.standin.nodes import Layout, MeetingFailed, meet
 from cockpit.lab.standin.nvidia_smi import GPUS, TOTAL_MIB
 from cockpit.lab.standin.settings import Settings
 
@@ -56,8 +57,10 @@ class Standin:
         self.args = args
         self.flags = flags
         self.tp_size = int(getattr(args, "tp_size", 1) or 1)
+        self.layout = Layout.of(args)
         self.log = Logger()
         self.rank0 = Logger(rank_prefix(0, self.tp_size))
+        self.lost_a_node = False
         self.ready = False
         self.model = getattr(args, "served_model_name", None) or args.model_path
         self.arch = _architecture(args.model_path)
@@ -89,6 +92,12 @@ class Standin:
         self.log.info(f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in sorted(vars(self.args).items()))})")
         self.log.info(f"Running {STANDIN_LABEL}: no model is loaded and no GPU is used.")
         host, port = getattr(self.args, "host", None) or "127.0.0.1", int(getattr(self.args, "port", None) or 30000)
+        if self.layout.node_rank > 0:
+            # A node of rank > 0 runs its schedulers only, then SGLang's dummy health server:
+            # /health and /health_generate answer 200 whatever the schedulers do.
+            await self._start_workers()
+            self.server = await asyncio.start_server(self._serve_dummy, host, port, backlog=1024)
+            return
         # The port answers 503 from the start, so /health shows "starting" rather than refusing.
         self.server = await asyncio.start_server(self._serve, host, port, backlog=1024)
         await self._start_workers()
@@ -133,7 +142,7 @@ class Standin:
         if streams == "auto":
             streams = "own" if os.environ.get("JOURNAL_STREAM") else "shared"
         reads = []
-        for rank in range(self.tp_size):
+        for rank in self.layout.ranks if self.layout.several else range(self.tp_size):
             r, w = os.pipe()
             proc = await self._child(
                 f"sglang::scheduler{rank_prefix(rank, self.tp_size).replace(' ', '_')}",
@@ -146,12 +155,15 @@ class Standin:
                 str(w),
                 str(float(getattr(self.args, "watchdog_timeout", None) or 300)),
                 self.settings.fail_in if rank == self.settings.fail_rank else "",
+                "meet" if self.layout.several else "",
                 pass_fds=(w,),
                 env=gpu_env(rank, self.args),
             )
             os.close(w)
             self.workers.append(proc)
             reads.append(r)
+        if self.layout.several:
+            await self._meet()
         for r in reads:
             line = await asyncio.get_running_loop().run_in_executor(None, os.read, r, 64)
             os.close(r)
@@ -159,6 +171,36 @@ class Standin:
                 if self.stopping:  # systemd stops the whole unit: the ranks got SIGTERM too
                     raise SystemExit(0)
                 raise SystemExit("stand-in: a rank worker died during start-up")
+
+    async def _meet(self) -> None:
+        """The ranks wait inside "Init parallel begin." until every node has met; then they go on."""
+        try:
+            await meet(self.layout, self._node_lost)
+        except MeetingFailed as e:
+            for rank in self.layout.ranks:
+                Logger(rank_prefix(rank, self.tp_size)).info(f"Scheduler hit an exception: {e}")
+            for proc in self.workers:
+                proc.kill()
+            raise SystemExit(1) from None
+        for proc in self.workers:
+            if proc.stdin is not None:
+                proc.stdin.write(b"go\n")
+        await asyncio.gather(*(p.stdin.drain() for p in self.workers if p.stdin is not None), return_exceptions=True)
+
+    def _node_lost(self) -> None:
+        """Another node is gone: this one notices nothing until its ranks block in the next
+        collective; their watchdogs end it (sglang #3099)."""
+        if not self.lost_a_node and not self.stopping:
+            self.lost_a_node = True
+            asyncio.get_running_loop().call_soon(_soon, self.hang)
+
+    async def _serve_dummy(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """SGLang's `launch_dummy_health_check_server` on a node of rank > 0."""
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, ValueError):
+            head = await reader.readuntil(b"\r\n\r\n")
+            _, path, _, _ = _parse_head(head)
+            _send_json(writer, 200 if path.split("?", 1)[0] in ("/health", "/health_generate") else 404, None)
+        writer.close()
 
     async def crash(self) -> None:
         """All ranks hit an exception at once, as when a collective fails on every GPU."""

@@ -1,6 +1,6 @@
 """One tensor-parallel rank of the stand-in: logs the rank's start-up, then waits to crash.
 
-Run as `python -m cockpit.lab.standin.worker RANK TP_SIZE STREAMS STARTUP_S ARCH STATUS_FD WATCHDOG_S FAIL_IN`;
+Run as `python -m cockpit.lab.standin.worker RANK TP_SIZE STREAMS STARTUP_S ARCH STATUS_FD WATCHDOG_S FAIL_IN [meet]`;
 reads `crash`, `orphan` or `hang` on stdin, reports `ready` on STATUS_FD. A crash raises through real
 frames of this file, logs it as SGLang's scheduler does (`Scheduler hit an exception: ...`), exits 1;
 an orphan leaves the cgroup and lives on; a hang blocks. Tests name the frames' line numbers.
@@ -134,8 +134,13 @@ PHASES = (
 )
 
 
+MEET = False  # the launch spans nodes: the init phase waits for the meeting (argv's "meet")
+
+
 def load_phase(phase: str, seconds: float, fail: bool) -> None:
     time.sleep(seconds)
+    if phase == "init" and MEET:  # a node of several: the other nodes first (nodes.py), then on
+        sys.stdin.readline()
     if fail:
         _allocate(phase)
 
@@ -150,6 +155,8 @@ def main(argv: list[str]) -> int:
     rank, tp_size, streams = int(argv[0]), int(argv[1]), argv[2]
     startup_s, arch, status_fd = float(argv[3]), argv[4], int(argv[5])
     watchdog_s, fail_in = float(argv[6]), argv[7]
+    global MEET
+    MEET = argv[8:9] == ["meet"]
     own = streams == "own" and connect_own_journal_stream(f"sglang-tp{rank}")
     if hasattr(sys.stdout, "reconfigure"):  # a TextIOWrapper: always, for the process the server starts
         sys.stdout.reconfigure(line_buffering=False)

@@ -1,0 +1,72 @@
+"""The stand-in's launch over two nodes, as SGLang runs one: node 0 in the test lab, node 1 in a
+second lab. Node 0 waits on --dist-init-addr's port until node 1 joins, then serves; node 1 runs
+ranks TP8..TP15 and SGLang's dummy health server; when node 1 goes, node 0 notices nothing until
+its ranks' watchdogs end it; an address node 1 cannot reach holds it at "Init parallel begin."."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+from tests.conftest import LabHandle
+from tests.lab.standin_units import standin_unit
+
+NODES = ("sglang-mn-node0.service", "sglang-mn-node1.service")
+PORT, DIST = 30130, 5858
+
+
+def launch(head: LabHandle, rank: int, addr: str | None = None) -> str:
+    return (
+        f"--tp-size 16 --nnodes 2 --node-rank {rank} --dist-init-addr {addr or f'{head.info.address}:{DIST}'} "
+        "--watchdog-timeout 5 --dist-timeout 8"
+    )
+
+
+def journal(lab: LabHandle, unit: str) -> str:
+    return lab.ssh("journalctl", "-u", unit, "-o", "cat", "--no-pager").stdout
+
+
+def health(lab: LabHandle, port: int) -> str:
+    probe = f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/health', timeout=5).status)"
+    return lab.ssh("/opt/sglang/venv/bin/python", "-c", probe, check=False).stdout.strip()
+
+
+@contextlib.contextmanager
+def two_nodes(lab: LabHandle, node1: LabHandle, addr: str | None = None) -> Iterator[None]:
+    with (
+        standin_unit(lab, NODES[0], PORT, flags=launch(lab, 0, addr), restart=False),
+        standin_unit(node1, NODES[1], PORT, flags=launch(lab, 1, addr), restart=False),
+    ):
+        yield
+
+
+def test_node_0_serves_once_node_1_joined_and_ends_when_it_goes(lab: LabHandle, node1: LabHandle) -> None:
+    with two_nodes(lab, node1):
+        lab.wait_for(lambda: "ready to roll" in journal(lab, NODES[0]), 60, "node 0's ready line")
+        head, other = journal(lab, NODES[0]), journal(node1, NODES[1])
+        assert "TP7] Init parallel ends." in head and "TP8]" not in head
+        assert "TP15] Init parallel ends." in other and "TP7]" not in other and "ready to roll" not in other
+        node1.wait_for(lambda: health(node1, PORT) == "200", 30, "node 1's dummy health server")
+        node1.ssh("systemctl", "kill", "--signal=SIGKILL", NODES[1])
+        gone = time.monotonic()
+        lab.wait_for(
+            lambda: lab.ssh("systemctl", "is-active", NODES[0], check=False).stdout.strip() != "active",
+            40,
+            "node 0 to end after node 1 went",
+        )
+        ended = time.monotonic() - gone
+        head = journal(lab, NODES[0])
+        # Nothing at once: the ranks block, their watchdog (5 s) fires, then SGLang's sigquit 5 s later.
+        assert "TP0] Scheduler watchdog timeout (self.watchdog_timeout=5.0" in head, head[-2000:]
+        assert "Received sigquit from a child process" in head and ended >= 5, ended
+
+
+def test_an_address_node_1_cannot_reach_holds_it_at_init(lab: LabHandle, node1: LabHandle) -> None:
+    unit = "sglang-mn-far.service"
+    with standin_unit(node1, unit, PORT, flags=launch(lab, 1, "10.213.254.1:5858"), restart=False):
+        node1.wait_for(lambda: "TP8] Init parallel begin." in journal(node1, unit), 30, "the init line")
+        time.sleep(2)
+        assert "Init parallel ends" not in journal(node1, unit)  # held there, as torch's store holds it
+        node1.wait_for(lambda: "DistNetworkError: The client socket has timed out" in journal(node1, unit), 30)
+        assert "(10.213.254.1, 5858)" in journal(node1, unit)
