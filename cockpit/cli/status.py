@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from cockpit.config import Config
     from cockpit.remote.base import Host
     from cockpit.remote.mux import MuxHost
+    from cockpit.session import Session
+    from cockpit.systemd.gpu_use import GpuUse
+    from cockpit.systemd.status import UnitStatus
     from cockpit.targets import Target
 
 
@@ -28,6 +31,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", help="a config host or an ssh_config alias")
     p.add_argument("--unit", help="a systemd unit on that host, or the name of a [units] entry")
+    p.add_argument(
+        "--deployment",
+        metavar="NAME",
+        help="a [deployments] entry: every node's status and one readiness for the group",
+    )
     p.add_argument("--json", action="store_true", help="print the UnitStatus fields as JSON")
     p.add_argument(
         "--generate",
@@ -37,80 +45,151 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
 
 
-async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader: MuxHost | None) -> int:
+async def read_status(session: Session, host: Host, target: Target, generate: bool) -> tuple[UnitStatus, GpuUse]:
+    """One unit's status with its readiness assessed, and its host's GPU table. What needs
+    nothing of the status is asked beside it, each on a channel of its own: the GPU table, the
+    unit's processes and its start's health lines (the host's systemd says which cgroup and which
+    start)."""
     import asyncio
 
     from cockpit.remote.base import HostError
     from cockpit.sglang.deployment import read_deployment
-    from cockpit.sglang.health import READY, WATCHED_PATTERN, HealthScan, assess
-    from cockpit.sglang.ranks import ranks_on_node
+    from cockpit.sglang.health import WATCHED_PATTERN, HealthScan, assess
+    from cockpit.sglang.ranks import node_rank, ranks_on_node
     from cockpit.systemd import gpu_use, journal, processes
-    from cockpit.systemd.process_facts import Viewpoint
     from cockpit.systemd.readiness import GENERATE, HEALTH, Probe, probe
     from cockpit.systemd.status import fetch
 
-    async def members(host: Host) -> processes.UnitProcesses | None:
+    async def members() -> processes.UnitProcesses | None:
         try:
             return await processes.read(host, None, target.unit)
         except HostError:
             return None
 
+    gpus_read = asyncio.ensure_future(gpu_use.read_or_say(host))
+    members_read = asyncio.ensure_future(members())
+    said_read = asyncio.ensure_future(journal.matching(host, target.unit, WATCHED_PATTERN, HEALTH_LINES, timeout=5))
+    try:
+        status = await fetch(host, target.unit)
+
+        async def answer() -> tuple[Probe | None, int | None, bool]:
+            """The health answer, where it listens (the config's url, or the unit's own flags);
+            how many scheduler ranks those flags put on this node; whether it is a node of rank
+            > 0 (whose /health is a dummy, not asked)."""
+            found = await read_deployment(host, target, catalogs=session.catalogs, status=status, python=False)
+            flags = found.unit.flag_values() if found.unit else {}
+            ranks = ranks_on_node(flags) if found.unit else None
+            if node_rank(flags) > 0:
+                return None, ranks, True
+            return await probe(host, *found.address, GENERATE if generate else HEALTH, timeout=10), ranks, False
+
+        scan, schedulers, read_journal, worker = HealthScan(), None, False, False
+        if status.active_state == "active":
+            (health, schedulers, worker), members_now, said = await asyncio.gather(answer(), members_read, said_read)
+            if said is not None:
+                scan.feed(said)
+                read_journal = True
+            status = replace(status, ready=health.ok if health else None, health=health, processes=members_now)
+        signals = scan.of(status.invocation_id)
+        told = assess(
+            status,
+            signals,
+            status.health,
+            status.processes,
+            schedulers=schedulers,
+            journal=read_journal,
+            worker_node=worker,
+        )
+        status = replace(status, readiness=told.state, readiness_reason=told.reason)
+        return status, await gpus_read
+    finally:
+        for side in (gpus_read, members_read, said_read):
+            side.cancel()
+
+
+def _print(status: UnitStatus, gpus: GpuUse, indent: str = "") -> None:
+    from cockpit.systemd import gpu_use
+    from cockpit.systemd.process_facts import Viewpoint
+
+    state = f"{status.active_state} ({status.sub_state})"
+    reason = f": {status.readiness_reason}" if status.readiness_reason else ""
+    print(f"{indent}{status.unit} on {status.host}: {state}, {status.readiness}{reason}")
+    print(
+        f"{indent}  pid {status.main_pid or '-'}, up {duration(status.uptime())}, restarts {status.n_restarts}, "
+        f"last exit {status.last_exit or '-'}"
+    )
+    print(
+        f"{indent}  invocation {status.invocation_id or '-'}, unit file {status.fragment_path or '-'}"
+        + (" (changed on disk: daemon-reload needed)" if status.need_daemon_reload else "")
+    )
+    for line in gpu_use.summary_lines(gpus, Viewpoint(status.unit, status.running_invocation)):
+        print(f"{indent}  {line}")
+
+
+def _json(status: UnitStatus, gpus: GpuUse) -> dict:
+    from cockpit.systemd.process_facts import Viewpoint
+
+    view = Viewpoint(status.unit, status.running_invocation)
+    return {**status.to_json(), "gpus": gpus.to_json(view), "gpus_note": gpus.missing}
+
+
+async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader: MuxHost | None) -> int:
+    from cockpit.sglang.health import READY
+
     async with session_of(cfg, target, reader=reader) as session:
-        host = await session.reading_host()
-        # What needs nothing of the status is asked beside it, each on a channel of its own: the
-        # GPU table, the unit's processes and its start's health lines (the host's systemd says
-        # which cgroup and which start).
-        gpus_read = asyncio.ensure_future(gpu_use.read_or_say(host))
-        members_read = asyncio.ensure_future(members(host))
-        said_read = asyncio.ensure_future(journal.matching(host, target.unit, WATCHED_PATTERN, HEALTH_LINES, timeout=5))
-        try:
-            status = await fetch(host, target.unit)
-
-            async def answer() -> tuple[Probe, int | None]:
-                """The health answer, where it listens (the config's url, or the unit's own
-                flags), and how many scheduler ranks those flags put on this node."""
-                found = await read_deployment(host, target, catalogs=session.catalogs, status=status, python=False)
-                ranks = ranks_on_node(found.unit.flag_values()) if found.unit else None
-                return await probe(host, *found.address, GENERATE if args.generate else HEALTH, timeout=10), ranks
-
-            scan, schedulers, read_journal = HealthScan(), None, False
-            if status.active_state == "active":
-                (health, schedulers), members_now, said = await asyncio.gather(answer(), members_read, said_read)
-                if said is not None:
-                    scan.feed(said)
-                    read_journal = True
-                status = replace(status, ready=health.ok, health=health, processes=members_now)
-            signals = scan.of(status.invocation_id)
-            told = assess(status, signals, status.health, status.processes, schedulers=schedulers, journal=read_journal)
-            status = replace(status, readiness=told.state, readiness_reason=told.reason)
-            gpus = await gpus_read
-        finally:
-            for side in (gpus_read, members_read, said_read):
-                side.cancel()
-    view = Viewpoint(target.unit, status.running_invocation)
-    gpu_lines = gpu_use.summary_lines(gpus, view)
+        status, gpus = await read_status(session, await session.reading_host(), target, args.generate)
     if args.json:
-        print(json.dumps({**status.to_json(), "gpus": gpus.to_json(view), "gpus_note": gpus.missing}))
+        print(json.dumps(_json(status, gpus)))
     else:
-        state = f"{status.active_state} ({status.sub_state})"
-        reason = f": {status.readiness_reason}" if status.readiness_reason else ""
-        print(f"{status.unit} on {status.host}: {state}, {status.readiness}{reason}")
-        print(
-            f"  pid {status.main_pid or '-'}, up {duration(status.uptime())}, restarts {status.n_restarts}, "
-            f"last exit {status.last_exit or '-'}"
-        )
-        print(
-            f"  invocation {status.invocation_id or '-'}, unit file {status.fragment_path or '-'}"
-            + (" (changed on disk: daemon-reload needed)" if status.need_daemon_reload else "")
-        )
-        for line in gpu_lines:
-            print(f"  {line}")
+        _print(status, gpus)
     return 0 if status.readiness == READY else 1
+
+
+async def _deployment(args: argparse.Namespace, cfg: Config) -> int:
+    """Every node's status, and one line for the group: ready only when the head is ready and
+    every other node's schedulers run."""
+    import asyncio
+
+    from cockpit.sglang.health import READY
+    from cockpit.sglang.nodes_status import group_readiness
+    from cockpit.targets import deployment_targets
+
+    nodes = deployment_targets(cfg, args.deployment)
+    async with session_of(cfg, None) as session:
+        read = await asyncio.gather(
+            *(read_status(session, session.host_named(t.host), t, args.generate) for _, t in nodes)
+        )
+    group = group_readiness([(node, status) for (node, _), (status, _) in zip(nodes, read, strict=True)])
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "deployment": args.deployment,
+                    "readiness": group.state,
+                    "readiness_reason": group.reason,
+                    "nodes": [{"node": node, **_json(*each)} for (node, _), each in zip(nodes, read, strict=True)],
+                }
+            )
+        )
+    else:
+        print(f"{args.deployment}: {group.state}: {group.reason}")
+        for (node, _), each in zip(nodes, read, strict=True):
+            print(f"  {node}:")
+            _print(*each, indent="    ")
+    return 0 if group.state == READY else 1
 
 
 def run(args: argparse.Namespace) -> int:
     """The host's `ssh` is started before asyncio and the session are imported: it logs in on
     another core meanwhile (cockpit.remote.mux)."""
+    if args.deployment:
+        import asyncio
+
+        from cockpit import config as config_mod
+
+        if args.unit or args.host:
+            raise SystemExit("cockpit: --deployment names its nodes' units itself: give it alone")
+        return asyncio.run(_deployment(args, config_mod.load(getattr(args, "config", None))))
     cfg, target = target_of(args)
     assert target is not None
     reader = early_reader(cfg, target)

@@ -40,7 +40,7 @@ from cockpit.sglang.dry_runs import DryRuns, Verdict
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.health import STARTING, HealthScan, assess
 from cockpit.sglang.preflight import Finding, given_flags
-from cockpit.sglang.ranks import ranks_on_node
+from cockpit.sglang.ranks import node_rank, ranks_on_node
 from cockpit.sglang.startup import NAMES, Startup, StartupMemory, StartupScan
 from cockpit.systemd import gpu_use, processes
 from cockpit.systemd.entry import JournalEntry
@@ -391,7 +391,15 @@ class Session:
         if status.processes is not None:
             self.health.saw(status.invocation_id, status.processes)
         signals = self.health.of(status.invocation_id)
-        told = assess(status, signals, status.health, status.processes, schedulers=self._schedulers())
+        unit = self.unit
+        told = assess(
+            status,
+            signals,
+            status.health,
+            status.processes,
+            schedulers=self._schedulers(),
+            worker_node=unit is not None and node_rank(unit.flag_values()) > 0,
+        )
         reason = told.reason
         timeline = self.startups.starts.get(status.invocation_id or "")
         if told.state == STARTING and timeline is not None:

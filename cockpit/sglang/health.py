@@ -118,12 +118,15 @@ def assess(
     *,
     schedulers: int | None = None,
     journal: bool = True,
+    worker_node: bool = False,
 ) -> Readiness:
     """The readiness of the unit's running start. `probe`: the last health answer of this
     start (None: not asked yet); `processes`: its cgroup now (None: not read); `schedulers`:
     how many scheduler ranks its flags put on this node (cockpit.sglang.ranks'
     `ranks_on_node`; None: unknown); `journal`: whether `signals` were read from its journal at
-    all (the reason says so when they were not)."""
+    all (the reason says so when they were not); `worker_node`: a node of rank > 0 of a launch
+    over nodes, which serves no API: its /health is SGLang's dummy, 200 whatever its ranks do, and
+    is never taken as readiness."""
     state = status.active_state
     if state in ("failed", "inactive"):
         why = f", last exit {status.last_exit}" if status.last_exit else ""
@@ -158,6 +161,8 @@ def assess(
         return Readiness(
             DEGRADED, f"initialization failed at {_clock(signals.init_failed_at)} and the server still runs"
         )
+    if worker_node:
+        return _worker_node(processes, schedulers)
     if probe is None and status.ready is not None:  # a status recorded with its readiness alone
         probe = Probe(HEALTH, 200 if status.ready else 503)
     if probe is None:
@@ -175,6 +180,17 @@ def assess(
         f"; `Health check failed` at {_clock(signals.health_failed_at)}" if signals.health_failed_at is not None else ""
     )
     return Readiness(DEGRADED, f"{probe.words()} after it was ready at {_clock(signals.ready_at)}{failed}")
+
+
+def _worker_node(processes: UnitProcesses | None, schedulers: int | None) -> Readiness:
+    """What there is to see of a node that serves no API: its scheduler processes."""
+    dummy = "a node of rank > 0 serves no API; its /health is SGLang's dummy and is not taken as readiness"
+    if processes is None or schedulers is None:
+        return Readiness(STARTING, f"its schedulers were not counted ({dummy})")
+    live = sum(1 for t in set(processes.titled(TITLES).values()) if t.startswith(SCHEDULER))
+    if live < schedulers:
+        return Readiness(STARTING, f"{live} of its {schedulers} schedulers run ({dummy})")
+    return Readiness(READY, f"its {schedulers} schedulers run ({dummy})")
 
 
 def _gone(signals: Signals, processes: UnitProcesses | None, schedulers: int | None) -> str:

@@ -18,3 +18,8 @@ def ranks_on_node(flags: Mapping[str, str | None]) -> int:
     tp, pp, dp = (int(number(flags, f, 1)) for f in ("--tp-size", "--pp-size", "--dp-size"))
     nodes = max(int(number(flags, "--nnodes", 1)), 1)
     return max(tp * pp * (1 if "--enable-dp-attention" in flags else dp) // nodes, 1)
+
+
+def node_rank(flags: Mapping[str, str | None]) -> int:
+    """This node's `--node-rank` (0, the node that serves, where not given)."""
+    return int(number(flags, "--node-rank", 0))

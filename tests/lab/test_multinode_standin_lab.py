@@ -6,11 +6,15 @@ its ranks' watchdogs end it; an address node 1 cannot reach holds it at "Init pa
 from __future__ import annotations
 
 import contextlib
+import json
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from tests.conftest import LabHandle
 from tests.lab.standin_units import standin_unit
+from tests.unit.test_preflight import COCKPIT
 
 NODES = ("sglang-mn-node0.service", "sglang-mn-node1.service")
 PORT, DIST = 30130, 5858
@@ -70,3 +74,40 @@ def test_an_address_node_1_cannot_reach_holds_it_at_init(lab: LabHandle, node1: 
         assert "Init parallel ends" not in journal(node1, unit)  # held there, as torch's store holds it
         node1.wait_for(lambda: "DistNetworkError: The client socket has timed out" in journal(node1, unit), 30)
         assert "(10.213.254.1, 5858)" in journal(node1, unit)
+
+
+def group_status(config: Path) -> tuple[int, dict]:
+    out = subprocess.run(
+        [COCKPIT, "--config", str(config), "status", "--deployment", "mn", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode in (0, 1), out.stdout + out.stderr
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_the_group_is_ready_as_one_and_broken_when_a_node_goes(
+    lab: LabHandle, node1: LabHandle, tmp_path: Path
+) -> None:
+    config = tmp_path / "cockpit.toml"
+    config.write_text(
+        f'[hosts."{lab.name}"]\n[hosts."{node1.name}"]\n'
+        f'[units.n0]\nhost = "{lab.name}"\nunit = "{NODES[0]}"\n'
+        f'[units.n1]\nhost = "{node1.name}"\nunit = "{NODES[1]}"\n'
+        '[deployments.mn]\nnodes = ["n0", "n1"]\n'
+    )
+    with two_nodes(lab, node1):
+        lab.wait_for(lambda: group_status(config)[1]["readiness"] == "ready", 60, "the group to be ready")
+        rc, group = group_status(config)
+        assert rc == 0 and [n["node"] for n in group["nodes"]] == ["n0", "n1"], group
+        worker = group["nodes"][1]
+        assert worker["readiness"] == "ready" and "its 8 schedulers run" in worker["readiness_reason"], worker
+        assert "dummy and is not taken as readiness" in worker["readiness_reason"]
+        node1.ssh("systemctl", "kill", "--signal=SIGKILL", NODES[1])
+        gone = time.monotonic()
+        rc, group = group_status(config)
+        said = time.monotonic() - gone
+        assert rc == 1 and group["readiness"] == "broken", group
+        assert group["readiness_reason"].startswith(f"n1 ({NODES[1]} on {node1.name}) is down"), group
+        assert "n0 still runs" in group["readiness_reason"] and said < 5, (said, group)

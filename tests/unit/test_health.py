@@ -128,3 +128,23 @@ def test_the_error_lines_of_every_release_are_read() -> None:
     )
     signals = scan.of("x")
     assert signals.ready_at and signals.health_failed_at and signals.sigquit_at and signals.exceptions == {"TP0": 9.0}
+
+
+def test_a_node_of_rank_above_0_is_ready_by_its_schedulers_not_its_dummy_health() -> None:
+    fewer = processes.UnitProcesses({p: t for p, t in TITLES.titles.items() if t != "sglang::scheduler_TP5"})
+    told = assess(running(), Signals(), OK, fewer, schedulers=8, worker_node=True)
+    assert told.state == STARTING and told.reason.startswith("7 of its 8 schedulers run")  # the 200 is not read
+    told = assess(running(), Signals(), None, TITLES, schedulers=8, worker_node=True)
+    assert told.state == READY and "its /health is SGLang's dummy" in told.reason
+    assert assess(running(), Signals(watchdog={"TP9": 1.0}), OK, TITLES, schedulers=8, worker_node=True).state == HUNG
+
+
+def test_the_group_is_broken_when_a_node_is_down_and_another_runs() -> None:
+    from cockpit.sglang.nodes_status import BROKEN, group_readiness
+
+    ready = running(readiness=READY, readiness_reason="/health answered 200")
+    down = running(active_state="failed", sub_state="failed", readiness=DOWN, readiness_reason="the unit is failed")
+    assert group_readiness([("n0", ready), ("n1", ready)]).state == READY
+    broken = group_readiness([("n0", ready), ("n1", down)])
+    assert broken.state == BROKEN and broken.reason.startswith("n1 (sglang-demo.service on cockpit-lab) is down")
+    assert group_readiness([("n0", down), ("n1", down)]).state == DOWN  # nothing runs: down, not broken

@@ -1,0 +1,36 @@
+"""The readiness of a launch over several nodes, as one thing.
+
+Node 0 serves the API; the other nodes run schedulers and a dummy `/health` that answers 200
+whatever they do (their readiness is their schedulers: cockpit.sglang.health). The group is
+ready only when node 0 is ready and every other node's schedulers run. When one node is down
+while another still runs, the group is broken: SGLang's other nodes block in their next
+collective and keep answering `/health` until their watchdogs end them (sglang #3099).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cockpit.sglang.health import DOWN, READY, Readiness
+from cockpit.systemd.status import UnitStatus
+
+BROKEN = "broken"
+
+
+def group_readiness(nodes: Sequence[tuple[str, UnitStatus]]) -> Readiness:
+    """One readiness for the nodes (node 0 first), naming the node that decides it."""
+    down = [(node, s) for node, s in nodes if s.readiness == DOWN]
+    running = [node for node, s in nodes if s.active_state == "active"]
+    if down and running:
+        node, status = down[0]
+        return Readiness(
+            BROKEN,
+            f"{node} ({status.unit} on {status.host}) is down: {status.readiness_reason or status.active_state}; "
+            f"{', '.join(running)} still run{'s' if len(running) == 1 else ''} and will block until their "
+            "watchdog ends them: restart the group",
+        )
+    for node, status in nodes:
+        if status.readiness != READY:
+            return Readiness(status.readiness or DOWN, f"{node}: {status.readiness_reason or status.active_state}")
+    head = nodes[0][0] if nodes else "?"
+    return Readiness(READY, f"{head} is ready and every node's schedulers run")
