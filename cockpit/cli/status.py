@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cockpit.cli.target import early_reader, session_of, target_of
 from cockpit.fmt import duration
 
-HEALTH_LINES = 500  # of this start's journal lines that say something of its health: the last ones
-
 if TYPE_CHECKING:
     from cockpit.config import Config
-    from cockpit.remote.base import Host
     from cockpit.remote.mux import MuxHost
-    from cockpit.session import Session
     from cockpit.systemd.gpu_use import GpuUse
     from cockpit.systemd.status import UnitStatus
     from cockpit.targets import Target
@@ -43,68 +38,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="ask /health_generate (one token through every process; at least a second) instead of /health, "
         "which answers 200 without asking the model: only generation tells a hung server from a healthy one",
     )
-
-
-async def read_status(session: Session, host: Host, target: Target, generate: bool) -> tuple[UnitStatus, GpuUse]:
-    """One unit's status with its readiness assessed, and its host's GPU table. What needs
-    nothing of the status is asked beside it, each on a channel of its own: the GPU table, the
-    unit's processes and its start's health lines (the host's systemd says which cgroup and which
-    start)."""
-    import asyncio
-
-    from cockpit.remote.base import HostError
-    from cockpit.sglang.deployment import read_deployment
-    from cockpit.sglang.health import WATCHED_PATTERN, HealthScan, assess
-    from cockpit.sglang.ranks import node_rank, ranks_on_node
-    from cockpit.systemd import gpu_use, journal, processes
-    from cockpit.systemd.readiness import GENERATE, HEALTH, Probe, probe
-    from cockpit.systemd.status import fetch
-
-    async def members() -> processes.UnitProcesses | None:
-        try:
-            return await processes.read(host, None, target.unit)
-        except HostError:
-            return None
-
-    gpus_read = asyncio.ensure_future(gpu_use.read_or_say(host))
-    members_read = asyncio.ensure_future(members())
-    said_read = asyncio.ensure_future(journal.matching(host, target.unit, WATCHED_PATTERN, HEALTH_LINES, timeout=5))
-    try:
-        status = await fetch(host, target.unit)
-
-        async def answer() -> tuple[Probe | None, int | None, bool]:
-            """The health answer, where it listens (the config's url, or the unit's own flags);
-            how many scheduler ranks those flags put on this node; whether it is a node of rank
-            > 0 (whose /health is a dummy, not asked)."""
-            found = await read_deployment(host, target, catalogs=session.catalogs, status=status, python=False)
-            flags = found.unit.flag_values() if found.unit else {}
-            ranks = ranks_on_node(flags) if found.unit else None
-            if node_rank(flags) > 0:
-                return None, ranks, True
-            return await probe(host, *found.address, GENERATE if generate else HEALTH, timeout=10), ranks, False
-
-        scan, schedulers, read_journal, worker = HealthScan(), None, False, False
-        if status.active_state == "active":
-            (health, schedulers, worker), members_now, said = await asyncio.gather(answer(), members_read, said_read)
-            if said is not None:
-                scan.feed(said)
-                read_journal = True
-            status = replace(status, ready=health.ok if health else None, health=health, processes=members_now)
-        signals = scan.of(status.invocation_id)
-        told = assess(
-            status,
-            signals,
-            status.health,
-            status.processes,
-            schedulers=schedulers,
-            journal=read_journal,
-            worker_node=worker,
-        )
-        status = replace(status, readiness=told.state, readiness_reason=told.reason)
-        return status, await gpus_read
-    finally:
-        for side in (gpus_read, members_read, said_read):
-            side.cancel()
 
 
 def _print(status: UnitStatus, gpus: GpuUse, indent: str = "") -> None:
@@ -135,9 +68,10 @@ def _json(status: UnitStatus, gpus: GpuUse) -> dict:
 
 async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader: MuxHost | None) -> int:
     from cockpit.sglang.health import READY
+    from cockpit.sglang.status_read import read_status
 
     async with session_of(cfg, target, reader=reader) as session:
-        status, gpus = await read_status(session, await session.reading_host(), target, args.generate)
+        status, gpus = await read_status(await session.reading_host(), target, session.catalogs, args.generate)
     if args.json:
         print(json.dumps(_json(status, gpus)))
     else:
@@ -152,12 +86,13 @@ async def _deployment(args: argparse.Namespace, cfg: Config) -> int:
 
     from cockpit.sglang.health import READY
     from cockpit.sglang.nodes_status import group_readiness
+    from cockpit.sglang.status_read import read_status
     from cockpit.targets import deployment_targets
 
     nodes = deployment_targets(cfg, args.deployment)
     async with session_of(cfg, None) as session:
         read = await asyncio.gather(
-            *(read_status(session, session.host_named(t.host), t, args.generate) for _, t in nodes)
+            *(read_status(session.host_named(t.host), t, session.catalogs, args.generate) for _, t in nodes)
         )
     group = group_readiness([(node, status) for (node, _), (status, _) in zip(nodes, read, strict=True)])
     if args.json:

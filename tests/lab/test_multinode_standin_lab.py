@@ -111,3 +111,43 @@ def test_the_group_is_ready_as_one_and_broken_when_a_node_goes(
         assert rc == 1 and group["readiness"] == "broken", group
         assert group["readiness_reason"].startswith(f"n1 ({NODES[1]} on {node1.name}) is down"), group
         assert "n0 still runs" in group["readiness_reason"] and said < 5, (said, group)
+
+
+async def test_the_group_restarts_as_one_attempt(lab: LabHandle, node1: LabHandle) -> None:
+    """Stop both, both cgroups empty, node 0 then node 1 started, watched to the group's ready:
+    one attempt in the deployment's timeline. Then node 1 made to die in its start-up: the
+    attempt says the group crashed and names node 1."""
+    from cockpit.config import HostConfig
+    from cockpit.group_rollout import GroupNode, attempt_log, restart_group
+    from cockpit.remote.ssh import SSHHost
+    from cockpit.sglang.catalogs import CatalogCache
+    from cockpit.targets import Target
+
+    hosts = [SSHHost(HostConfig(name=lab.name)), SSHHost(HostConfig(name=node1.name))]
+    nodes = [
+        GroupNode(node, Target(host.name, unit), host, host.config)
+        for node, host, unit in zip(("n0", "n1"), hosts, NODES, strict=True)
+    ]
+    log = attempt_log("mn")
+    try:
+        with two_nodes(lab, node1):
+            lab.wait_for(lambda: "ready to roll" in journal(lab, NODES[0]), 60, "node 0's first start")
+            first = lab.ssh("systemctl", "show", "-p", "InvocationID", "--value", NODES[0]).stdout.strip()
+            attempt = await restart_group(nodes, log, CatalogCache(), timeout=120)
+            assert attempt.outcome == "ready", attempt
+            assert "n0 is ready and every node's schedulers run" in attempt.detail
+            again = lab.ssh("systemctl", "show", "-p", "InvocationID", "--value", NODES[0]).stdout.strip()
+            assert again != first  # a new start of node 0, not the old one seen ready
+            dropin = f"/etc/systemd/system/{NODES[1]}.d"
+            node1.ssh("mkdir", "-p", dropin)
+            node1.ssh(
+                "tee",
+                f"{dropin}/fail.conf",
+                input="[Service]\nEnvironment=COCKPIT_STANDIN_FAIL_IN=load_weight COCKPIT_STANDIN_FAIL_RANK=9\n",
+            )
+            crashed = await restart_group(nodes, log, CatalogCache(), timeout=120)
+        assert crashed.outcome == "crashed" and crashed.detail.startswith("n1 ("), crashed
+        assert [a.outcome for a in log.load()] == ["ready", "crashed"]  # one attempt for the group, each time
+    finally:
+        for host in hosts:
+            await host.close()
