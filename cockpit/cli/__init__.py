@@ -16,7 +16,7 @@ from cockpit import __version__
 
 # One module per subcommand; each imports what its work needs only when it runs, so
 # `cockpit status` does not pay for Textual or the load runner.
-from cockpit.cli import bench, explain, fold, lab, preflight, snapshot, stacks, status, unit
+from cockpit.cli import bench, deployment, explain, fold, lab, preflight, snapshot, stacks, status, unit
 from cockpit.errors import CockpitError, UsageError
 
 EXAMPLES = """\
@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     preflight.add_parser(sub)
     snapshot.add_parser(sub)
     stacks.add_parser(sub)
+    deployment.add_parser(sub)
     lab.add_parser(sub, _Parser)
     return parser
 
@@ -72,6 +73,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "preflight": preflight.run,
     "snapshot": snapshot.run,
     "stacks": stacks.run,
+    "deployment": deployment.run,
     "lab": lab.run,
 }
 

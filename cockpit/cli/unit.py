@@ -97,15 +97,13 @@ def _shown(value: object) -> str:
     return " ".join(value) if isinstance(value, tuple) else str(value)
 
 
-def _set(args: argparse.Namespace) -> int:
-    from cockpit.localfs import write_atomic
-    from cockpit.systemd.unit import encode
-
-    if not args.flag and not args.unset:
-        raise UsageError("unit set: give at least one --flag NAME=VALUE or --unset NAME")
-    changes = [_parse_flag(spec) for spec in args.flag]
-    unit = _load(args.unit_file)
-    both = {n.lstrip("-") for n, _ in changes} & {n.lstrip("-") for n in args.unset}
+def with_changes(unit: Unit, flags: list[str], unsets: list[str], command: str = "unit set") -> Unit:
+    """`unit` with `--flag NAME[=VALUE]` and `--unset NAME` applied, as `unit set` and
+    `deployment set` take them."""
+    if not flags and not unsets:
+        raise UsageError(f"{command}: give at least one --flag NAME=VALUE or --unset NAME")
+    changes = [_parse_flag(spec) for spec in flags]
+    both = {n.lstrip("-") for n, _ in changes} & {n.lstrip("-") for n in unsets}
     if both:
         raise UsageError(f"--{sorted(both)[0]} is both set and unset")
     current = {i.name: i.value for i in unit.flags() if i.name}
@@ -117,8 +115,16 @@ def _set(args: argparse.Namespace) -> int:
                 f"change it (a bare {name} would leave it with no value), or --unset {name}"
             )
         unit = unit.set_flag(name, value)
-    for name in args.unset:
+    for name in unsets:
         unit = unit.unset_flag(name)
+    return unit
+
+
+def _set(args: argparse.Namespace) -> int:
+    from cockpit.localfs import write_atomic
+    from cockpit.systemd.unit import encode
+
+    unit = with_changes(_load(args.unit_file), args.flag, args.unset)
     target = unit.defined_in
     text = unit.render(target)
     if args.in_place:

@@ -87,9 +87,7 @@ def group_status(config: Path) -> tuple[int, dict]:
     return out.returncode, json.loads(out.stdout)
 
 
-def test_the_group_is_ready_as_one_and_broken_when_a_node_goes(
-    lab: LabHandle, node1: LabHandle, tmp_path: Path
-) -> None:
+def write_config(lab: LabHandle, node1: LabHandle, tmp_path: Path) -> Path:
     config = tmp_path / "cockpit.toml"
     config.write_text(
         f'[hosts."{lab.name}"]\n[hosts."{node1.name}"]\n'
@@ -97,6 +95,13 @@ def test_the_group_is_ready_as_one_and_broken_when_a_node_goes(
         f'[units.n1]\nhost = "{node1.name}"\nunit = "{NODES[1]}"\n'
         '[deployments.mn]\nnodes = ["n0", "n1"]\n'
     )
+    return config
+
+
+def test_the_group_is_ready_as_one_and_broken_when_a_node_goes(
+    lab: LabHandle, node1: LabHandle, tmp_path: Path
+) -> None:
+    config = write_config(lab, node1, tmp_path)
     with two_nodes(lab, node1):
         lab.wait_for(lambda: group_status(config)[1]["readiness"] == "ready", 60, "the group to be ready")
         rc, group = group_status(config)
@@ -151,3 +156,29 @@ async def test_the_group_restarts_as_one_attempt(lab: LabHandle, node1: LabHandl
     finally:
         for host in hosts:
             await host.close()
+
+
+def test_one_flag_set_on_every_node_then_the_group_restarted(lab: LabHandle, node1: LabHandle, tmp_path: Path) -> None:
+    config = write_config(lab, node1, tmp_path)
+
+    def deployment(*words: str) -> tuple[int, dict]:
+        argv = [COCKPIT, "--config", str(config), "deployment", *words, "mn", "--json", "--timeout", "120"]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=240)
+        assert out.returncode in (0, 1), out.stdout + out.stderr
+        return out.returncode, json.loads(out.stdout)
+
+    with two_nodes(lab, node1):
+        lab.wait_for(lambda: "ready to roll" in journal(lab, NODES[0]), 60, "node 0's first start")
+        rc, said = deployment("set", "--flag", "nnodes=3")  # the same change on both: wrong for two nodes
+        assert rc == 1 and said["written"] is False, said
+        assert {(f["node"], f["rule"]) for f in said["findings"]} >= {
+            ("n0", "deployment-nodes"),
+            ("n1", "deployment-nodes"),
+        }
+        rc, said = deployment("set", "--flag", "mem-fraction-static=0.8", "--restart")
+        assert rc == 0 and said["written"] is True and said["attempt"]["outcome"] == "ready", said
+        for handle, unit, rank in ((lab, NODES[0], 0), (node1, NODES[1], 1)):
+            text = handle.ssh("systemctl", "cat", unit).stdout
+            assert "--mem-fraction-static 0.8 " in text and f"--node-rank {rank}" in text
+        rc, said = deployment("restart")
+        assert rc == 0 and said["attempt"]["number"] == 2 and said["attempt"]["outcome"] == "ready", said
