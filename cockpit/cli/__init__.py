@@ -114,7 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def console() -> None:
     """The `cockpit` command: `main`, then the exit (at once for ENDS_AT_ONCE, with the atexit
     handlers run and the output flushed first)."""
-    code, command = _run(None)
+    try:
+        code, command = _run(None)
+    except BrokenPipeError:  # `cockpit status --deployment D | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        os._exit(1)
     if command in ENDS_AT_ONCE:
         atexit._run_exitfuncs()
         try:

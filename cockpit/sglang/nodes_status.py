@@ -23,11 +23,12 @@ def group_readiness(nodes: Sequence[tuple[str, UnitStatus]]) -> Readiness:
     running = [node for node, s in nodes if s.active_state == "active"]
     if down and running:
         node, status = down[0]
+        one = len(running) == 1
         return Readiness(
             BROKEN,
             f"{node} ({status.unit} on {status.host}) is down: {status.readiness_reason or status.active_state}; "
-            f"{', '.join(running)} still run{'s' if len(running) == 1 else ''} and will block until their "
-            "watchdog ends them: restart the group",
+            f"{', '.join(running)} still run{'s' if one else ''}, and {'its' if one else 'their'} ranks block "
+            "in their next collective until the watchdogs end them: restart the group",
         )
     for node, status in nodes:
         if status.readiness != READY:
