@@ -32,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="the server's base URL as this machine reaches it")
     where.add_argument("--host", help="a config host or ssh_config alias (with --unit): through SSH")
+    where.add_argument(
+        "--deployment", metavar="NAME", help="a [deployments] entry: its node 0, the one that serves, through SSH"
+    )
     p.add_argument(
         "--unit", help="the unit on --host (its URL comes from the config, else from the unit's own --host and --port)"
     )
@@ -99,12 +102,13 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[tuple[str, dict[s
     if args.url:
         yield args.url.rstrip("/"), {}
         return
-    if not args.unit:
+    if not args.unit and not args.deployment:
         raise UsageError("--unit is needed with --host")
-    from cockpit.cli.target import open_target
+    from cockpit.cli.target import session_of, targets_of
     from cockpit.sglang.deployment import read_deployment
 
-    async with open_target(args) as session:
+    cfg, nodes = targets_of(args)
+    async with session_of(cfg, nodes[0][1]) as session:  # a launch over nodes serves from node 0 alone
         target = session.target
         assert target is not None
         # The unit must exist (a missing one is an error, never a run against whatever listens on the port).

@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any
 from cockpit.errors import UsageError
 
 if TYPE_CHECKING:
+    from cockpit.config import Config
     from cockpit.incident import Image, Incident
     from cockpit.session import Session
+    from cockpit.targets import Target
     from cockpit.traceback import Traceback
     from cockpit.ui.app import CockpitApp
 
@@ -44,6 +46,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--host", help="a config host or an ssh_config alias")
     p.add_argument("--unit", help="a systemd unit on that host, or the name of a [units] entry")
+    p.add_argument(
+        "--deployment", metavar="NAME", help="a [deployments] entry: a note for every node, in one folder each"
+    )
     p.add_argument(
         "--out",
         metavar="DIR",
@@ -88,9 +93,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def snapshot(args: argparse.Namespace) -> int:
+    """The unit's incident note; with --deployment, every node's, one after the other (a note
+    per node: each says what its own host saw)."""
+    from cockpit.cli.target import targets_of
+
+    cfg, nodes = targets_of(args)
+    written = []
+    for node, target in nodes:
+        out = f"{args.out}/{node}" if args.out and args.deployment else args.out
+        said = await _snapshot(args, cfg, target, out)
+        written.append({"node": node, **said} if args.deployment else said)
+    if args.json:
+        print(json.dumps({"nodes": written} if args.deployment else written[0]))
+    return 0
+
+
+async def _snapshot(args: argparse.Namespace, cfg: Config, target: Target, out: str | None) -> dict[str, Any]:
     import asyncio
 
-    from cockpit.cli.target import open_target
+    from cockpit.cli.target import session_of
     from cockpit.incident import load_run_file, render
     from cockpit.ui.screenshot import NOTE_NAME
 
@@ -98,11 +119,9 @@ async def snapshot(args: argparse.Namespace) -> int:
     load_run = load_run_file(args.load_run) if args.load_run else None
     # Read-only: a snapshot changes nothing on the host. The note's data and the screens come
     # through one session, so through one connection.
-    async with open_target(args, read_only=True) as session:
-        target = session.target
-        assert target is not None
+    async with session_of(cfg, target, read_only=True) as session:
         incident = await session.gather_incident(args.since, load_run)
-        folder = await asyncio.to_thread(_folder, args.out, target.host, target.unit)
+        folder = await asyncio.to_thread(_folder, out, target.host, target.unit)
         problems: list[str] = []
         incident.images = await render_screens(
             session, incident, folder, size=size, source=not args.no_source, timeout=args.timeout, problems=problems
@@ -111,25 +130,19 @@ async def snapshot(args: argparse.Namespace) -> int:
     note = folder / NOTE_NAME
     await asyncio.to_thread(note.write_text, render(incident), encoding="utf-8")
     files = await asyncio.to_thread(lambda: sorted(str(p) for p in folder.iterdir() if p.is_file()))
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "dir": str(folder),
-                    "note": str(note),
-                    "files": files,
-                    "tracebacks": len(incident.tracebacks),
-                    "problems": incident.problems,
-                }
-            )
-        )
-    else:
+    if not args.json:
         print(f"incident note written: {note}")
         for image in incident.images:
             print(f"  {image.label}: " + ", ".join(x for x in (image.path, image.svg, image.text) if x))
         for problem in incident.problems:
             print(f"  not included: {problem}", file=sys.stderr)
-    return 0
+    return {
+        "dir": str(folder),
+        "note": str(note),
+        "files": files,
+        "tracebacks": len(incident.tracebacks),
+        "problems": incident.problems,
+    }
 
 
 def _folder(out: str | None, host: str, unit: str) -> Path:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cockpit.systemd.stacks import StackCapture
+    from cockpit.targets import Target
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,41 +21,51 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", help="a config host or an ssh_config alias")
     p.add_argument("--unit", help="a systemd unit on that host, or the name of a [units] entry")
+    p.add_argument("--deployment", metavar="NAME", help="a [deployments] entry: the stacks of every node's unit")
     p.add_argument("--all-threads", action="store_true", help="every thread of each process, not its main thread alone")
     p.add_argument("--json", action="store_true", help="every process, thread and frame as JSON")
 
 
 async def _stacks(args: argparse.Namespace) -> int:
+    """Every process of the unit (or of every node's unit, at once: a launch over nodes hangs on
+    all of them together), as py-spy dumped it."""
+    import asyncio
     import json
     from dataclasses import asdict
 
-    from cockpit.cli.target import open_target
+    from cockpit.cli.target import session_of, targets_of
     from cockpit.traceback.stack_dump import headline, rank_of, thread_text
 
-    async with open_target(args, read_only=True) as session:
-        capture = await session.stacks()
+    cfg, nodes = targets_of(args)
+
+    async def capture(target: Target) -> StackCapture:
+        async with session_of(cfg, target, read_only=True) as session:
+            return await session.stacks()
+
+    captures = await asyncio.gather(*(capture(target) for _, target in nodes))
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "at": capture.at,
-                    "processes": [asdict(p) | {"rank": rank_of(p.title) or None} for p in capture.processes],
-                }
-            )
-        )
+        dumps = [
+            {
+                **({"node": node} if args.deployment else {}),
+                "at": c.at,
+                "processes": [asdict(p) | {"rank": rank_of(p.title) or None} for p in c.processes],
+            }
+            for (node, _), c in zip(nodes, captures, strict=True)
+        ]
+        print(json.dumps({"nodes": dumps} if args.deployment else dumps[0]))
         return 0
-    target = session.target
-    assert target is not None
-    print(f"{len(capture.processes)} processes of {target.unit} on {target.host}, as py-spy dumped them:")
-    for stack in capture.processes:
-        print(f"\n{headline(stack)}")
-        main = stack.main
-        if stack.error:
-            print(f"  py-spy could not read it: {stack.error}")
-        threads = stack.threads if args.all_threads else [main] if main is not None else []
-        for thread in threads:
-            for line in thread_text(stack, thread):
-                print(f"  {line}")
+    for (node, target), c in zip(nodes, captures, strict=True):
+        where = f"{node}: " if args.deployment else ""
+        print(f"{where}{len(c.processes)} processes of {target.unit} on {target.host}, as py-spy dumped them:")
+        for stack in c.processes:
+            print(f"\n{headline(stack)}")
+            main = stack.main
+            if stack.error:
+                print(f"  py-spy could not read it: {stack.error}")
+            threads = stack.threads if args.all_threads else [main] if main is not None else []
+            for thread in threads:
+                for line in thread_text(stack, thread):
+                    print(f"  {line}")
     return 0
 
 

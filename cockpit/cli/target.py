@@ -21,6 +21,22 @@ if TYPE_CHECKING:
     from cockpit.session import Session
 
 
+def targets_of(args: argparse.Namespace) -> tuple[Config, list[tuple[str, Target]]]:
+    """The config and the units a command is about: `--deployment D`'s nodes (node 0 first), or
+    the one unit `--host`/`--unit` name, as its own node."""
+    name = getattr(args, "deployment", None)
+    if not name:
+        cfg, target = target_of(args)
+        assert target is not None
+        return cfg, [(target.unit, target)]
+    if getattr(args, "unit", None) or getattr(args, "host", None):
+        raise UsageError("--deployment names its nodes' units itself: give it without --host and --unit")
+    from cockpit.targets import deployment_targets
+
+    cfg = config_mod.load(getattr(args, "config", None))
+    return cfg, deployment_targets(cfg, name)
+
+
 def target_of(args: argparse.Namespace, *, unit: bool = True) -> tuple[Config, Target | None]:
     """The config and the unit `--host`/`--unit` name (or a [units] entry). With `unit=False`
     and no `--unit`, no target: a command about `--host` alone (or, for the app, the picker)."""

@@ -182,3 +182,31 @@ def test_one_flag_set_on_every_node_then_the_group_restarted(lab: LabHandle, nod
             assert "--mem-fraction-static 0.8 " in text and f"--node-rank {rank}" in text
         rc, said = deployment("restart")
         assert rc == 0 and said["attempt"]["number"] == 2 and said["attempt"]["outcome"] == "ready", said
+
+
+def test_stacks_bench_and_snapshot_take_the_deployment(lab: LabHandle, node1: LabHandle, tmp_path: Path) -> None:
+    """A hang over nodes is on every node at once: `stacks --deployment` dumps them all; the load
+    goes to node 0, the one that serves; the incident notes are one per node."""
+    config = write_config(lab, node1, tmp_path)
+
+    def cockpit(*words: str) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run([COCKPIT, "--config", str(config), *words], capture_output=True, text=True, timeout=240)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out
+
+    with two_nodes(lab, node1):
+        lab.wait_for(lambda: "ready to roll" in journal(lab, NODES[0]), 60, "node 0's ready line")
+        dumped = json.loads(cockpit("stacks", "--deployment", "mn", "--json").stdout)["nodes"]
+        ranks = {d["node"]: sorted(p["rank"] for p in d["processes"] if p["rank"]) for d in dumped}
+        assert ranks == {"n0": sorted(f"TP{r}" for r in range(8)), "n1": sorted(f"TP{r}" for r in range(8, 16))}
+        run = tmp_path / "run.json"
+        small = ("--concurrency", "1", "--requests", "2", "--warmup", "0", "--input-len", "8", "--output-len", "4")
+        cockpit("bench", "--deployment", "mn", *small, "--json", str(run))
+        assert json.loads(run.read_text())["unit"] == NODES[0]  # node 0 serves
+        notes = json.loads(
+            cockpit("snapshot", "--deployment", "mn", "--out", str(tmp_path / "notes"), "--no-source", "--json").stdout
+        )
+        assert [(n["node"], n["note"]) for n in notes["nodes"]] == [
+            (node, str(tmp_path / "notes" / node / "incident.md")) for node in ("n0", "n1")
+        ]
+        assert all(Path(n["note"]).is_file() for n in notes["nodes"])
