@@ -28,7 +28,11 @@ def launch(head: LabHandle, rank: int, addr: str | None = None) -> str:
 
 
 def journal(lab: LabHandle, unit: str) -> str:
-    return lab.ssh("journalctl", "-u", unit, "-o", "cat", "--no-pager").stdout
+    """The unit's current start's lines: the tests here start the same units one after another."""
+    start = lab.ssh("systemctl", "show", "-p", "InvocationID", "--value", unit).stdout.strip()
+    if not start:
+        return ""
+    return lab.ssh("journalctl", f"_SYSTEMD_INVOCATION_ID={start}", "-o", "cat", "--no-pager").stdout
 
 
 def health(lab: LabHandle, port: int) -> str:
