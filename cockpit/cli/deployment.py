@@ -14,6 +14,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from cockpit.cli.unit import add_change_arguments, with_changes
 from cockpit.errors import CockpitError
 
 if TYPE_CHECKING:
@@ -34,8 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     sub = p.add_subparsers(dest="deployment_command", required=True, parser_class=type(p))
     edit = sub.add_parser("set", help="one flag change on every node, written to all or none")
     edit.add_argument("name", metavar="NAME", help="the [deployments] entry")
-    edit.add_argument("--flag", action="append", default=[], metavar="NAME[=VALUE]", help="set a flag; repeatable")
-    edit.add_argument("--unset", action="append", default=[], metavar="NAME", help="remove a flag; repeatable")
+    add_change_arguments(edit)
     edit.add_argument("--restart", action="store_true", help="restart the group once every node is written")
     edit.add_argument("--force", action="store_true", help="write even when the checks expect it not to start")
     restart = sub.add_parser("restart", help="stop every node, check each stopped, start them, watch to ready")
@@ -48,7 +48,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 async def _writes(args: argparse.Namespace, session: Session) -> list[tuple[NodeWrite, Catalog | None]]:
     """Every node's unit as read, and as edited, with its release's flag catalog."""
-    from cockpit.cli.unit import with_changes
     from cockpit.sglang.deployment import read_deployment
     from cockpit.systemd.group_write import NodeWrite
     from cockpit.targets import deployment_targets

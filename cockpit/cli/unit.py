@@ -34,16 +34,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     show.add_argument("--json", action="store_true", help="print {unit, defined_in, exec, flags, environment}")
     edit = sub.add_parser("set", help="re-render the unit with flags set or removed")
     edit.add_argument("unit_file", metavar="UNIT_FILE")
-    edit.add_argument(
+    add_change_arguments(edit)
+    edit.add_argument("--in-place", action="store_true", help="write the file atomically instead of printing it")
+    return unit
+
+
+def add_change_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--flag` and `--unset`, as `with_changes` takes them (`unit set`, `deployment set`)."""
+    parser.add_argument(
         "--flag",
         action="append",
         default=[],
         metavar="NAME[=VALUE]",
         help="set a flag (NAME with or without its dashes; a bare NAME is a switch); repeatable",
     )
-    edit.add_argument("--unset", action="append", default=[], metavar="NAME", help="remove a flag; repeatable")
-    edit.add_argument("--in-place", action="store_true", help="write the file atomically instead of printing it")
-    return unit
+    parser.add_argument("--unset", action="append", default=[], metavar="NAME", help="remove a flag; repeatable")
 
 
 def run(args: argparse.Namespace) -> int:
