@@ -106,6 +106,18 @@ TINY_LLAMA = {
 }
 SPEC = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
 
+
+def model_dirs(work: Path) -> tuple[Path, Path]:
+    """A target and a draft model directory in `work`, each a TINY_LLAMA config.json and nothing
+    else: what the resolution reads through transformers' AutoConfig."""
+    made = []
+    for name in ("model", "draft"):
+        (work / name).mkdir()
+        (work / name / "config.json").write_text(json.dumps(TINY_LLAMA))
+        made.append(work / name)
+    return made[0], made[1]
+
+
 Result = tuple[str, list[Finding]]
 
 
@@ -472,12 +484,8 @@ def main() -> int:
     catalog = load_catalog(sglang_source(args.version, progress=lambda m: print(m, file=sys.stderr)))
     work = Path(tempfile.mkdtemp(prefix="cockpit-dry-run-"))
     try:
-        for name in ("model", "draft"):
-            (work / name).mkdir()
-            (work / name / "config.json").write_text(json.dumps(TINY_LLAMA))
-        every = cases(str(work / "model"), str(work / "draft")) + (
-            rule_case_list(str(work / "model"), str(work / "draft")) if args.rules else []
-        )
+        model, draft = model_dirs(work)
+        every = cases(str(model), str(draft)) + (rule_case_list(str(model), str(draft)) if args.rules else [])
         chosen = [c for c in every if not args.only or c.name in args.only]
         results = []
         for case in chosen:

@@ -31,7 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from _common import emit
-from check_dry_run_sglang import TINY_LLAMA
+from check_dry_run_sglang import model_dirs
 
 from cockpit.sglang.flags import load_catalog
 from cockpit.sglang.preflight import ERROR, INFO, check_static
@@ -243,13 +243,11 @@ def main() -> int:
     catalog = load_catalog(sglang_source(args.version, progress=lambda m: print(m, file=sys.stderr)))
     work = Path(tempfile.mkdtemp(prefix="cockpit-eval-rules-"))
     try:
-        for name in ("model", "draft"):
-            (work / name).mkdir()
-            (work / name / "config.json").write_text(json.dumps(TINY_LLAMA))
+        model, draft = model_dirs(work)
         sets = flag_sets()
 
         def place(words: list[str]) -> list[str]:
-            return [w.replace("{M}", str(work / "model")).replace("{D}", str(work / "draft")) for w in words]
+            return [w.replace("{M}", str(model)).replace("{D}", str(draft)) for w in words]
 
         lines = "".join(
             json.dumps({"name": name, "argv": place([*M, *flags, "--device", "cuda"])}) + "\n"
