@@ -65,20 +65,9 @@ async def test_a_class_neither_has_is_an_error(release, tmp_path: Path) -> None:
     model.mkdir()
     config = (MODELS / "Llama-3.1-8B-Instruct" / "config.json").read_text()
     (model / "config.json").write_text(config.replace('"LlamaForCausalLM"', '"FooBarForCausalLM"'))
-    found = await check_model(
-        LocalHost("gpu-1"),
-        ["--model-path", str(model)],
-        catalog,
-        h200s(1),
-        VIEW,
-        root=str(site),
-        architectures=ArchitectureCache(),
-    )
-    assert [(f.rule, f.severity, f.would_raise) for f in found][1:] == [("model-architecture", "error", "ValueError")]
-    (model / "config.json").write_text(config)  # the real architecture: nothing to say of it
-    assert [
-        f.rule
-        for f in await check_model(
+
+    async def checked() -> list:
+        return await check_model(
             LocalHost("gpu-1"),
             ["--model-path", str(model)],
             catalog,
@@ -87,7 +76,11 @@ async def test_a_class_neither_has_is_an_error(release, tmp_path: Path) -> None:
             root=str(site),
             architectures=ArchitectureCache(),
         )
-    ] == ["model-fit"]
+
+    found = await checked()
+    assert [(f.rule, f.severity, f.would_raise) for f in found][1:] == [("model-architecture", "error", "ValueError")]
+    (model / "config.json").write_text(config)  # the real architecture: nothing to say of it
+    assert [f.rule for f in await checked()] == ["model-fit"]
 
 
 async def test_a_hugging_face_id_is_not_read(release) -> None:
