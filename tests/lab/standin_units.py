@@ -5,7 +5,9 @@ unit's journal stays what the other tests read)."""
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 from tests.conftest import ROOT, LabHandle
 
@@ -30,3 +32,12 @@ def standin_unit(
         lab.ssh("systemctl", "stop", name, check=False)
         lab.ssh("rm", "-rf", f"/etc/systemd/system/{name}", f"/etc/systemd/system/{name}.d", check=False)
         lab.ssh("systemctl", "daemon-reload", check=False)
+
+
+def deployment_config(path: Path, name: str, nodes: list[tuple[str, LabHandle, str]]) -> Path:
+    """A config file whose [deployments.NAME] is `nodes`, each (its [units] entry, its lab, its
+    unit), node 0 first."""
+    hosts = "".join(f'[hosts."{name}"]\n' for name in dict.fromkeys(lab.name for _, lab, _ in nodes))
+    units = "".join(f'[units.{node}]\nhost = "{lab.name}"\nunit = "{unit}"\n' for node, lab, unit in nodes)
+    path.write_text(f"{hosts}{units}[deployments.{name}]\nnodes = {json.dumps([node for node, _, _ in nodes])}\n")
+    return path

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LabHandle
-from tests.lab.standin_units import standin_unit
+from tests.lab.standin_units import deployment_config, standin_unit
 from tests.unit.test_preflight import COCKPIT
 
 NODES = ("sglang-k26-node0.service", "sglang-k26-node1.service")
@@ -22,14 +22,7 @@ PORT = 5757
 
 @pytest.fixture
 def config(lab: LabHandle, node1: LabHandle, tmp_path: Path) -> Path:
-    path = tmp_path / "cockpit.toml"
-    path.write_text(
-        f'[hosts."{lab.name}"]\n[hosts."{node1.name}"]\n'
-        f'[units.n0]\nhost = "{lab.name}"\nunit = "{NODES[0]}"\n'
-        f'[units.n1]\nhost = "{node1.name}"\nunit = "{NODES[1]}"\n'
-        '[deployments.k26]\nnodes = ["n0", "n1"]\n'
-    )
-    return path
+    return deployment_config(tmp_path / "cockpit.toml", "k26", [("n0", lab, NODES[0]), ("n1", node1, NODES[1])])
 
 
 @contextlib.contextmanager

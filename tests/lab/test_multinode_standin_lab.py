@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tests.conftest import LabHandle
-from tests.lab.standin_units import standin_unit
+from tests.lab.standin_units import deployment_config, standin_unit
 from tests.unit.test_preflight import COCKPIT
 
 NODES = ("sglang-mn-node0.service", "sglang-mn-node1.service")
@@ -92,14 +92,7 @@ def group_status(config: Path) -> tuple[int, dict]:
 
 
 def write_config(lab: LabHandle, node1: LabHandle, tmp_path: Path) -> Path:
-    config = tmp_path / "cockpit.toml"
-    config.write_text(
-        f'[hosts."{lab.name}"]\n[hosts."{node1.name}"]\n'
-        f'[units.n0]\nhost = "{lab.name}"\nunit = "{NODES[0]}"\n'
-        f'[units.n1]\nhost = "{node1.name}"\nunit = "{NODES[1]}"\n'
-        '[deployments.mn]\nnodes = ["n0", "n1"]\n'
-    )
-    return config
+    return deployment_config(tmp_path / "cockpit.toml", "mn", [("n0", lab, NODES[0]), ("n1", node1, NODES[1])])
 
 
 def test_the_group_is_ready_as_one_and_broken_when_a_node_goes(
