@@ -101,7 +101,7 @@ async def _all_stopped(nodes: Sequence[GroupNode]) -> None:
 async def _watch(nodes: Sequence[GroupNode], catalogs: CatalogCache, timeout: float) -> tuple[str, str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        read = await asyncio.gather(*(read_status(n.host, n.target, catalogs) for n in nodes))
+        read = await asyncio.gather(*(read_status(n.host, n.target, catalogs, gpus=False) for n in nodes))
         group = group_readiness([(n.node, status) for n, (status, _) in zip(nodes, read, strict=True)])
         if group.state == READY:
             return "ready", group.reason

@@ -24,12 +24,12 @@ HEALTH_LINES = 500  # of this start's journal lines that say something of its he
 
 
 async def read_status(
-    host: Host, target: Target, catalogs: CatalogCache, generate: bool = False
+    host: Host, target: Target, catalogs: CatalogCache, generate: bool = False, gpus: bool = True
 ) -> tuple[UnitStatus, GpuUse]:
-    """One unit's status with its readiness assessed, and its host's GPU table. What needs
-    nothing of the status is asked beside it, each on a channel of its own: the GPU table, the
-    unit's processes and its start's health lines (the host's systemd says which cgroup and which
-    start)."""
+    """One unit's status with its readiness assessed, and (with `gpus`) its host's GPU table. What
+    needs nothing of the status is asked beside it, each on a channel of its own: the GPU table,
+    the unit's processes and its start's health lines (the host's systemd says which cgroup and
+    which start). A watch that polls readiness alone leaves nvidia-smi out."""
 
     async def members() -> processes.UnitProcesses | None:
         try:
@@ -37,7 +37,7 @@ async def read_status(
         except HostError:
             return None
 
-    gpus_read = asyncio.ensure_future(gpu_use.read_or_say(host))
+    gpus_read = asyncio.ensure_future(gpu_use.read_or_say(host) if gpus else _not_read())
     members_read = asyncio.ensure_future(members())
     said_read = asyncio.ensure_future(journal.matching(host, target.unit, WATCHED_PATTERN, HEALTH_LINES, timeout=5))
     try:
@@ -76,3 +76,7 @@ async def read_status(
     finally:
         for side in (gpus_read, members_read, said_read):
             side.cancel()
+
+
+async def _not_read() -> GpuUse:
+    return GpuUse(missing="not read")
