@@ -21,7 +21,7 @@ from cockpit.fmt import duration
 from cockpit.remote.base import Host, HostError
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import ERROR, WARNING, Finding, given_flags
-from cockpit.sglang.ranks import number, ranks_on_node
+from cockpit.sglang.ranks import node_rank, number, ranks_on_node
 from cockpit.systemd import gpu_use, listeners
 from cockpit.systemd.gpu_use import GpuUse, by_pid, held_on
 from cockpit.systemd.process_facts import Viewpoint
@@ -105,7 +105,7 @@ def ports_of(flags: Mapping[str, str | None]) -> dict[int, str]:
     """The ports this node's server binds: --port, and node 0's dist-init port."""
     ports = {int(number(flags, "--port", DEFAULT_PORT)): "--port"}
     addr = flags.get("--dist-init-addr") or ""
-    if addr.rpartition(":")[2].isdigit() and int(number(flags, "--node-rank", 0)) == 0:
+    if addr.rpartition(":")[2].isdigit() and node_rank(flags) == 0:
         ports.setdefault(int(addr.rpartition(":")[2]), "--dist-init-addr")
     return ports
 

@@ -17,9 +17,11 @@ from cockpit.remote.base import Host, HostError
 from cockpit.sglang.architectures import ArchitectureCache, architecture_findings, in_transformers
 from cockpit.sglang.draft_fit import DRAFT, algorithm_of, draft_findings
 from cockpit.sglang.flags import Catalog
+from cockpit.sglang.host_preflight import check_host
 from cockpit.sglang.model_files import ModelFiles, read_model_files
 from cockpit.sglang.model_fit import fit_findings
 from cockpit.sglang.preflight import INFO, WARNING, Finding, given_flags
+from cockpit.systemd import gpu_use
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.process_facts import Viewpoint
 
@@ -45,9 +47,6 @@ async def check_before_start(
     """Everything the host decides about a start, on one read of its GPU table (`use`, where the
     caller read it already): what other processes hold that the unit will need (host_preflight),
     and the model (check_model)."""
-    from cockpit.sglang.host_preflight import check_host
-    from cockpit.systemd import gpu_use
-
     use = use or await gpu_use.read_or_say(host)
     held = await check_host(host, argv, catalog, view, env, use=use)
     return held + await check_model(host, argv, catalog, use, view, env, root=root, architectures=architectures)

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from cockpit.remote.base import Host, HostError
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import ERROR, WARNING, Finding, given_flags
-from cockpit.sglang.ranks import number
+from cockpit.sglang.ranks import node_rank, number
 
 RULE = "deployment-nodes"
 PER_NODE = ("--node-rank",)  # the one flag that differs between the nodes of one launch
@@ -40,13 +41,14 @@ class NodeFacts:
     interfaces: frozenset[str] | None = None  # network interfaces; None: unknown
     addresses: frozenset[str] = frozenset()  # the host's IP addresses and names
 
-    @property
+    @cached_property
     def flags(self) -> dict[str, str | None]:
+        """Read once: every cross-node check asks for them."""
         return given_flags(self.argv, self.catalog) if self.catalog is not None else {}
 
     @property
     def rank(self) -> int:
-        return int(number(self.flags, "--node-rank", 0))
+        return node_rank(self.flags)
 
 
 def on_node(findings: Sequence[Finding], node: str) -> list[Finding]:

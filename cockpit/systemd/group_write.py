@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
@@ -29,11 +30,12 @@ class NodeWrite:
     loaded: Unit  # as read from the node
     edited: Unit  # with the deployment's edit
 
-    @property
+    @cached_property
     def new(self) -> dict[str, str]:
+        """Rendered once: the write, and a put-back, read it file by file."""
         return self.edited.changed()
 
-    @property
+    @cached_property
     def old(self) -> dict[str, str]:
         return {path: self.loaded.texts[path] for path in self.new}
 
