@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from cockpit.remote import http
 from cockpit.remote.base import CHUNK, FileMissing, FileStat, Host, HostError, LineStream, RunResult
@@ -39,6 +40,46 @@ class ProcessLines(LineStream):
         return data.decode("utf-8", "replace").strip()
 
 
+def signal_child(proc: asyncio.subprocess.Process, sig: int = signal.SIGKILL) -> None:
+    """Signals a child not yet reported ended, by its pid. Not `proc.kill()`: Popen's
+    `send_signal` polls first (waitpid with WNOHANG), which can reap a child that has just ended
+    before asyncio's child watcher does; the watcher then prints "Unknown child process pid N,
+    will report returncode 255" on stderr, under `cockpit status`'s one sentence. A child that
+    has ended but is not reaped keeps its pid, so the signal cannot reach another process."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, sig)
+
+
+async def end_child(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """Terminates the child and waits for it; killed if it is still there `grace` s later."""
+    if proc.returncode is None:
+        signal_child(proc, signal.SIGTERM)
+        try:
+            await within(proc.wait(), grace)
+        except asyncio.TimeoutError:
+            signal_child(proc)
+            await proc.wait()
+
+
+async def spawn(argv: Sequence[str], **kwargs: Any) -> asyncio.subprocess.Process:
+    """`asyncio.create_subprocess_exec`, which a cancel does not interrupt halfway. Cancelled
+    while it waits for the child's pipes, asyncio (3.11) closes the half-made transport with
+    `Popen.poll()`, which can reap a child that has already ended before the child watcher's
+    thread does; the watcher then prints "Unknown child process pid N" on stderr, under
+    `cockpit status`'s one sentence. A cancel that comes meanwhile waits for the process, ends
+    it and is raised then."""
+    making = asyncio.ensure_future(asyncio.create_subprocess_exec(*argv, **kwargs))
+    try:
+        return await asyncio.shield(making)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            proc = await making
+            signal_child(proc)
+            await proc.wait()
+        raise
+
+
 async def communicate(
     proc: asyncio.subprocess.Process, input: bytes | None, timeout: float | None, what: str
 ) -> tuple[bytes, bytes]:
@@ -47,8 +88,7 @@ async def communicate(
     try:
         return await within(proc.communicate(input), timeout)
     except (asyncio.TimeoutError, asyncio.CancelledError) as e:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
+        signal_child(proc)
         await proc.wait()
         if isinstance(e, asyncio.CancelledError):
             raise
@@ -59,8 +99,8 @@ async def communicate(
 async def process_lines(argv: Sequence[str]) -> AsyncIterator[LineStream]:
     """A local process's stdout as it arrives; leaving ends the process (terminated, killed if
     it is still there 2 s later)."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
+    proc = await spawn(
+        argv,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -69,15 +109,7 @@ async def process_lines(argv: Sequence[str]) -> AsyncIterator[LineStream]:
     try:
         yield ProcessLines(proc)
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            try:
-                await within(proc.wait(), 2)
-            except asyncio.TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+        await end_child(proc, 2)
 
 
 class LocalHost(Host):
@@ -86,8 +118,8 @@ class LocalHost(Host):
 
     async def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = 30.0) -> RunResult:
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
+            proc = await spawn(
+                argv,
                 stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,

@@ -118,8 +118,10 @@ class MuxHost(Host):
     async def _process(self, remote: Sequence[str], *, stdin: int) -> asyncio.subprocess.Process:
         import asyncio
 
-        return await asyncio.create_subprocess_exec(
-            *remote, stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, limit=1 << 24
+        from cockpit.remote.local import spawn
+
+        return await spawn(
+            remote, stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, limit=1 << 24
         )
 
     async def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = 30.0) -> RunResult:
@@ -195,6 +197,7 @@ class MuxHost(Host):
         import asyncio
 
         from cockpit.remote import http
+        from cockpit.remote.local import signal_child
 
         client = [*self._client[:-1], "-W", f"{host}:{port}", self._client[-1]]
         proc = await self._process(client, stdin=asyncio.subprocess.PIPE)
@@ -203,8 +206,7 @@ class MuxHost(Host):
         try:
             return await within(exchange, timeout)
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            signal_child(proc)
             await proc.wait()
 
     async def close(self) -> None:

@@ -23,8 +23,8 @@ from typing import IO
 
 from cockpit.config import HostConfig
 from cockpit.remote.base import HostError
+from cockpit.remote.local import end_child, spawn
 from cockpit.remote.ssh_client import config_text, last_word, options
-from cockpit.timeouts import within
 
 READY_S = 10.0  # how long `ssh -L` may take to connect and listen
 
@@ -59,8 +59,8 @@ async def forward(
         conf.write(config_text(files))
         conf.flush()
         local = _free_port()
-        proc = await asyncio.create_subprocess_exec(
-            *command(config, conf.name, local, host, port, jump),
+        proc = await spawn(
+            command(config, conf.name, local, host, port, jump),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=said,
@@ -69,13 +69,7 @@ async def forward(
             await _until_listening(proc, local, config.name, said)
             yield local
         finally:
-            if proc.returncode is None:
-                proc.terminate()
-                try:
-                    await within(proc.wait(), 5)
-                except asyncio.TimeoutError:
-                    proc.kill()
-                    await proc.wait()
+            await end_child(proc, 5)
 
 
 async def _until_listening(proc: asyncio.subprocess.Process, local: int, name: str, stderr: IO[bytes]) -> None:

@@ -76,6 +76,7 @@ async def read_status(
     finally:
         for side in (gpus_read, members_read, said_read):
             side.cancel()
+        await asyncio.gather(gpus_read, members_read, said_read, return_exceptions=True)
 
 
 async def _not_read() -> GpuUse:
