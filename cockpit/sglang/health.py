@@ -202,7 +202,11 @@ def _gone(signals: Signals, processes: UnitProcesses | None, schedulers: int | N
     titled = processes.titled(TITLES)
     now = set(titled.values())
     lost = [f"{title} (PID {pid})" for title, pid in signals.titles.items() if title not in now]
-    if titled and signals.ready_at is not None:  # a release that titles its processes, past its start-up
+    ready = signals.ready_at
+    # A release that titles its processes, past its start-up, in a census taken after the ready
+    # line: an earlier one (the health check's, a poll before) saw the start before its
+    # detokenizer came and would call it gone for a poll.
+    if titled and ready is not None and (processes.taken_at is None or processes.taken_at >= ready):
         ranks = sum(1 for t in now if t.startswith(SCHEDULER))
         if schedulers is not None and ranks < schedulers and not any(SCHEDULER in item for item in lost):
             lost.append(f"{schedulers - ranks} of its {schedulers} scheduler processes")

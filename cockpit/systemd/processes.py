@@ -9,6 +9,7 @@ one `grep -z -m1` over all of them: a process per member cost a millisecond or m
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from cockpit.remote.base import Host, HostError, RunResult
@@ -27,6 +28,7 @@ SCRIPT = (
     MEMBERS
     + """
 files=
+printf 'taken %s\\0' "$(date +%s.%N)"
 while read -r pid; do files="$files /proc/$pid/cmdline"; done < "$procs"
 [ -z "$files" ] || grep -a -z -H -m1 '' $files 2>/dev/null || true
 """
@@ -38,20 +40,28 @@ class UnitProcesses:
     """The members of a unit's cgroup at one moment: PID -> title."""
 
     titles: dict[int, str]
+    # When, by the host's clock (its journal's): a census taken before a start's ready line cannot
+    # say what that start has lost since (cockpit.sglang.health). None: not known.
+    taken_at: float | None = None
 
     def titled(self, prefix: str) -> dict[int, str]:
         return {pid: title for pid, title in self.titles.items() if title.startswith(prefix)}
 
 
 def parse(text: str) -> UnitProcesses:
-    """`/proc/PID/cmdline:TITLE` records, NUL-ended, as grep -z -H prints them."""
-    titles = {}
+    """`/proc/PID/cmdline:TITLE` records, NUL-ended, as grep -z -H prints them, after the
+    script's `taken TIME` record."""
+    titles, taken_at = {}, None
     for record in text.split("\0"):
+        if record.startswith("taken "):
+            with contextlib.suppress(ValueError):  # a `date` without %N prints `N`
+                taken_at = float(record[6:].rstrip("N").rstrip("."))
+            continue
         path, _, title = record.strip("\n").partition(":")
         pid = path.removeprefix("/proc/").removesuffix("/cmdline")
         if pid.isdigit():
             titles[int(pid)] = title.strip()
-    return UnitProcesses(titles)
+    return UnitProcesses(titles, taken_at)
 
 
 async def read(host: Host, control_group: str | None, unit: str = "") -> UnitProcesses:

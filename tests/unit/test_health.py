@@ -82,6 +82,25 @@ def test_a_dead_detokenizer_under_a_200_health_is_degraded() -> None:
     assert told.state == DEGRADED and told.reason.startswith("sglang::detokenizer is gone")
 
 
+def test_a_census_taken_before_the_ready_line_does_not_call_the_detokenizer_gone() -> None:
+    """The start as the lab showed it to the app: the health check's census came before the
+    detokenizer, the journal's ready line after it; that census says nothing of what was lost."""
+    scan, invocation = scanned("journal-dead-detokenizer.jsonl")
+    ready = scan.of(invocation).ready_at
+    assert ready is not None
+    status = running(invocation_id=invocation, main_pid=min(DEAD.titles))
+    early = processes.parse(
+        f"taken {ready - 0.4:.9f}\0" + (DATA / "cgroup-titles-dead-detokenizer-lab.txt").read_text()
+    )
+    assert early.taken_at == pytest.approx(ready - 0.4) and early.titles == DEAD.titles
+    told = assess(status, Signals(ready_at=ready), Probe(HEALTH, 200), early, schedulers=8)
+    assert told.state == READY
+    late = replace(early, taken_at=ready + 0.4)
+    told = assess(status, Signals(ready_at=ready), Probe(HEALTH, 200), late, schedulers=8)
+    assert told.state == DEGRADED and told.reason.startswith("sglang::detokenizer is gone")
+    assert processes.parse("taken 1764000000.N\0").taken_at == 1764000000.0  # a `date` without %N
+
+
 def test_a_missing_rank_is_counted_against_the_flags() -> None:
     fewer = processes.UnitProcesses({p: t for p, t in TITLES.titles.items() if t != "sglang::scheduler_TP5"})
     told = assess(running(), Signals(ready_at=1.0), OK, fewer, schedulers=8)
