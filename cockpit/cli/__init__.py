@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", help="a config host or an ssh_config alias")
     parser.add_argument("--unit", help="a systemd unit on that host")
     parser.add_argument("--read-only", action="store_true", help="refuse every action that changes a host")
+    parser.add_argument(
+        "--deployment",
+        metavar="NAME",
+        help="open the app on a [deployments] entry: its node 0, with every node's readiness and the group's",
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     status.add_parser(sub)
     fold.add_parser(sub)
@@ -107,6 +112,15 @@ def join_dashed_values(argv: Sequence[str]) -> list[str]:
 ENDS_AT_ONCE = frozenset({"status"})
 
 
+def _open_deployment(args: argparse.Namespace) -> int:
+    from cockpit.cli.target import early_reader, targets_of
+    from cockpit.ui.launch import open_app
+
+    cfg, nodes = targets_of(args)
+    reader = early_reader(cfg, nodes[0][1])
+    return open_app(cfg, nodes[0][1], read_only=args.read_only, reader=reader, group=args.deployment)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     return _run(argv)[0]
 
@@ -140,6 +154,8 @@ def _run(argv: Sequence[str] | None) -> tuple[int, str | None]:
         if command is None:
             from cockpit.cli.target import early_reader, target_of
 
+            if args.deployment:
+                return _open_deployment(args), None
             cfg, target = target_of(args, unit=False)
             if target is None and args.host:
                 raise UsageError("--unit is needed with --host")

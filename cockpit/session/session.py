@@ -38,19 +38,24 @@ from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.sglang.deployment import Deployment, read_deployment
 from cockpit.sglang.dry_runs import DryRuns, Verdict
 from cockpit.sglang.flags import Catalog
-from cockpit.sglang.health import STARTING, HealthScan, assess
+from cockpit.sglang.fleet import FleetReader, HostRound, hosts_of
+from cockpit.sglang.health import DOWN, STARTING, HealthScan, Readiness, assess
+from cockpit.sglang.nodes_status import BROKEN, group_readiness
 from cockpit.sglang.preflight import Finding, given_flags
 from cockpit.sglang.ranks import node_rank, ranks_on_node
 from cockpit.sglang.startup import NAMES, Startup, StartupMemory, StartupScan
+from cockpit.sglang.status_read import read_status
 from cockpit.systemd import gpu_use, processes
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.gpu_use import GpuUse
+from cockpit.systemd.journal import tail
 from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show, with_file_check
 from cockpit.systemd.suppression import Suppression, SuppressionScan
 from cockpit.systemd.unit import Unit
-from cockpit.targets import Target
+from cockpit.targets import Target, deployment_targets
 from cockpit.timeouts import within
+from cockpit.traceback.fold import fold_entries, last_with_frames
 from cockpit.traceback.journal_rows import JournalRows
 from cockpit.traceback.model import Traceback
 
@@ -72,6 +77,9 @@ NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll b
 METRICS_S = 5.0  # how often /metrics is read where the server has it
 GPU_POLL_S = 5.0  # how often the host's GPU table is read (a process tree walk and two nvidia-smi)
 SURVIVOR_CHECK_S = 1.5  # after a start ends: systemd's kill of the unit's cgroup is done by then
+GROUP_POLL_S = 1.0  # an opened deployment's nodes are read this often: a lost node is said within 5 s
+LOST_NODE_LINES = 2000  # of the lost node's journal, read for its traceback
+UNKNOWN = "unknown"  # the group's readiness while a node cannot be read
 STOP_WAIT_S = 5.0  # how long `stop` waits for its cancelled tasks before it goes on without them
 
 
@@ -118,6 +126,13 @@ class Listener:
     def failed(self, what: str, detail: str) -> None:
         """A background task failed (it was restarted where it is a feed)."""
 
+    def group(self, readiness: Readiness, nodes: list[tuple[str, UnitStatus | None]]) -> None:
+        """An opened deployment's readiness and each node's status (None: it could not be read)."""
+
+    def group_broken(self, reason: str, node: str, traceback: Traceback | None) -> None:
+        """The group has just turned broken: `node` went down while others run; its last
+        traceback where its journal has one."""
+
     async def drawn(self) -> None:
         """Once what was heard so far is on screen: the session waits for it before work that
         takes the CPU for a while."""
@@ -149,10 +164,16 @@ class Session:
         ssh_configs: SshConfigs | None = None,
         backlog: int = BACKLOG,
         reader: MuxHost | None = None,
+        group: str | None = None,
     ) -> None:
+        """`group`: a [deployments] entry, opened on its node 0 (`target` is then that node's),
+        with every node's readiness and the group's watched beside it."""
         self.config = config
         self.reader = reader  # an OpenSSH master the caller started early, for the first reads
-        self.target = target
+        self.group = group
+        self.nodes: list[tuple[str, Target]] = deployment_targets(config, group) if group else []
+        self.target = self.nodes[0][1] if self.nodes else target
+        self.group_readiness: Readiness | None = None
         self.read_only = read_only
         self.backlog = backlog
         self.listener = Listener()
@@ -167,7 +188,7 @@ class Session:
         self.gpus: GpuUse | None = None
         self.invocations: set[str] = set()  # the unit's starts seen (journal, polls): whose left-overs
         self._running: str | None = None  # the invocation of the start that is up now
-        self._losses = SuppressionScan(target.unit if target is not None else "")  # journald's reports
+        self._losses = SuppressionScan(self.target.unit if self.target is not None else "")  # journald's reports
         self.health = HealthScan()  # each start's health signals in its journal and processes
         self.startups = StartupScan()  # each start's phases, rank by rank
         self._passive: asyncio.Task[Any] | None = None  # the poll of the server's own figures
@@ -178,6 +199,7 @@ class Session:
         self.poll: StatusPoll | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._status_waiters: list[asyncio.Future[UnitStatus]] = []
+        self._fleet: FleetReader | None = None
 
     # -- the feeds --------------------------------------------------------------------------
 
@@ -256,6 +278,9 @@ class Session:
         self._spawn(self.journal.run(), "the journal feed")
         self._spawn(self.reload(), "reading the unit")
         self._spawn(self._poll_gpus(), "the GPU table")
+        if len(self.nodes) > 1:
+            failed = lambda detail: self.listener.failed("the group's status", detail)  # noqa: E731
+            self._spawn(supervise(self._watch_group, failed), "the group's status")
 
     def _spawn(self, work: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(work, name=what)
@@ -371,6 +396,62 @@ class Session:
                     f"{len(stayed)} process(es) still in {unit}'s cgroup after its start {ended[:12]} ended: {named}; "
                     f"{kill_mode}. The next start shares the cgroup with them."
                 )
+
+    async def read_nodes(self) -> list[tuple[str, UnitStatus | str]]:
+        """Every node's status with its readiness (cockpit.sglang.status_read), or why it could
+        not be read."""
+
+        async def one(target: Target) -> UnitStatus | str:
+            try:
+                status, _ = await read_status(self.pool.get(target.host), target, self.catalogs, gpus=False)
+            except CockpitError as e:
+                return str(e)
+            return status
+
+        read = await asyncio.gather(*(one(target) for _, target in self.nodes))
+        return [(node, status) for (node, _), status in zip(self.nodes, read, strict=True)]
+
+    async def _watch_group(self) -> None:
+        """The group's readiness once a second (cockpit.sglang.nodes_status); the round it turns
+        broken, the node that went down is named with its last traceback (sglang #3099: the
+        others keep answering until their watchdogs end them, minutes later)."""
+        while True:
+            read = await self.read_nodes()
+            unread = [(node, said) for node, said in read if isinstance(said, str)]
+            statuses = [(node, said) for node, said in read if isinstance(said, UnitStatus)]
+            group = (
+                Readiness(UNKNOWN, f"{unread[0][0]} cannot be read: {unread[0][1]}")
+                if unread
+                else group_readiness(statuses)
+            )
+            was, self.group_readiness = self.group_readiness, group
+            self.listener.group(group, [(node, said if isinstance(said, UnitStatus) else None) for node, said in read])
+            if group.state == BROKEN and (was is None or was.state != BROKEN):
+                node, status = next((n, s) for n, s in statuses if s.readiness == DOWN)
+                self._spawn(self._report_broken(group, node, status), "reading the lost node's journal")
+            await asyncio.sleep(GROUP_POLL_S)
+
+    async def _report_broken(self, group: Readiness, node: str, status: UnitStatus) -> None:
+        """The lost node's last traceback of its last start, read from its journal."""
+        target = dict(self.nodes)[node]
+        traceback = None
+        with contextlib.suppress(CockpitError):
+            entries = await tail(self.pool.get(target.host), target.unit, LOST_NODE_LINES)
+            start = status.invocation_id
+            traceback = last_with_frames(fold_entries(e for e in entries if not start or e.invocation_id == start))
+        self.listener.group_broken(group.reason, node, traceback)
+
+    async def restart_group(self) -> Attempt:
+        """Every node stopped, checked stopped, started and watched to the group's ready, as one
+        attempt of the deployment (cockpit.group_rollout)."""
+        from cockpit.group_rollout import GroupNode, attempt_log, restart_group
+
+        assert self.group is not None
+        refused = [node for node, t in self.nodes if self.read_only or self.config.host(t.host).read_only]
+        if refused:
+            raise CockpitError(f"{', '.join(refused)} {'is' if len(refused) == 1 else 'are'} read-only here")
+        nodes = [GroupNode(node, t, self.pool.get(t.host), self.config.host(t.host)) for node, t in self.nodes]
+        return await restart_group(nodes, attempt_log(self.group), self.catalogs)
 
     async def _poll_gpus(self) -> None:
         """The host's GPU table every GPU_POLL_S; read once only where it has no nvidia-smi."""
@@ -533,11 +614,26 @@ class Session:
         return await self.journal.older(cursor)
 
     async def act(self, action: str) -> None:
+        """A systemctl action on the unit; on an opened deployment, on the group: `stop` stops
+        every node, `start` and `restart` are the group restart (cockpit.group_rollout), as one
+        node started or restarted alone would wait on peers that never come."""
         assert self.target is not None
         from cockpit.systemd.control import UnitControl
 
-        control = UnitControl(self.host, self.host_config, read_only=self.read_only)
-        await control.act(action, self.target.unit)
+        if self.group is None:
+            control = UnitControl(self.host, self.host_config, read_only=self.read_only)
+            await control.act(action, self.target.unit)
+        elif action == "stop":
+            await asyncio.gather(
+                *(
+                    UnitControl(self.pool.get(t.host), self.config.host(t.host), read_only=self.read_only).act(
+                        "stop", t.unit
+                    )
+                    for _, t in self.nodes
+                )
+            )
+        else:
+            await self.restart_group()
 
     async def frame(self, traceback: Traceback, index: int, *, anyway: bool = False) -> FrameView:
         """The frame's file as the host has it now, its statement, and what it checks. Only a
@@ -641,6 +737,12 @@ class Session:
         return await control.end_processes(pids)
 
     def attempts(self) -> list[Attempt]:
+        """The unit's timeline; for a deployment opened, the deployment's own (its group
+        restarts, each one attempt)."""
+        if self.group is not None:
+            from cockpit.group_rollout import attempt_log
+
+            return attempt_log(self.group).load()
         assert self.target is not None
         return AttemptLog(self.target.host, self.target.unit).load()
 
@@ -748,6 +850,13 @@ class Session:
     async def show_units(self, host: str, units: list[str]) -> list[UnitStatus]:
         return await show(self.pool.get(host), units)
 
+    async def fleet_round(self) -> list[HostRound]:
+        """Every configured host (and the open unit's) once, over the pool's one connection
+        each: the fleet view's round (cockpit.sglang.fleet)."""
+        if self._fleet is None:
+            self._fleet = FleetReader(self.pool.get)
+        return await self._fleet.round(hosts_of(self.config, [self.target] if self.target else []))
+
     def compare_runs(self, a: dict[str, Any], b: dict[str, Any]) -> Comparison:
         from cockpit.load.store import comparison
 
@@ -850,8 +959,14 @@ class RecordedSession(Session):
 
     live = False
 
-    def __init__(self, config: Config, target: Target | None, *, read_only: bool = False) -> None:
-        super().__init__(config, target, read_only=read_only, ssh_configs=lambda: [])
+    def __init__(
+        self, config: Config, target: Target | None, *, read_only: bool = False, group: str | None = None
+    ) -> None:
+        super().__init__(config, target, read_only=read_only, ssh_configs=lambda: [], group=group)
+        self.fleet: list[HostRound] = []  # what each fleet round answers
+
+    async def fleet_round(self) -> list[HostRound]:
+        return self.fleet
 
     def start(self) -> None:
         return None

@@ -28,6 +28,7 @@ from cockpit.load.results import LevelResult
 from cockpit.load.store import SavedRun
 from cockpit.session import FrameView, JournalBatch, Listener, RecordedSession, Session
 from cockpit.sglang.deployment import Deployment
+from cockpit.sglang.health import Readiness
 from cockpit.sglang.preflight import WARNING, Finding
 from cockpit.systemd.control import END_GRACE_S
 from cockpit.systemd.gpu_use import GpuUse
@@ -46,6 +47,7 @@ from cockpit.ui.panes.status import StatusPane
 from cockpit.ui.panes.throughput import ThroughputPane
 from cockpit.ui.panes.tracebacks import TracebackList
 from cockpit.ui.screens.confirm import ConfirmModal
+from cockpit.ui.screens.fleet import FleetScreen
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.screens.picker import PickerScreen
 from cockpit.ui.screens.runs import RunPicker
@@ -113,6 +115,12 @@ class _Panes(Listener):
     def failed(self, what: str, detail: str) -> None:
         self.app.notify(f"{what} failed: {detail}", severity="error", timeout=10)
 
+    def group(self, readiness: Readiness, nodes: list[tuple[str, UnitStatus | None]]) -> None:
+        self.app.status_pane.show_group(self.app.session.group or "", readiness, nodes)
+
+    def group_broken(self, reason: str, node: str, traceback: Traceback | None) -> None:
+        self.app.offer_group_restart(reason, node, traceback)
+
 
 class CockpitApp(App[None]):
     CSS_PATH = "cockpit.tcss"
@@ -124,6 +132,7 @@ class CockpitApp(App[None]):
         Binding("x", "unit_action('stop')", "Stop", id="stop"),
         Binding("t", "unit_action('start')", "Start", id="start"),
         Binding("o", "pick", "Units", id="pick"),
+        Binding("V", "fleet", "Fleet", id="fleet"),
         Binding("e", "edit_flags", "Flags", id="flags"),
         Binding("h", "attempts", "Attempts", id="attempts"),
         Binding("m", "throughput", "Throughput", id="throughput"),
@@ -143,6 +152,7 @@ class CockpitApp(App[None]):
         live: bool = True,
         session: Session | None = None,
         reader: MuxHost | None = None,
+        group: str | None = None,
     ) -> None:
         """`session`: the session to draw; by default a live one of `target` (`live=False`: a
         recorded one, which follows nothing), whose first status comes through `reader` (an
@@ -151,9 +161,9 @@ class CockpitApp(App[None]):
         self.config = config
         if session is None:
             session = (
-                Session(config, target, read_only=read_only, trust_prompt=self._ask_trust, reader=reader)
+                Session(config, target, read_only=read_only, trust_prompt=self._ask_trust, reader=reader, group=group)
                 if live
-                else RecordedSession(config, target, read_only=read_only)
+                else RecordedSession(config, target, read_only=read_only, group=group)
             )
         self.session = session
         session.listener = _Panes(self)
@@ -275,6 +285,9 @@ class CockpitApp(App[None]):
         target = self.target
         if target is None:
             return
+        if action != "stop" and self.session.group is not None:
+            self.offer_group_restart()
+            return
         if self.changes_refused():
             self.notify(f"{target.host} is read-only here: nothing was {action}ed", severity="error")
             return
@@ -284,7 +297,40 @@ class CockpitApp(App[None]):
             if yes:
                 self.run_unit_action(action, target)
 
-        self.push_screen(ConfirmModal(f"{verb} {target.unit} on {target.host}?", effect, confirm=verb), confirmed)
+        title = f"{verb} {target.unit} on {target.host}?"
+        if self.session.group is not None:
+            title = f"{verb} deployment {self.session.group}: every node?"
+        self.push_screen(ConfirmModal(title, effect, confirm=verb), confirmed)
+
+    def offer_group_restart(self, reason: str = "", node: str = "", traceback: Traceback | None = None) -> None:
+        """The opened deployment restarted as one (every node stopped, checked stopped, started,
+        watched to the group's ready), asked first; with `reason`, because `node` went down while
+        the others run, its traceback shown."""
+        group = self.session.group
+        nodes = ", ".join(node for node, _ in self.session.nodes)
+        body = f"Every node ({nodes}) is stopped, checked stopped, started and watched to the group's ready."
+        title = f"Restart deployment {group}?"
+        if reason:
+            title = f"Deployment {group} is broken"
+            told = "\n".join(traceback.lines[-12:]) if traceback is not None else f"{node}'s journal shows no traceback"
+            body = f"{reason}.\n\n{node}'s last traceback:\n{told}\n\nRestart the group? {body}"
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.run_group_restart()
+
+        self.push_screen(ConfirmModal(title, body, confirm="Restart the group"), confirmed)
+
+    @work(exclusive=True, group="group-restart", exit_on_error=False)
+    async def run_group_restart(self) -> None:
+        self.notify(f"restarting deployment {self.session.group}: every node", timeout=6)
+        try:
+            attempt = await self.session.restart_group()
+        except CockpitError as e:
+            self.notify(str(e), title="group restart failed", severity="error", timeout=10)
+            return
+        said = f"group restart: {attempt.outcome}: {attempt.detail}"
+        self.notify(said, severity="information" if attempt.outcome == "ready" else "error", timeout=15)
 
     @work(exit_on_error=False)
     async def run_unit_action(self, action: str, target: Target) -> None:
@@ -310,6 +356,13 @@ class CockpitApp(App[None]):
         status = self.status_pane.status
         known = {(self.target.host, self.target.unit): status} if self.target and status else {}
         self.push_screen(PickerScreen(self.session, targets, hosts, known=known), picked)
+
+    def action_fleet(self) -> None:
+        def picked(target: Target | None) -> None:
+            if target is not None and target != self.target:
+                self.switch_target(target)
+
+        self.push_screen(FleetScreen(self.session), picked)
 
     @work(exclusive=True, group="switch", exit_on_error=False)
     async def switch_target(self, target: Target) -> None:
@@ -589,6 +642,7 @@ class CockpitApp(App[None]):
                 "Snapshot", "save the screen (SVG, PNG, text) and an incident note", self.action_snapshot
             )
         yield SystemCommand("Switch host or unit", "the unit picker", self.action_pick)
+        yield SystemCommand("Fleet", "every host and deployment, worst first", self.action_fleet)
         yield SystemCommand("Keys", "every key, and its id for [ui.keys]", self.action_help)
         # Textual's own "Keys" (its key panel) and "Screenshot" (an SVG alone) would stand beside the
         # cockpit's Keys and Snapshot under the same or a nearer name: one of each is offered.

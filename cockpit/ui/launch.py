@@ -15,8 +15,16 @@ if TYPE_CHECKING:
     from cockpit.remote.mux import MuxHost
 
 
-def open_app(cfg: Config, target: Target | None, *, read_only: bool = False, reader: MuxHost | None = None) -> int:
-    """The app on `target`; with none given, on the config's one unit, or the picker for several."""
+def open_app(
+    cfg: Config,
+    target: Target | None,
+    *,
+    read_only: bool = False,
+    reader: MuxHost | None = None,
+    group: str | None = None,
+) -> int:
+    """The app on `target`; with none given, on the config's one unit, or the picker for several;
+    with `group`, on that deployment's node 0 with the group watched."""
     from cockpit.ui.app import CockpitApp
 
     if target is None:
@@ -24,7 +32,7 @@ def open_app(cfg: Config, target: Target | None, *, read_only: bool = False, rea
         target = targets[0] if len(targets) == 1 else None
     use_the_terminal()
     collect_less_often()
-    CockpitApp(cfg, target, read_only=read_only, reader=reader).run()
+    CockpitApp(cfg, target, read_only=read_only, reader=reader, group=group).run()
     return 0
 
 

@@ -97,6 +97,7 @@ class Standin:
             # /health and /health_generate answer 200 whatever the schedulers do.
             await self._start_workers()
             self.server = await asyncio.start_server(self._serve_dummy, host, port, backlog=1024)
+            self._schedule_faults()
             return
         # The port answers 503 from the start, so /health shows "starting" rather than refusing.
         self.server = await asyncio.start_server(self._serve, host, port, backlog=1024)
@@ -119,6 +120,11 @@ class Standin:
         self.log.plain(f'INFO:     {host}:{port} - "POST /generate HTTP/1.1" 200 OK')
         self.ready = True
         self.log.info("The server is fired up and ready to roll!")
+        self._schedule_faults()
+
+    def _schedule_faults(self) -> None:
+        """The faults the settings ask for, each its delay after the node is up (node 0: its
+        ready line; another node: its schedulers and dummy health server running)."""
         faults: list[tuple[float, Callable[[], Awaitable[None]]]] = [
             (self.settings.crash_after_s, self.crash),
             (self.settings.hang_after_s, self.hang),

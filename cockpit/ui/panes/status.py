@@ -18,7 +18,8 @@ from textual.widget import Widget
 
 from cockpit.fmt import duration, size
 from cockpit.session.feeds import POLL_S
-from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY, STARTING
+from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY, STARTING, Readiness
+from cockpit.sglang.nodes_status import BROKEN
 from cockpit.systemd.gpu_use import GpuUse, by_pid, held_on
 from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.status import UnitStatus
@@ -32,8 +33,14 @@ _STATE_STYLE = {
     "failed": "status-failed",
     "inactive": "status-inactive",
 }
-_READINESS_STYLE = {STARTING: "status-starting", DEGRADED: "status-warn", HUNG: "status-failed", DOWN: "status-failed"}
-_MARK = {STARTING: "…", DEGRADED: "⚠", HUNG: "✗", DOWN: "✗"}
+_READINESS_STYLE = {
+    STARTING: "status-starting",
+    DEGRADED: "status-warn",
+    HUNG: "status-failed",
+    DOWN: "status-failed",
+    BROKEN: "status-failed",
+}
+_MARK = {STARTING: "…", DEGRADED: "⚠", HUNG: "✗", DOWN: "✗", BROKEN: "✗"}
 _VERBS = {"reconnecting": "reconnecting", "error": "cannot connect to", "disconnected": "disconnected from"}
 _AFTER_LOSS = {"reconnecting": "reconnecting", "error": "cannot reconnect", "disconnected": "disconnected"}
 _TROUBLE = tuple(_VERBS)
@@ -65,6 +72,8 @@ class StatusPane(Widget, can_focus=False):
     problem: reactive[tuple[str, str] | None] = reactive(None, layout=True)
     crash_loop: reactive[str | None] = reactive(None, layout=True)
     gpus: reactive[GpuUse | None] = reactive(None, layout=True)
+    # An opened deployment: its name, readiness, and each node's status (None: not read).
+    group: reactive[tuple[str, Readiness, list[tuple[str, UnitStatus | None]]] | None] = reactive(None, layout=True)
 
     def __init__(self, host: str, unit: str, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -107,6 +116,32 @@ class StatusPane(Widget, can_focus=False):
         """The host's GPU table; `earlier`: the invocation IDs of the unit's earlier starts."""
         self.earlier = earlier
         self.gpus = use
+
+    def show_group(self, name: str, readiness: Readiness, nodes: list[tuple[str, UnitStatus | None]]) -> None:
+        self.set_class(True, "-group")  # room for a line a node
+        self.group = (name, readiness, nodes)
+
+    def _group_lines(self, text: Text) -> None:
+        """`deployment k26: broken ✗ …`, then a line a node: rank, unit, host, state, readiness."""
+        assert self.group is not None
+        name, readiness, nodes = self.group
+        word, style = self._readiness(readiness.state)
+        text.append("\n")
+        text.append(f"deployment {name}: ", "bold")
+        text.append(word, style)
+        text.append(f"  {readiness.reason}", style if readiness.state != READY else self._style("status-dim"))
+        for rank, (node, st) in enumerate(nodes):
+            text.append(f"\n  n{rank} {node:<16}", self._style("status-dim"))
+            if st is None:
+                text.append("not read", self._style("status-failed"))
+                continue
+            state_style = self._style(_STATE_STYLE.get(st.active_state, "status-dim"))
+            text.append(f"{st.unit} on {st.host}  ")
+            text.append(f"{st.active_state} ({st.sub_state})", state_style)
+            if st.readiness is not None:
+                text.append("  ")
+                text.append(*self._readiness(st.readiness))
+            text.append(f"  pid {st.main_pid or '-'}", self._style("status-dim"))
 
     def show_connection(self, state: str, detail: str | None) -> None:
         self.connection = (state, detail)
@@ -214,6 +249,8 @@ class StatusPane(Widget, can_focus=False):
             if self.gpus is not None and self.gpus.gpus:
                 text.append("\n")
                 self._gpu_line(text, self.gpus, Viewpoint(self.unit, st.running_invocation, self.earlier))
+        if self.group is not None:
+            self._group_lines(text)
         serving = st is not None and (st.readiness == READY if st.readiness is not None else bool(st.ready))
         if trouble:
             text.append("\n")
@@ -232,4 +269,4 @@ class StatusPane(Widget, can_focus=False):
         pane's last line)."""
         if state == READY:
             return "ready ✓", self._style("status-active")
-        return f"{state} {_MARK[state]}", self._style(_READINESS_STYLE[state])
+        return f"{state} {_MARK.get(state, '?')}", self._style(_READINESS_STYLE.get(state, "status-dim"))

@@ -1,0 +1,323 @@
+"""The fleet: every configured host and deployment at a glance, sorted by trouble.
+
+A round asks each host one remote command over its one connection: the `sglang*` units
+systemd knows (and the configured ones), their status with their ExecStart, the GPU table,
+and `/health` of each running unit that serves the API, asked on the host itself (bash's
+/dev/tcp, all at once, each bounded by HEALTH_TIMEOUT_S) at the address its command line gave
+in the round before. A unit seen serving for the first time, or at a new address, is asked in
+a second command of that round. Each node of rank > 0 has its processes counted instead (its
+`/health` is SGLang's dummy). Asking `/health` over a channel of the connection per unit, as a
+first version did, cost the jump box 7 to 10 ms of CPU per host per round for eight units;
+nothing in a host's round depends on how many other hosts there are, so a fleet of 32 costs 32
+times one host (benchmarks/bench_fleet.py).
+
+What a round cannot see is said, not guessed: the journal is not read here, so a unit is
+`hung` when its `/health` does not answer in time, `degraded` when it answered 200 earlier in
+this start and does not now, and `starting` before its first 200. Opening the unit gives the
+whole assessment (cockpit.sglang.health).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from cockpit.config import Config
+from cockpit.errors import CockpitError
+from cockpit.remote.base import Host
+from cockpit.sglang.endpoint import serving_address
+from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY, STARTING, Signals, assess
+from cockpit.sglang.nodes_status import BROKEN, group_readiness
+from cockpit.sglang.ranks import node_rank, ranks_on_node
+from cockpit.systemd import processes
+from cockpit.systemd.readiness import HEALTH, Probe
+from cockpit.systemd.status import PROPERTIES, UnitStatus, parse_show
+from cockpit.targets import Target, all_targets
+
+FAILED, STOPPED = "failed", "stopped"
+# Worst first: what the fleet view sorts by. `down` splits into failed (it ended on its own, or
+# waits to be restarted after it did) and stopped (someone stopped it).
+TROUBLE = (FAILED, BROKEN, HUNG, DEGRADED, STARTING, READY, STOPPED)
+HEALTH_TIMEOUT_S = 2.0  # a round is once a second: a server that takes longer is `hung` here
+SEP = "@@cockpit-fleet@@"
+BUSY_MIB = 1024  # a GPU with more memory taken than this is in use
+
+PROBE_FAILED = {124: f"no answer within {HEALTH_TIMEOUT_S:g} s", 127: "not asked: the host has no bash"}
+
+# sh -c SCRIPT fleet MODE N UNIT... (UNIT ADDR PORT)...: MODE `all` lists and shows the units (the
+# N configured ones too, even where the pattern does not match them) and reads the GPU table;
+# `probes` only asks each (UNIT ADDR PORT)'s /health. A probe's line is one write (atomic on the
+# pipe), so the probes run at once and print as they end.
+SCRIPT = f"""
+set -f
+mode=$1; n=$2; shift 2
+wanted=""
+while [ "$n" -gt 0 ]; do wanted="$wanted $1"; shift; n=$((n - 1)); done
+if [ "$mode" = all ]; then
+  units=$( {{ systemctl list-units --all --plain --no-legend --type=service 'sglang*'
+    systemctl list-unit-files --no-legend --type=service 'sglang*'; }} 2>/dev/null |
+    awk '{{ for (i = 1; i <= NF; i++) if ($i ~ /\\.service$/ && $i !~ /@\\./) {{ print $i; break }} }}' | sort -u)
+  if [ -n "$units$wanted" ]; then
+    systemctl show --timestamp=unix -p {",".join(PROPERTIES)},ExecStart -- $units $wanted 2>/dev/null ||
+      systemctl show -p {",".join(PROPERTIES)},ExecStart -- $units $wanted
+  fi
+  echo {SEP}
+  nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits 2>/dev/null
+fi
+echo {SEP}
+probe() {{
+  said=$(timeout {HEALTH_TIMEOUT_S:g} bash -c 'exec 3<>"/dev/tcp/$0/$1" &&
+    printf "GET /health HTTP/1.0\\r\\nHost: %s\\r\\n\\r\\n" "$0" >&3 && head -n 1 <&3' "$2" "$3" 2>/dev/null)
+  echo "$1 $? $said"
+}}
+while [ $# -ge 3 ]; do probe "$1" "$2" "$3" & shift 3; done
+wait
+"""
+
+
+@dataclass(frozen=True)
+class HostGpus:
+    count: int
+    busy: int  # GPUs with more than BUSY_MIB taken
+    used_mib: int
+    total_mib: int
+
+    def words(self) -> str:
+        return f"{self.busy}/{self.count} GPUs busy, {self.used_mib / 1024:.0f}/{self.total_mib / 1024:.0f} GiB"
+
+
+@dataclass(frozen=True)
+class FleetUnit:
+    """One unit as the fleet saw it this round."""
+
+    host: str
+    unit: str
+    trouble: str  # one of TROUBLE
+    reason: str
+    status: UnitStatus
+    node_rank: int = 0
+
+
+@dataclass
+class HostRound:
+    """One host's answer to a round; `error` in place of its units where it could not be read."""
+
+    host: str
+    units: list[FleetUnit] = field(default_factory=list)
+    gpus: HostGpus | None = None
+    error: str | None = None
+    seconds: float = 0.0  # the host's round, from asking to its last answer
+
+    def unit(self, name: str) -> FleetUnit | None:
+        return next((u for u in self.units if u.unit == name), None)
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """A line of the fleet view: a deployment (its nodes follow it, `node` set), or a unit."""
+
+    trouble: str
+    host: str  # "" for a deployment's own line
+    unit: str
+    reason: str
+    deployment: str = ""
+    node: str = ""  # the [units] entry of a deployment's node
+    gpus: str = ""  # the host's GPU use
+
+    @property
+    def target(self) -> tuple[str, str] | None:
+        return (self.host, self.unit) if self.host else None
+
+
+def exec_flags(exec_start: str) -> dict[str, str | None]:
+    """The flags of `systemctl show -p ExecStart`'s `argv[]=...` (words as systemd prints them:
+    separated by spaces, not quoted, which is enough for ports, hosts and ranks)."""
+    argv = ""
+    for part in exec_start.strip("{} ").split(" ; "):
+        if part.startswith("argv[]="):
+            argv = part[len("argv[]=") :]
+            break
+    words, flags = argv.split(), dict[str, str | None]()
+    for i, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        name, eq, value = word.partition("=")
+        if eq:
+            flags[name] = value
+        else:
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            flags[name] = nxt if nxt is not None and not nxt.startswith("--") else None
+    return flags
+
+
+def _exec_starts(text: str) -> dict[str, str]:
+    """Each block's Id and ExecStart (parse_show keeps the status and drops the command)."""
+    found = {}
+    for block in text.strip("\n").split("\n\n"):
+        props = dict(line.partition("=")[::2] for line in block.split("\n") if "=" in line)
+        if props.get("Id"):
+            found[props["Id"]] = props.get("ExecStart", "")
+    return found
+
+
+def parse_probes(text: str, asked: dict[str, tuple[str, int]]) -> dict[str, Probe]:
+    """`UNIT RC STATUS-LINE` per probe: the HTTP status where one came, else why none did."""
+    found = {}
+    for line in text.splitlines():
+        unit, _, rest = line.partition(" ")
+        rc, _, said = rest.partition(" ")
+        if unit not in asked or not rc.isdigit():
+            continue
+        words = said.split()
+        if rc == "0" and len(words) >= 2 and words[0].startswith("HTTP/") and words[1].isdigit():
+            found[unit] = Probe(HEALTH, int(words[1]))
+        else:
+            addr, port = asked[unit]
+            found[unit] = Probe(HEALTH, None, PROBE_FAILED.get(int(rc), f"nothing answers on {addr}:{port}"))
+    return found
+
+
+def parse_gpus(text: str) -> HostGpus | None:
+    rows = [[c.strip() for c in line.split(",")] for line in text.splitlines() if line.count(",") == 2]
+    rows = [r for r in rows if r[0].isdigit() and r[1].isdigit() and r[2].isdigit()]
+    if not rows:
+        return None
+    used = [int(r[1]) for r in rows]
+    return HostGpus(len(rows), sum(1 for u in used if u > BUSY_MIB), sum(used), sum(int(r[2]) for r in rows))
+
+
+class FleetReader:
+    """Reads rounds; remembers, per host, where each unit serves (asked in the next round) and,
+    per start, when each unit first answered 200 (the journal's ready line is not read here: a
+    200 seen earlier in this start is what tells `degraded` from `starting`)."""
+
+    def __init__(self, host_of: Callable[[str], Host]) -> None:
+        self.host_of = host_of
+        self._ready: dict[tuple[str, str, str], float] = {}
+        self._serving: dict[str, dict[str, tuple[str, int]]] = {}
+
+    async def _ask(self, host: Host, mode: str, wanted: Sequence[str], serving: dict[str, tuple[str, int]]) -> str:
+        probes = [str(word) for unit, (addr, port) in serving.items() for word in (unit, addr, port)]
+        argv = ["sh", "-c", SCRIPT, "fleet", mode, str(len(wanted)), *wanted, *probes]
+        return (await host.query(argv, timeout=10 + HEALTH_TIMEOUT_S)).text
+
+    async def read_host(self, name: str, wanted: Sequence[str] = ()) -> HostRound:
+        began = time.monotonic()
+        try:
+            host = self.host_of(name)
+            known = self._serving.get(name, {})
+            shown, _, rest = (await self._ask(host, "all", wanted, known)).partition(SEP + "\n")
+            gpus, _, answers = rest.partition(SEP + "\n")
+            statuses = {s.unit: s for s in parse_show(shown, name) if s.unit}
+            commands = _exec_starts(shown)
+            flags = {u: exec_flags(commands.get(u, "")) for u in statuses}
+            serving = {
+                u: serving_address(flags[u].items())
+                for u, s in statuses.items()
+                if s.active_state == "active" and node_rank(flags[u]) == 0
+            }
+            probes = parse_probes(answers, {u: a for u, a in known.items() if serving.get(u) == a})
+            new = {u: a for u, a in serving.items() if u not in probes}
+            if new:  # first seen serving, or at a new address: asked now rather than a round late
+                probes.update(parse_probes((await self._ask(host, "probes", (), new)).partition(SEP + "\n")[2], new))
+            self._serving[name] = serving
+            units = await asyncio.gather(*(self._unit(host, s, flags[u], probes.get(u)) for u, s in statuses.items()))
+        except (CockpitError, OSError, ValueError, IndexError) as e:
+            return HostRound(name, error=str(e) or type(e).__name__, seconds=time.monotonic() - began)
+        return HostRound(name, sorted(units, key=lambda u: u.unit), parse_gpus(gpus), seconds=time.monotonic() - began)
+
+    async def _unit(
+        self, host: Host, status: UnitStatus, flags: dict[str, str | None], answer: Probe | None
+    ) -> FleetUnit:
+        if status.load_state == "not-found":
+            return FleetUnit(status.host, status.unit, FAILED, f"{status.unit} is not on {status.host}", status)
+        rank = node_rank(flags)
+        members, schedulers = None, None
+        if status.active_state == "active" and rank > 0:
+            schedulers = ranks_on_node(flags)
+            try:
+                members = await processes.read(host, status.control_group, status.unit)
+            except CockpitError:
+                members = None
+        key = (status.host, status.unit, status.invocation_id or "")
+        if answer is not None and answer.ok:
+            self._ready.setdefault(key, time.time())
+        signals = Signals(ready_at=self._ready.get(key))
+        told = assess(status, signals, answer, members, schedulers=schedulers, worker_node=rank > 0)
+        trouble = told.state
+        if trouble == DOWN:
+            trouble = STOPPED if status.active_state == "inactive" and status.result == "success" else FAILED
+        return FleetUnit(status.host, status.unit, trouble, told.reason, status, rank)
+
+    async def round(self, hosts: dict[str, list[str]]) -> list[HostRound]:
+        """Every host at once, each with the units the config names on it."""
+        return list(await asyncio.gather(*(self.read_host(h, units) for h, units in hosts.items())))
+
+
+def hosts_of(config: Config, extra: Sequence[Target] = ()) -> dict[str, list[str]]:
+    """Every configured host, with the units the config (and `extra`) name on it."""
+    hosts: dict[str, list[str]] = {name: [] for name in config.hosts}
+    for t in [*all_targets(config), *extra]:
+        if t.unit not in hosts.setdefault(t.host, []):
+            hosts[t.host].append(t.unit)
+    return hosts
+
+
+def rows(config: Config, rounds: Sequence[HostRound]) -> list[FleetRow]:
+    """The fleet view's lines, worst first: each deployment as one line (its group readiness)
+    with its nodes under it, then every other unit, then each host that could not be read."""
+    by_host = {r.host: r for r in rounds}
+    gpus = {r.host: r.gpus.words() if r.gpus else "" for r in rounds}
+    in_deployments: set[tuple[str, str]] = set()
+    groups: list[list[FleetRow]] = []
+    for name, deployment in config.deployments.items():
+        nodes: list[tuple[str, Target, FleetUnit | None]] = []
+        for node in deployment.nodes:
+            target = Target.of(config.units[node])
+            in_deployments.add((target.host, target.unit))
+            found = by_host.get(target.host)
+            nodes.append((node, target, found.unit(target.unit) if found else None))
+        seen = [(node, _assessed(u)) for node, _, u in nodes if u]
+        if len(seen) == len(nodes):
+            group = group_readiness(seen)
+            trouble, reason = (FAILED if group.state == DOWN else group.state), group.reason
+        else:
+            missing, target = next((node, target) for node, target, u in nodes if u is None)
+            trouble, reason = FAILED, f"{missing}: {_unread(by_host.get(target.host), target.unit)}"
+        lines = [FleetRow(trouble, "", name, reason, deployment=name)]
+        for node, target, u in nodes:
+            lines.append(
+                FleetRow(
+                    u.trouble if u else FAILED,
+                    target.host,
+                    target.unit,
+                    u.reason if u else _unread(by_host.get(target.host), target.unit),
+                    deployment=name,
+                    node=node,
+                    gpus=gpus.get(target.host, ""),
+                )
+            )
+        groups.append(lines)
+    for r in rounds:
+        if r.error is not None:
+            groups.append([FleetRow(FAILED, r.host, "", f"could not be read: {r.error}")])
+            continue
+        for u in r.units:
+            if (u.host, u.unit) not in in_deployments:
+                groups.append([FleetRow(u.trouble, u.host, u.unit, u.reason, gpus=gpus[r.host])])
+    groups.sort(key=lambda g: (TROUBLE.index(g[0].trouble), g[0].deployment or g[0].host, g[0].unit))
+    return [line for g in groups for line in g]
+
+
+def _assessed(unit: FleetUnit) -> UnitStatus:
+    """The unit's status with the fleet's readiness, as group_readiness reads a node's."""
+    state = DOWN if unit.trouble in (FAILED, STOPPED) else unit.trouble
+    return replace(unit.status, readiness=state, readiness_reason=unit.reason)
+
+
+def _unread(found: HostRound | None, unit: str) -> str:
+    if found is None:
+        return "its host was not asked"
+    return f"could not be read: {found.error}" if found.error else f"{unit} is not on {found.host}"

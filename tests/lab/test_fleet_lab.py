@@ -1,0 +1,83 @@
+"""The fleet over two labs: a two-node deployment as one row with its nodes under it, a unit
+someone stopped, a configured unit the host does not have; node 1 killed while node 0 runs
+shows the deployment broken at the top within the rounds of 5 s; a server frozen (SIGSTOP) is
+hung, as its /health, asked on the host, does not answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from cockpit.config import load
+from cockpit.remote.pool import HostPool
+from cockpit.sglang.fleet import BROKEN, FAILED, HUNG, READY, STOPPED, FleetReader, FleetRow, hosts_of, rows
+from tests.conftest import LabHandle
+from tests.lab.standin_units import deployment_config, standin_unit
+from tests.lab.test_multinode_standin_lab import NODES, two_nodes
+
+
+def _by_name(lines: list[FleetRow]) -> dict[str, FleetRow]:
+    return {f"{r.node or r.host}/{r.unit}": r for r in lines}
+
+
+async def test_a_deployment_is_one_row_and_node_1_lost_is_broken_at_once(
+    lab: LabHandle, node1: LabHandle, tmp_path: Path
+) -> None:
+    path = deployment_config(
+        tmp_path / "cockpit.toml", "k26", [("k26-node0", lab, NODES[0]), ("k26-node1", node1, NODES[1])]
+    )
+    path.write_text(path.read_text() + f'[units.gone]\nhost = "{lab.name}"\nunit = "sglang-gone.service"\n')
+    config = load(path)
+    pool = HostPool(config)
+    reader = FleetReader(pool.get)
+    try:
+        with two_nodes(lab, node1), standin_unit(lab, "sglang-idle.service", 30131, start=False):
+            deadline = time.monotonic() + 90
+            while True:
+                lines = rows(config, await reader.round(hosts_of(config)))
+                if (
+                    lines
+                    and lines[-1].trouble == STOPPED
+                    and any(r.unit == "k26" and r.trouble == READY for r in lines)
+                ):
+                    break
+                assert time.monotonic() < deadline, lines
+                await asyncio.sleep(1)
+            named = _by_name(lines)
+            assert lines[0] == named[f"{lab.name}/sglang-gone.service"]  # failed first
+            assert lines[0].reason == f"sglang-gone.service is not on {lab.name}"
+            deployment = [r for r in lines if r.deployment == "k26"]
+            assert [r.node for r in deployment] == ["", "k26-node0", "k26-node1"]  # its nodes folded under it
+            assert "schedulers run" in named[f"k26-node1/{NODES[1]}"].reason  # not its dummy /health
+            assert named[f"{lab.name}/sglang-demo.service"].trouble == READY
+            assert "GPUs busy" in named[f"{lab.name}/sglang-demo.service"].gpus
+            assert lines[-1] == named[f"{lab.name}/sglang-idle.service"]
+
+            node1.ssh("systemctl", "kill", "--signal=SIGKILL", NODES[1])
+            killed = time.monotonic()
+            while True:
+                lines = rows(config, await reader.round(hosts_of(config)))
+                head = next(r for r in lines if r.unit == "k26")
+                if head.trouble == BROKEN:
+                    break
+                assert time.monotonic() - killed < 5, head
+                await asyncio.sleep(1)
+            assert "k26-node1" in head.reason and "restart the group" in head.reason
+            assert lines[0].unit == "sglang-gone.service" and lines[1] == head  # worst first, by group
+            assert [(r.node, r.trouble) for r in lines[2:4]] == [("k26-node0", READY), ("k26-node1", FAILED)]
+            lab.ssh("systemctl", "start", "sglang-idle.service")
+            while True:
+                idle = _by_name(rows(config, await reader.round(hosts_of(config))))[f"{lab.name}/sglang-idle.service"]
+                if idle.trouble == READY:
+                    break
+                assert time.monotonic() < deadline + 60, idle
+                await asyncio.sleep(1)
+            lab.ssh("systemctl", "kill", "--signal=SIGSTOP", "sglang-idle.service")
+            try:
+                idle = _by_name(rows(config, await reader.round(hosts_of(config))))[f"{lab.name}/sglang-idle.service"]
+            finally:
+                lab.ssh("systemctl", "kill", "--signal=SIGCONT", "sglang-idle.service")
+            assert (idle.trouble, idle.reason.split(" (")[0]) == (HUNG, "/health: no answer within 2 s")
+    finally:
+        await pool.close()

@@ -1,0 +1,93 @@
+"""The fleet's reading of one round: ExecStart's flags, the GPU table, and the rows worst first
+with each deployment folded (the live rounds over two labs: tests/lab/test_fleet_lab.py)."""
+
+from __future__ import annotations
+
+from cockpit.config import Config, DeploymentConfig, HostConfig, UnitConfig
+from cockpit.sglang.fleet import (
+    BROKEN,
+    DEGRADED,
+    FAILED,
+    READY,
+    STOPPED,
+    FleetUnit,
+    HostRound,
+    exec_flags,
+    hosts_of,
+    parse_gpus,
+    parse_probes,
+    rows,
+)
+from cockpit.systemd.status import UnitStatus
+
+# As bookworm's systemctl show prints a stand-in node's ExecStart (read from the lab).
+EXEC_START = (
+    "{ path=/opt/sglang/venv/bin/python ; argv[]=/opt/sglang/venv/bin/python -m sglang.launch_server "
+    "--model-path /models/k26 --tp-size 16 --nnodes 2 --node-rank 1 --dist-init-addr 10.213.0.2:5858 "
+    "--port=30130 --enable-metrics ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; "
+    "code=(null) ; status=0/0 }"
+)
+
+
+def test_exec_flags_reads_values_given_both_ways_and_bare_switches() -> None:
+    flags = exec_flags(EXEC_START)
+    assert flags["--node-rank"] == "1" and flags["--port"] == "30130" and flags["--tp-size"] == "16"
+    assert flags["--enable-metrics"] is None and "--ignore_errors" not in flags
+    assert exec_flags("") == {}
+
+
+def test_gpu_table_counts_the_busy_ones() -> None:
+    gpus = parse_gpus("0, 122205, 143771\n1, 3, 143771\nNo devices were found\n")
+    assert gpus is not None and (gpus.count, gpus.busy, gpus.used_mib) == (2, 1, 122208)
+    assert gpus.words() == "1/2 GPUs busy, 119/281 GiB"
+    assert parse_gpus("") is None
+
+
+def test_probe_lines_give_the_status_or_why_there_was_none() -> None:
+    asked = {"a.service": ("127.0.0.1", 30000), "b.service": ("127.0.0.1", 30001), "c.service": ("::1", 30002)}
+    said = "a.service 0 HTTP/1.1 200 OK\r\nb.service 124 \nc.service 1 \nstray.service 0 HTTP/1.1 200 OK\n"
+    probes = parse_probes(said, asked)
+    assert probes["a.service"].ok and probes["b.service"].timed_out and "stray.service" not in probes
+    assert probes["b.service"].words() == "/health: no answer within 2 s"
+    assert probes["c.service"].words() == "/health: nothing answers on ::1:30002"
+    assert parse_probes("a.service 127 \n", asked)["a.service"].detail == "not asked: the host has no bash"
+
+
+def _unit(host: str, unit: str, trouble: str, active: str = "active", rank: int = 0) -> FleetUnit:
+    return FleetUnit(host, unit, trouble, f"{unit} is {trouble}", UnitStatus(unit, host, active_state=active), rank)
+
+
+CONFIG = Config(
+    hosts={"a": HostConfig(name="a"), "b": HostConfig(name="b"), "c": HostConfig(name="c")},
+    units={
+        "k-n0": UnitConfig(name="k-n0", host="a", unit="sglang-k.service"),
+        "k-n1": UnitConfig(name="k-n1", host="b", unit="sglang-k.service"),
+    },
+    deployments={"k": DeploymentConfig(name="k", nodes=("k-n0", "k-n1"))},
+)
+
+
+def test_rows_put_the_worst_first_and_fold_a_deployment_under_its_own_row() -> None:
+    rounds = [
+        HostRound("a", [_unit("a", "sglang-k.service", READY), _unit("a", "sglang-x.service", STOPPED, "inactive")]),
+        HostRound("b", [_unit("b", "sglang-k.service", FAILED, "failed", 1), _unit("b", "sglang-y.service", DEGRADED)]),
+        HostRound("c", error="ssh to c failed: Connection refused"),
+    ]
+    lines = rows(CONFIG, rounds)
+    assert [(r.trouble, r.deployment, r.node, r.host, r.unit) for r in lines] == [
+        (FAILED, "", "", "c", ""),
+        (BROKEN, "k", "", "", "k"),
+        (READY, "k", "k-n0", "a", "sglang-k.service"),
+        (FAILED, "k", "k-n1", "b", "sglang-k.service"),
+        (DEGRADED, "", "", "b", "sglang-y.service"),
+        (STOPPED, "", "", "a", "sglang-x.service"),
+    ]
+    assert "k-n1" in lines[1].reason and "k-n0 still runs" in lines[1].reason
+    assert lines[0].reason == "could not be read: ssh to c failed: Connection refused"
+
+
+def test_a_node_whose_host_was_not_read_makes_its_deployment_failed() -> None:
+    rounds = [HostRound("a", [_unit("a", "sglang-k.service", READY)]), HostRound("b", error="timed out")]
+    head = next(r for r in rows(CONFIG, rounds) if r.unit == "k")
+    assert (head.trouble, head.reason) == (FAILED, "k-n1: could not be read: timed out")
+    assert hosts_of(CONFIG) == {"a": ["sglang-k.service"], "b": ["sglang-k.service"], "c": []}
