@@ -26,10 +26,11 @@ import subprocess
 import time
 from typing import Any
 
-from _common import ROOT, emit, lab_up, pct
+from _common import emit, lab_up, pct
 from textual.screen import Screen
 
 from cockpit.config import Config, HostConfig
+from cockpit.lab.nodes import standin_unit_text
 from cockpit.remote.pool import HostPool
 from cockpit.session import RecordedSession
 from cockpit.sglang.fleet import READY, FleetReader, FleetUnit, HostGpus, HostRound
@@ -40,7 +41,6 @@ from cockpit.ui.screens import fleet as fleet_screen
 from cockpit.ui.screens.fleet import FleetScreen
 
 WARMUP = 2
-DEMO = (ROOT / "cockpit" / "lab" / "guest" / "sglang-demo.service").read_text()
 
 
 def _cpu_ms() -> float:
@@ -53,10 +53,7 @@ def _add_units(lab: Any, count: int) -> list[str]:
     names, ssh = [], ["ssh", "-F", str(lab.ssh_config), lab.name]
     for k in range(1, count):
         name = f"sglang-bench-{k}.service"
-        text = DEMO.replace("--port 30000", f"--port {30300 + k}").replace(
-            "[Install]\nWantedBy=multi-user.target\n", ""
-        )
-        ssh = ["ssh", "-F", str(lab.ssh_config), lab.name]
+        text = standin_unit_text(30300 + k)
         subprocess.run(
             [*ssh, "tee", f"/etc/systemd/system/{name}"], input=text.encode(), check=True, capture_output=True
         )

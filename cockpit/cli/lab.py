@@ -36,9 +36,17 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
         help="a service Python where SGLang (0.5.23) really imports, with CPU torch: the pre-flight's dry "
         "run gives SGLang's own verdict there (a second image, built once: about 4 min, 6 GB)",
     )
+    up.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="N > 1: N labs (NAME, NAME-n1, ...) running one SGLang launch over N nodes, "
+        "sglang-k26-node{i}.service on each, and a config with its [deployments.k26]",
+    )
     up.add_argument("--json", action="store_true", help="print the lab's facts as JSON")
     down = lab_sub.add_parser("down", help="stop the lab and remove its namespace and cgroups")
     down.add_argument("--name", default=None)
+    down.add_argument("--nodes", type=int, default=1, help="the labs of `up --nodes N` too")
     status = lab_sub.add_parser("status", help="is the lab up, and where")
     status.add_argument("--name", default=None)
     status.add_argument("--json", action="store_true")
@@ -72,6 +80,26 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.lab.paths import DEFAULT_NAME
 
     lab = Lab(args.name or DEFAULT_NAME)
+    if args.lab_command == "up" and args.nodes > 1:
+        from cockpit.lab import nodes
+
+        if args.real_sglang:
+            raise UsageError("--nodes runs the stand-in: give it without --real-sglang")
+        infos, config_file = nodes.up(
+            lab.name,
+            args.nodes,
+            progress=lambda m: print(m, file=sys.stderr),
+            sglang_version=args.sglang_version or DEFAULT_SGLANG,
+            release=args.release,
+        )
+        if args.json:
+            print(json.dumps({"labs": [i.to_json() for i in infos], "config": str(config_file)}))
+        else:
+            for rank, info in enumerate(infos):
+                print(f"lab {info.name} is up at {info.address}: node {rank}, {nodes.node_unit(rank)}")
+            print(f"  cockpit --config {config_file} --deployment {nodes.DEPLOYMENT}")
+            print(f"  cockpit --config {config_file} status --deployment {nodes.DEPLOYMENT}")
+        return 0
     if args.lab_command == "up":
         info = lab.up(
             sglang_version=args.sglang_version or DEFAULT_SGLANG,
@@ -90,8 +118,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"  cockpit --host {info.name} --unit sglang-demo.service")
         return 0
     if args.lab_command == "down":
-        stopped = lab.down()
-        print(f"lab {lab.name} {'stopped' if stopped else 'was not running; cleaned up'}")
+        for each in [lab, *(Lab(f"{lab.name}-n{rank}") for rank in range(1, args.nodes))]:
+            stopped = each.down()
+            print(f"lab {each.name} {'stopped' if stopped else 'was not running; cleaned up'}")
         return 0
     if args.lab_command == "status":
         labs = running_labs() if args.name is None else [i for i in [lab.info()] if i]

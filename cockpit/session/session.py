@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import importlib
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -174,6 +174,8 @@ class Session:
         self.nodes: list[tuple[str, Target]] = deployment_targets(config, group) if group else []
         self.target = self.nodes[0][1] if self.nodes else target
         self.group_readiness: Readiness | None = None
+        self._group_changing = 0  # group restarts and stops under way: their own stops are not a node lost
+        self._group_changes = 0  # how many began or ended: a read that spans one says nothing of a lost node
         self.read_only = read_only
         self.backlog = backlog
         self.listener = Listener()
@@ -416,6 +418,7 @@ class Session:
         broken, the node that went down is named with its last traceback (sglang #3099: the
         others keep answering until their watchdogs end them, minutes later)."""
         while True:
+            changes = self._group_changes
             read = await self.read_nodes()
             unread = [(node, said) for node, said in read if isinstance(said, str)]
             statuses = [(node, said) for node, said in read if isinstance(said, UnitStatus)]
@@ -426,7 +429,8 @@ class Session:
             )
             was, self.group_readiness = self.group_readiness, group
             self.listener.group(group, [(node, said if isinstance(said, UnitStatus) else None) for node, said in read])
-            if group.state == BROKEN and (was is None or was.state != BROKEN):
+            ours = self._group_changing or changes != self._group_changes
+            if group.state == BROKEN and (was is None or was.state != BROKEN) and not ours:
                 node, status = next((n, s) for n, s in statuses if s.readiness == DOWN)
                 self._spawn(self._report_broken(group, node, status), "reading the lost node's journal")
             await asyncio.sleep(GROUP_POLL_S)
@@ -451,7 +455,22 @@ class Session:
         if refused:
             raise CockpitError(f"{', '.join(refused)} {'is' if len(refused) == 1 else 'are'} read-only here")
         nodes = [GroupNode(node, t, self.pool.get(t.host), self.config.host(t.host)) for node, t in self.nodes]
-        return await restart_group(nodes, attempt_log(self.group), self.catalogs)
+        async with self._changing_group():
+            return await restart_group(nodes, attempt_log(self.group), self.catalogs)
+
+    @contextlib.asynccontextmanager
+    async def _changing_group(self) -> AsyncIterator[None]:
+        """While the cockpit itself stops or restarts the nodes, one node down and another still
+        running is its own doing, not a node lost: the group's lines still show it, and no
+        offer to restart is made. A group still broken once it is done is offered then."""
+        self._group_changing += 1
+        self._group_changes += 1
+        try:
+            yield
+        finally:
+            self._group_changing -= 1
+            self._group_changes += 1
+            self.group_readiness = None
 
     async def _poll_gpus(self) -> None:
         """The host's GPU table every GPU_POLL_S; read once only where it has no nvidia-smi."""
@@ -624,14 +643,12 @@ class Session:
             control = UnitControl(self.host, self.host_config, read_only=self.read_only)
             await control.act(action, self.target.unit)
         elif action == "stop":
-            await asyncio.gather(
-                *(
-                    UnitControl(self.pool.get(t.host), self.config.host(t.host), read_only=self.read_only).act(
-                        "stop", t.unit
-                    )
-                    for _, t in self.nodes
-                )
-            )
+            controls = [
+                (UnitControl(self.pool.get(t.host), self.config.host(t.host), read_only=self.read_only), t.unit)
+                for _, t in self.nodes
+            ]
+            async with self._changing_group():
+                await asyncio.gather(*(control.act("stop", unit) for control, unit in controls))
         else:
             await self.restart_group()
 
