@@ -6,6 +6,12 @@ draws the rows it was told were added, the throughput series parses the decode l
 status poll learns how the main process ended, a restart watch collects the new invocation's
 lines. Before, the view folded, the restart watch followed the journal a second time and folded
 again, and the poll's exit memory was fed through the UI.
+
+A deployment's feed follows every node's journal over that node's connection and merges them
+into the same rows: each entry carries its node's rank (the fold keeps one stream per node and
+PID, the view prefixes `n1`), the nodes' backlogs are delivered as one batch in time order, and
+after that each batch as it arrives (the nodes' lines interleave as they are logged, give or take
+each link's delay). Paging back through history reads node 0's.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +34,7 @@ BACKLOG = 2000  # entries shown at first; older ones are paged from journald on 
 WINDOW = 200_000  # records kept in memory; the oldest are dropped in chunks
 BEHIND_S = 1.0  # late by more than this (beyond the link's own delay): the view says it is behind
 CAUGHT_UP_S = 1.0  # no batch for this long while behind: the stream ran dry, so it caught up
+MERGE_WAIT_S = 3.0  # how long the first node's backlog waits for the others' before it is shown alone
 
 
 class Lag:
@@ -91,6 +99,37 @@ class JournalBatch:
 
 
 Subscriber = Callable[[JournalBatch], None]
+Source = tuple[Callable[[], Host], str]  # how to reach a node's host, and its unit
+
+
+class MergedStart:
+    """Each node's first batch (its backlog) held until every node's has come, or MERGE_WAIT_S,
+    then delivered as one batch in time order; every later batch as it comes. Each entry gets
+    its node's rank on the way."""
+
+    def __init__(self, nodes: int, deliver: Callable[[list[JournalEntry]], None]) -> None:
+        self.nodes, self._deliver = nodes, deliver
+        self._held: dict[int, list[JournalEntry]] = {}
+        self._released = asyncio.Event()
+
+    async def batch(self, node: int, entries: list[JournalEntry]) -> None:
+        for entry in entries:
+            entry.node = node
+        if self._released.is_set():
+            self._deliver(entries)
+            return
+        self._held.setdefault(node, []).extend(entries)
+        if len(self._held) < self.nodes:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._released.wait(), MERGE_WAIT_S)
+        self._release()
+
+    def _release(self) -> None:
+        if self._released.is_set():
+            return
+        self._released.set()
+        held, self._held = self._held, {}
+        self._deliver(sorted((e for batch in held.values() for e in batch), key=lambda e: e.realtime_us or 0))
 
 
 class JournalFeed:
@@ -99,6 +138,7 @@ class JournalFeed:
         host: Callable[[], Host] | None,  # asked when the follow starts; None: a recorded journal, delivered by hand
         unit: str,
         *,
+        others: list[Source] | None = None,  # a deployment's other nodes, rank 1 first: merged in
         backlog: int = BACKLOG,
         window: int = WINDOW,
         on_state: Callable[[str, str | None], None] | None = None,
@@ -107,7 +147,9 @@ class JournalFeed:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.host_of, self.unit, self.backlog = host, unit, backlog
+        self.others = others or []
         self.rows = JournalRows(window, unit)
+        self.rows.nodes = 1 + len(self.others)
         self.state = "connecting"
         self._on_state = on_state
         self._on_subscriber_failed = on_subscriber_failed
@@ -164,8 +206,24 @@ class JournalFeed:
     async def run(self) -> None:
         """Follow until cancelled, resuming after the last cursor delivered after any failure."""
         assert self.host_of is not None, "a recorded journal is not followed"
-        follower = journal.JournalFollower(self.host_of(), self.unit, backlog=self.backlog, on_state=self._state)
-        await supervise(lambda: follower.run(self.deliver), lambda detail: self._state("reconnecting", detail))
+        if not self.others:
+            follower = journal.JournalFollower(self.host_of(), self.unit, backlog=self.backlog, on_state=self._state)
+            await supervise(lambda: follower.run(self.deliver), lambda detail: self._state("reconnecting", detail))
+            return
+        start = MergedStart(1 + len(self.others), self.deliver)
+        sources = [(self.host_of, self.unit), *self.others]
+        await asyncio.gather(*(self._follow(node, source, start) for node, source in enumerate(sources)))
+
+    async def _follow(self, node: int, source: Source, start: MergedStart) -> None:
+        """One node's journal into the merged rows; its state is the view's with its node named."""
+        host_of, unit = source
+
+        def state(now: str, detail: str | None) -> None:
+            self._state(now, detail if node == 0 or detail is None else f"n{node}: {detail}")
+
+        follower = journal.JournalFollower(host_of(), unit, backlog=self.backlog, on_state=state)
+        deliver = functools.partial(start.batch, node)
+        await supervise(lambda: follower.run(deliver), lambda detail: state("reconnecting", detail))
 
     async def older(self, cursor: str, count: int = 2000) -> list[JournalEntry]:
         """Entries before `cursor`, oldest first (the view prepends them to the same rows)."""

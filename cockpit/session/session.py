@@ -32,7 +32,7 @@ from cockpit.remote.base import CONNECT_TIMEOUT, ConnectionLost, Host, HostError
 from cockpit.remote.pool import HostPool
 from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, SourceFile, staleness
 from cockpit.session.feeds import POLL_S, StatusPoll, supervise
-from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed
+from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed, Source
 from cockpit.sglang.architectures import ArchitectureCache
 from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.sglang.deployment import Deployment, read_deployment
@@ -221,9 +221,11 @@ class Session:
 
     def _new_journal(self) -> JournalFeed:
         target = self.target
+        others: list[Source] = [(self._host_getter(t.host), t.unit) for _, t in self.nodes[1:]] if self.live else []
         feed = JournalFeed(
             (lambda: self.pool.get(target.host)) if target is not None and self.live else None,
             self.target.unit if self.target else "",
+            others=others,
             backlog=self.backlog,
             on_state=lambda state, detail: self.listener.journal_state(state, detail),
             on_subscriber_failed=lambda detail: self.listener.failed("a journal subscriber", detail),
@@ -233,8 +235,14 @@ class Session:
         feed.subscribe(lambda batch: self.listener.journal(batch))
         return feed
 
+    def _host_getter(self, name: str) -> Callable[[], Host]:
+        return lambda: self.pool.get(name)
+
     def _on_batch(self, batch: JournalBatch) -> None:
-        """The core's own subscribers: the poll's memory of exits, and the throughput series."""
+        """The core's own subscribers: the poll's memory of exits, and the throughput series.
+        They are about the unit opened: of a deployment's merged journal, node 0's lines."""
+        if self.journal.others:
+            batch = replace(batch, entries=[e for e in batch.entries if not e.node])
         self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
         for lost in self._losses.feed(batch.entries):
             self.listener.notice(lost.sentence())

@@ -37,6 +37,7 @@ class JournalEntry(msgspec.Struct, gc=False):
     unit: str | None = None  # UNIT (systemd's messages about a unit), else _SYSTEMD_UNIT
     identifier: str | None = None  # SYSLOG_IDENTIFIER
     binary: bool = False  # MESSAGE came as bytes (invalid UTF-8 or control characters)
+    node: int = 0  # the node rank of the host it came from, where a deployment's journals are merged
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -64,6 +64,15 @@ class BatchChanges(NamedTuple):
     updated: list[int]
 
 
+# Which stream a line belongs to: its process on its node. A deployment's merged journal holds
+# the same PID on two hosts; node 0's key is the PID alone, as a unit's journal has always had.
+StreamKey = int | tuple[int, int | None] | None
+
+
+def stream_key(node: int, pid: int | None) -> StreamKey:
+    return pid if not node else (node, pid)
+
+
 class _Open:
     __slots__ = ("tb", "index", "state", "box_closed")
 
@@ -79,9 +88,9 @@ class Folder:
 
     def __init__(self) -> None:
         self.records: list[Record] = []
-        self._open: dict[int | None, _Open] = {}
-        self._exited: dict[int | None, _Open] = {}  # closed by their unit's exit, may take late lines
-        self._frame_like: dict[int | None, int] = {}  # stream -> index of a Line that looks like a frame
+        self._open: dict[StreamKey, _Open] = {}
+        self._exited: dict[StreamKey, _Open] = {}  # closed by their unit's exit, may take late lines
+        self._frame_like: dict[StreamKey, int] = {}  # stream -> index of a Line that looks like a frame
         self._updated: set[int] = set()
 
     # --- feeding ------------------------------------------------------------------------
@@ -111,13 +120,14 @@ class Folder:
         try:
             for entry in entries:
                 text = entry.message
+                key = entry.pid if not entry.node else (entry.node, entry.pid)  # stream_key, inlined
                 if (
                     text.endswith(_OPENING_TAILS)
                     or text.startswith("  ")
                     or "\n" in text
-                    or (opened and (entry.pid in opened or entry.pid == 1))
-                    or (exited and entry.pid in exited)
-                    or (frame_like and entry.pid in frame_like)
+                    or (opened and (key in opened or entry.pid == 1))
+                    or (exited and key in exited)
+                    or (frame_like and key in frame_like)
                 ):
                     entry_(entry)
                 else:
@@ -202,7 +212,7 @@ class Folder:
             self._line(message, entry)
 
     def _line(self, text: str, entry: JournalEntry) -> None:
-        key = entry.pid
+        key = stream_key(entry.node, entry.pid)
         if self._open:
             op = self._open.get(key)
             if op is not None and self._continue(op, text, entry):
@@ -214,8 +224,8 @@ class Folder:
             if index is not None and continues_frames(text):
                 self._promote(index, key, text, entry)
                 return
-        if key == 1 and self._open:
-            self._exit_of(entry.unit)
+        if entry.pid == 1 and self._open:
+            self._exit_of(entry.unit, entry.node)
         if text.endswith(HEADER):
             self._start(text, entry, GROUP if text.endswith(GROUP_HEADER) else FRAMES)
             return
@@ -309,11 +319,12 @@ class Folder:
             invocation_id=entry.invocation_id,
             priority=None if entry is TEXT_SOURCE else entry.priority,
             open=True,
+            node=entry.node,
         )
-        self._open[entry.pid] = _Open(tb, len(self.records), state)
+        self._open[stream_key(entry.node, entry.pid)] = _Open(tb, len(self.records), state)
         self.records.append(tb)
 
-    def _promote(self, index: int, key: int | None, text: str, entry: JournalEntry) -> None:
+    def _promote(self, index: int, key: StreamKey, text: str, entry: JournalEntry) -> None:
         first = self.records[index]
         assert isinstance(first, Line)
         lines = [first.text, text]
@@ -329,6 +340,7 @@ class Folder:
             priority=None if source is TEXT_SOURCE else min(source.priority, entry.priority),
             open=True,
             truncated=", in " in first.text,
+            node=source.node,
         )
         self.records[index] = tb
         self._open[key] = _Open(tb, index, FRAMES)
@@ -337,18 +349,18 @@ class Folder:
     def _close(self, op: _Open) -> None:
         tb = op.tb
         tb.open = False
-        del self._open[tb.pid]
+        del self._open[stream_key(tb.node, tb.pid)]
         self._updated.add(op.index)
 
-    def _exit_of(self, unit: str | None) -> None:
+    def _exit_of(self, unit: str | None, node: int) -> None:
         if unit is None:
             return
         for key, op in list(self._open.items()):
-            if op.tb.unit == unit:
+            if op.tb.unit == unit and op.tb.node == node:
                 self._close(op)
                 self._exited[key] = op
 
-    def _reopen(self, key: int | None, text: str, entry: JournalEntry) -> bool:
+    def _reopen(self, key: StreamKey, text: str, entry: JournalEntry) -> bool:
         op = self._exited.pop(key)
         if entry.invocation_id != op.tb.invocation_id:  # the PID was used again by a later run
             return False

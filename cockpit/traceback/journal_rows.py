@@ -37,10 +37,11 @@ class Filter:
     pid: int | None = None
     pattern: re.Pattern[str] | None = None
     tracebacks_only: bool = False
+    node: int | None = None  # a deployment's merged journal: one node's records
 
     @classmethod
     def parse(cls, text: str) -> Filter:
-        """`err`, `warn`, `rank:TP3`, `pid:1234`, `tb`, anything else a regular expression."""
+        """`err`, `warn`, `rank:TP3`, `pid:1234`, `node:1`, `tb`, anything else a regular expression."""
         kwargs: dict = {}
         words = []
         for token in text.split():
@@ -53,6 +54,8 @@ class Filter:
                 kwargs["rank"] = token[5:].upper()
             elif low.startswith("pid:") and token[4:].isdigit():
                 kwargs["pid"] = int(token[4:])
+            elif low.startswith("node:") and token[5:].lstrip("n").isdigit():
+                kwargs["node"] = int(token[5:].lstrip("n"))
             elif low in ("tb", "tracebacks"):
                 kwargs["tracebacks_only"] = True
             else:
@@ -67,10 +70,13 @@ class Filter:
     @property
     def active(self) -> bool:
         return any(
-            v not in (None, False) for v in (self.max_priority, self.rank, self.pid, self.pattern, self.tracebacks_only)
+            v not in (None, False)
+            for v in (self.max_priority, self.rank, self.pid, self.pattern, self.tracebacks_only, self.node)
         )
 
     def accepts(self, record: Line | Traceback) -> bool:
+        if self.node is not None and (record.node if isinstance(record, Traceback) else record.entry.node) != self.node:
+            return False
         if isinstance(record, Traceback):
             if (
                 self.max_priority is not None
@@ -103,6 +109,7 @@ class JournalRows:
     def __init__(self, window: int = 200_000, unit: str | None = None) -> None:
         self.window = window
         self.unit = unit
+        self.nodes = 1  # a deployment's merged journal holds the records of this many nodes
         self.folder = Folder()
         self.rows: list[Row] = []
         self.expanded: set[int] = set()  # id() of expanded tracebacks

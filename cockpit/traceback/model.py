@@ -100,6 +100,7 @@ class Traceback:
         "open",
         "truncated",
         "relation",
+        "node",
         "_read",
         "_read_at",
     )
@@ -120,6 +121,7 @@ class Traceback:
         open: bool = False,
         truncated: bool = False,
         relation: str | None = None,
+        node: int = 0,
     ) -> None:
         self.lines = lines
         self.times = times  # each line's __REALTIME_TIMESTAMP (None for text)
@@ -133,6 +135,7 @@ class Traceback:
         self.open = open
         self.truncated = truncated
         self.relation = relation  # on a chained part: "cause" or "context"
+        self.node = node  # the node rank it was printed on (a deployment's merged journal)
         self._read: _Reading | None = None
         self._read_at = -1
 

@@ -764,7 +764,7 @@ class CockpitApp(App[None]):
         self._prompt_kind = event.kind
         prompt.placeholder = {
             "search": "search the journal (regular expression); Enter to find, n/N next/previous",
-            "filter": "filter: err | warn | rank:TP3 | pid:1234 | tb | a regular expression (empty: all)",
+            "filter": "filter: err | warn | rank:TP3 | pid:1234 | node:1 | tb | a regular expression (empty: all)",
             "source-search": "search this file (regular expression)",
             "goto": "go to line number",
         }[event.kind]

@@ -15,8 +15,10 @@ from pathlib import Path
 from cockpit.config import load
 from cockpit.sglang.health import READY
 from cockpit.sglang.nodes_status import BROKEN
+from cockpit.traceback.model import Line
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.attempts import AttemptsPane
+from cockpit.ui.panes.journal import TIME_WIDTH, JournalView
 from cockpit.ui.panes.status import StatusPane
 from cockpit.ui.screens.confirm import ConfirmModal
 from tests.conftest import LabHandle
@@ -51,6 +53,16 @@ async def _until(what: str, seconds: float, ok, seen=lambda: "") -> None:
         await asyncio.sleep(0.1)
 
 
+def _init_lines(view: JournalView) -> list[tuple[int, str]]:
+    """Each node's last rank's `Init parallel ends.` (node 0's TP7, node 1's TP15): (its node, its text)."""
+    found = []
+    for number, _ in view.model.rows:
+        record = view.model.record(number)
+        if isinstance(record, Line) and any(f"TP{r}] Init parallel ends." in record.text for r in (7, 15)):
+            found.append((record.entry.node, record.text))
+    return found[-2:]
+
+
 def _outcomes(app: CockpitApp) -> list[str]:
     return [a.outcome for a in app.session.attempts()]
 
@@ -81,6 +93,13 @@ async def test_the_app_starts_the_group_and_says_at_once_when_node_1_is_lost(
             assert f"n1 k26-node1 {NODES[1]} on {node1.name} active (running) ready ✓" in "\n".join(lines), drawn
             assert "degraded" not in drawn, drawn  # node 0's own line agrees (its census came before its ready line)
             await _until("the group restart to finish", 30, lambda: _outcomes(app) == ["ready"])
+            view = app.query_one(JournalView)
+            await _until("both nodes' init lines", 20, lambda: len(_init_lines(view)) == 2, lambda: _init_lines(view))
+            (head, head_text), (other, other_text) = sorted(_init_lines(view))
+            assert (head, other) == (0, 1) and "TP7]" in head_text and "TP15]" in other_text
+            drawn = [view.render_line(y).text for y in range(view.scrollable_content_region.height)]
+            rows = [t[TIME_WIDTH:] for t in drawn if t.strip() and not t.startswith("────")]  # not a restart's rule
+            assert rows and all(t.startswith(("n0 ", "n1 ")) for t in rows), drawn  # every row names its node
 
             await _until("node 1 lost", CRASH_AFTER_S + 30, lambda: pane.group[1].state == BROKEN)
             seen = time.time()

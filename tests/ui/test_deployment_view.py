@@ -66,3 +66,23 @@ def test_the_group_and_its_nodes_are_drawn_and_a_broken_group_is_offered_a_resta
     assert snap_compare(app, terminal_size=(150, 30), run_before=run_before)
     assert app.session.target is not None and app.session.target.host == "gpu-a"  # node 0 is the one opened
     assert recorded_entries()  # the shared recorded data this file reuses is there
+
+
+def test_the_merged_journal_names_each_rows_node(snap_compare) -> None:
+    """Node 1's lines (the same lab journal, as another host with the same PIDs) interleaved with
+    node 0's: each traceback folded on its own node, each row prefixed."""
+    from tests.unit.test_merged_journal import on_node
+
+    app = CockpitApp(CONFIG, None, live=False, group="k26")
+    crash = [parse_json_line(line) for line in (DATA / "journal-crash8.jsonl").read_text().splitlines()]
+    merged = [e for pair in zip(crash, on_node(crash, 1, shift_us=1), strict=True) for e in pair]
+
+    async def run_before(pilot) -> None:
+        app.session.journal.rows.nodes = 2
+        app.session.deliver(merged)
+        await pilot.pause()
+        view = app.journal_view
+        texts = [view.render_line(y).text for y in range(view.scrollable_content_region.height)]
+        assert any(" n1 " in t and "TP7" in t for t in texts) and any(" n0 " in t and "TP7" in t for t in texts), texts
+
+    assert snap_compare(app, terminal_size=(150, 40), run_before=run_before)

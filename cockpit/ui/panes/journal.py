@@ -443,6 +443,8 @@ class JournalView(CursorView):
                 kind = ("journal--err",)
             elif entry.priority == 4:
                 kind = ("journal--warn",)
+        if model.nodes > 1:  # a deployment's merged journal: `n1 [... TP11] ...`
+            text = f"n{record.node if isinstance(record, Traceback) else record.entry.node} {text}"
         if row == self.cursor and self.has_focus:
             kind = (*kind, "journal--cursor")
         style = paint(*kind)
