@@ -6,13 +6,17 @@ when one member restarts". So: stop every node, check that each one's cgroup is 
 left over holds its GPU and its port), start node 0 and then the others, and watch them together
 until the group is ready (node 0 ready, every other node's schedulers running) or a node is down.
 One attempt in the deployment's own timeline says how it went, naming the node that decided it.
+
+An edit of the group is node 0's flag changes carried to every node's unit as read now (each
+keeps its `--node-rank`), checked before anything is written (each node's static checks and
+what must agree between the nodes), then written to all or none (cockpit.systemd.group_write).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cockpit.attempts import Attempt, AttemptLog
@@ -20,11 +24,17 @@ from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.sglang.catalogs import CatalogCache
+from cockpit.sglang.deployment import read_deployment
+from cockpit.sglang.flags import Catalog
 from cockpit.sglang.health import DOWN, READY
+from cockpit.sglang.nodes_preflight import NodeFacts, cross_node_findings, on_node
 from cockpit.sglang.nodes_status import BROKEN, group_readiness
+from cockpit.sglang.preflight import Finding, check_static, flags_only
 from cockpit.sglang.status_read import read_status
 from cockpit.systemd import processes
 from cockpit.systemd.control import UnitControl
+from cockpit.systemd.group_write import NodeWrite
+from cockpit.systemd.unit import Unit
 from cockpit.targets import Target
 
 STOPPED_WITHIN_S = 60.0  # SGLang's ranks end within systemd's stop timeout; past this, say who is left
@@ -43,6 +53,57 @@ class GroupNode:
         return UnitControl(self.host, self.cfg)
 
 
+NODE_RANK = "--node-rank"
+
+
+async def node_writes(
+    nodes: Sequence[GroupNode], catalogs: CatalogCache, edit: Callable[[Unit], Unit]
+) -> list[tuple[NodeWrite, Catalog | None]]:
+    """Every node's unit as read now, and as `edit` makes it, with its release's flag catalog."""
+    writes = []
+    for n in nodes:
+        found = await read_deployment(n.host, n.target, catalogs=catalogs, python=True)
+        if found.unit is None:
+            raise CockpitError(f"{n.node}: {found.problems[0] if found.problems else 'the unit could not be read'}")
+        writes.append((NodeWrite(n.node, n.host, n.cfg, found.unit, edit(found.unit)), found.catalog))
+    return writes
+
+
+def checked(writes: Sequence[tuple[NodeWrite, Catalog | None]]) -> list[Finding]:
+    """The edited command lines, before any write: each node's static checks, and what must agree
+    between the nodes."""
+    findings, facts = [], []
+    for w, catalog in writes:
+        argv = flags_only(w.edited.exec())
+        if catalog is not None:
+            findings += on_node(check_static(argv, catalog), w.node)
+        facts.append(NodeFacts(w.node, w.host.name, argv, catalog))
+    return findings + cross_node_findings(facts)
+
+
+def carried(loaded: Unit, edited: Unit) -> Callable[[Unit], Unit]:
+    """Node 0's edit (`loaded` to `edited`) as an edit of any node's unit: each flag it set, changed
+    or unset, the same on that node, whose own `--node-rank` stays. CockpitError when the edit
+    changed more than flags, which a node's own unit file may word differently."""
+    before, after = loaded.flag_values(), edited.flag_values()
+    sets = [(name, value) for name, value in after.items() if name != NODE_RANK and (name, value) not in before.items()]
+    unsets = [name for name in before if name not in after and name != NODE_RANK]
+
+    def edit(unit: Unit) -> Unit:
+        for name, value in sets:
+            unit = unit.set_flag(name, value)
+        for name in unsets:
+            unit = unit.unset_flag(name)
+        return unit
+
+    if edit(loaded).changed() != edited.changed():
+        raise CockpitError(
+            "the edit changes more than flags: a deployment's edit carries flags to every node; change the "
+            "other lines in each node's unit file"
+        )
+    return edit
+
+
 def attempt_log(deployment: str) -> AttemptLog:
     """The deployment's own timeline, beside its units' (`deployment:NAME` in place of a host)."""
     return AttemptLog(f"deployment:{deployment}", deployment)
@@ -55,11 +116,13 @@ async def restart_group(
     *,
     timeout: float = 900.0,
     note: str = "",
+    flags: tuple[dict, dict] = ({}, {}),
 ) -> Attempt:
-    """Stop all, check all stopped, start node 0 then the others, watch to the group's ready."""
+    """Stop all, check all stopped, start node 0 then the others, watch to the group's ready;
+    `flags`: node 0's before and after, where an edit was written first."""
     attempt = log.new(
-        flags_before={},
-        flags_after={},
+        flags_before=flags[0],
+        flags_after=flags[1],
         texts={},
         previous_texts={},
         note=note or f"group restart of {', '.join(n.node for n in nodes)}",

@@ -19,9 +19,9 @@ from cockpit.errors import CockpitError
 
 if TYPE_CHECKING:
     from cockpit.attempts import Attempt
+    from cockpit.group_rollout import GroupNode
     from cockpit.session import Session
     from cockpit.sglang.flags import Catalog
-    from cockpit.sglang.preflight import Finding
     from cockpit.systemd.group_write import NodeWrite
 
 
@@ -48,50 +48,38 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 async def _writes(args: argparse.Namespace, session: Session) -> list[tuple[NodeWrite, Catalog | None]]:
     """Every node's unit as read, and as edited, with its release's flag catalog."""
-    from cockpit.sglang.deployment import read_deployment
-    from cockpit.systemd.group_write import NodeWrite
+    from cockpit.group_rollout import node_writes
+
+    return await node_writes(
+        _nodes(args, session),
+        session.catalogs,
+        lambda unit: with_changes(unit, args.flag, args.unset, "deployment set"),
+    )
+
+
+def _nodes(args: argparse.Namespace, session: Session) -> list[GroupNode]:
+    from cockpit.group_rollout import GroupNode
     from cockpit.targets import deployment_targets
 
-    writes = []
-    for node, target in deployment_targets(session.config, args.name):
-        host = session.host_named(target.host)
-        found = await read_deployment(host, target, catalogs=session.catalogs, python=True)
-        if found.unit is None:
-            raise CockpitError(f"{node}: {found.problems[0] if found.problems else 'the unit could not be read'}")
-        edited = with_changes(found.unit, args.flag, args.unset, "deployment set")
-        writes.append((NodeWrite(node, host, session.config.host(target.host), found.unit, edited), found.catalog))
-    return writes
-
-
-def _checked(writes: list[tuple[NodeWrite, Catalog | None]]) -> list[Finding]:
-    """The edited command lines, before any write: each node's static checks, and what must agree
-    between the nodes."""
-    from cockpit.sglang.nodes_preflight import NodeFacts, cross_node_findings, on_node
-    from cockpit.sglang.preflight import check_static, flags_only
-
-    findings, facts = [], []
-    for w, catalog in writes:
-        argv = flags_only(w.edited.exec())
-        if catalog is not None:
-            findings += on_node(check_static(argv, catalog), w.node)
-        facts.append(NodeFacts(w.node, w.host.name, argv, catalog))
-    return findings + cross_node_findings(facts)
+    return [
+        GroupNode(node, target, session.host_named(target.host), session.config.host(target.host))
+        for node, target in deployment_targets(session.config, args.name)
+    ]
 
 
 async def _run(args: argparse.Namespace) -> tuple[dict, bool]:
     from cockpit import config as config_mod
     from cockpit.cli.target import session_of
-    from cockpit.group_rollout import GroupNode, attempt_log, restart_group
+    from cockpit.group_rollout import attempt_log, checked, restart_group
     from cockpit.sglang.preflight import ERROR
     from cockpit.systemd.group_write import write_group
-    from cockpit.targets import deployment_targets
 
     cfg = config_mod.load(getattr(args, "config", None))
     async with session_of(cfg, None) as session:
         said: dict = {"deployment": args.name}
         if args.deployment_command == "set":
             writes = await _writes(args, session)
-            findings = _checked(writes)
+            findings = checked(writes)
             said["findings"] = [f.to_json() for f in findings]
             if any(f.severity == ERROR for f in findings) and not args.force:
                 said["written"] = False
@@ -100,11 +88,9 @@ async def _run(args: argparse.Namespace) -> tuple[dict, bool]:
             said["written"] = True
             if not args.restart:
                 return said, True
-        nodes = [
-            GroupNode(node, target, session.host_named(target.host), cfg.host(target.host))
-            for node, target in deployment_targets(cfg, args.name)
-        ]
-        attempt: Attempt = await restart_group(nodes, attempt_log(args.name), session.catalogs, timeout=args.timeout)
+        attempt: Attempt = await restart_group(
+            _nodes(args, session), attempt_log(args.name), session.catalogs, timeout=args.timeout
+        )
         said["attempt"] = attempt.to_json()
         return said, attempt.outcome == "ready"
 

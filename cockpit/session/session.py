@@ -62,10 +62,12 @@ from cockpit.traceback.model import Traceback
 # What only some actions need is imported when they run: `cockpit status` opens a session too,
 # and paid 60 ms for the incident, rollout and load modules it never used.
 if TYPE_CHECKING:
+    from cockpit.group_rollout import GroupNode
     from cockpit.incident import Incident
     from cockpit.load.gpu import NoticeCallback, SamplesCallback
     from cockpit.load.store import Comparison, SavedRun
     from cockpit.remote.mux import MuxHost
+    from cockpit.systemd.group_write import NodeWrite
     from cockpit.systemd.stacks import StackCapture
 
 GATHER_TIMEOUT_S = 120.0
@@ -319,12 +321,16 @@ class Session:
                 task.get_name(), f"still running {STOP_WAIT_S:g} s after it was stopped, {waiting_at(task)}"
             )
 
-    async def switch(self, target: Target) -> None:
+    async def switch(self, target: Target, group: str | None = None) -> None:
+        """Open another unit; with `group`, that deployment (whose node 0 `target` then is)."""
         await self.stop()
-        self.target = target
+        self.group = group
+        self.nodes = deployment_targets(self.config, group) if group else []
+        self.group_readiness = None
+        self.target = self.nodes[0][1] if self.nodes else target
         self.deployment, self.status, self.poll, self.gpus, self._passive = None, None, None, None, None
         self.invocations, self._running = set(), None
-        self._losses = SuppressionScan(target.unit)
+        self._losses = SuppressionScan(self.target.unit)
         self.health = HealthScan()
         self.startups, self._remembered = StartupScan(), set()
         self.passive = ThroughputSeries()
@@ -453,18 +459,45 @@ class Session:
             traceback = last_with_frames(fold_entries(e for e in entries if not start or e.invocation_id == start))
         self.listener.group_broken(group.reason, node, traceback)
 
-    async def restart_group(self) -> Attempt:
-        """Every node stopped, checked stopped, started and watched to the group's ready, as one
-        attempt of the deployment (cockpit.group_rollout)."""
-        from cockpit.group_rollout import GroupNode, attempt_log, restart_group
+    def _group_nodes(self) -> list[GroupNode]:
+        from cockpit.group_rollout import GroupNode
 
         assert self.group is not None
         refused = [node for node, t in self.nodes if self.read_only or self.config.host(t.host).read_only]
         if refused:
             raise CockpitError(f"{', '.join(refused)} {'is' if len(refused) == 1 else 'are'} read-only here")
-        nodes = [GroupNode(node, t, self.pool.get(t.host), self.config.host(t.host)) for node, t in self.nodes]
+        return [GroupNode(node, t, self.pool.get(t.host), self.config.host(t.host)) for node, t in self.nodes]
+
+    async def restart_group(self, note: str = "", flags: tuple[dict, dict] = ({}, {})) -> Attempt:
+        """Every node stopped, checked stopped, started and watched to the group's ready, as one
+        attempt of the deployment (cockpit.group_rollout)."""
+        from cockpit.group_rollout import attempt_log, restart_group
+
+        nodes = self._group_nodes()
+        assert self.group is not None
         async with self._changing_group():
-            return await restart_group(nodes, attempt_log(self.group), self.catalogs)
+            return await restart_group(nodes, attempt_log(self.group), self.catalogs, note=note, flags=flags)
+
+    async def group_writes(self, loaded: Unit, edited: Unit) -> tuple[list[NodeWrite], list[Finding]]:
+        """Node 0's edit carried to every node's unit as read now (each keeps its --node-rank),
+        and what the checks say of the edited command lines, before anything is written."""
+        from cockpit.group_rollout import carried, checked, node_writes
+
+        writes = await node_writes(self._group_nodes(), self.catalogs, carried(loaded, edited))
+        return [w for w, _ in writes], checked(writes)
+
+    async def apply_group(self, writes: list[NodeWrite]) -> Attempt:
+        """Every node written or none (cockpit.systemd.group_write), then the group restarted as
+        one attempt with node 0's flag changes; node 0's unit read again for the next edit."""
+        from cockpit.rollout import flags_of
+        from cockpit.systemd.group_write import write_group
+
+        await write_group(writes)
+        head = writes[0]
+        flags = (flags_of(head.loaded, None), flags_of(head.edited, None))
+        attempt = await self.restart_group(f"written to {', '.join(w.node for w in writes)}", flags)
+        await self.reload()
+        return attempt
 
     @contextlib.asynccontextmanager
     async def _changing_group(self) -> AsyncIterator[None]:

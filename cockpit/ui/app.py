@@ -54,7 +54,7 @@ from cockpit.ui.screens.runs import RunPicker
 from cockpit.ui.screens.stacks import StacksScreen
 from cockpit.ui.screens.startup import StartupScreen
 from cockpit.ui.screens.trust import trust_modal
-from cockpit.ui.screens.write import WriteModal
+from cockpit.ui.screens.write import GroupWriteModal, WriteModal
 from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
 
 if TYPE_CHECKING:
@@ -358,18 +358,21 @@ class CockpitApp(App[None]):
         self.push_screen(PickerScreen(self.session, targets, hosts, known=known), picked)
 
     def action_fleet(self) -> None:
-        def picked(target: Target | None) -> None:
-            if target is not None and target != self.target:
-                self.switch_target(target)
+        def picked(chosen: Target | str | None) -> None:
+            if isinstance(chosen, str):  # a deployment: opened as one, on its node 0
+                if chosen != self.session.group:
+                    self.switch_target(Target.of(self.config.units[self.config.deployments[chosen].nodes[0]]), chosen)
+            elif chosen is not None and (chosen != self.target or self.session.group is not None):
+                self.switch_target(chosen)
 
         self.push_screen(FleetScreen(self.session), picked)
 
     @work(exclusive=True, group="switch", exit_on_error=False)
-    async def switch_target(self, target: Target) -> None:
+    async def switch_target(self, target: Target, group: str | None = None) -> None:
         self.status_pane.reset(target.host, target.unit)
         self.query_one(TracebackList).show([])
         self.query_one("#detail").display = False
-        await self.session.switch(target)
+        await self.session.switch(target, group)
         self.journal_view.attach(self.session.rows)
         self._start()
 
@@ -486,7 +489,38 @@ class CockpitApp(App[None]):
         if self.changes_refused():
             self.notify(f"{target.host} is read-only here: nothing is written", severity="error")
             return
+        if self.session.group is not None:
+            self.open_group_write(event.loaded, event.edited)
+            return
         self.open_write(target, event.loaded, event.edited, event.findings)
+
+    @work(exclusive=True, group="write", exit_on_error=False)
+    async def open_group_write(self, loaded: Any, edited: Any) -> None:
+        """The edit of node 0's flags carried to every node, each node's diff and the checks of
+        every node and between them, before anything is written."""
+        group = self.session.group
+        try:
+            writes, findings = await self.session.group_writes(loaded, edited)
+        except CockpitError as e:
+            self.notify(str(e), title=f"deployment {group}: nothing written", severity="error", timeout=12)
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.run_group_write(writes)
+
+        self.push_screen(GroupWriteModal(group or "", writes, findings), confirmed)
+
+    @work(exclusive=True, group="group-restart", exit_on_error=False)
+    async def run_group_write(self, writes: list[Any]) -> None:
+        self.notify(f"writing deployment {self.session.group}: every node, then the group restart", timeout=6)
+        try:
+            attempt = await self.session.apply_group(writes)
+        except CockpitError as e:
+            self.notify(str(e), title="the deployment's write failed", severity="error", timeout=15)
+            return
+        said = f"group write and restart: {attempt.outcome}: {attempt.detail}"
+        self.notify(said, severity="information" if attempt.outcome == "ready" else "error", timeout=15)
 
     @work(exclusive=True, group="write", exit_on_error=False)
     async def open_write(self, target: Target, loaded: Any, edited: Any, findings: list[Finding]) -> None:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from cockpit.config import load
+from cockpit.config import Config, load
 from cockpit.sglang.health import READY
 from cockpit.sglang.nodes_status import BROKEN
 from cockpit.traceback.model import Line
@@ -23,7 +23,7 @@ from cockpit.ui.panes.status import StatusPane
 from cockpit.ui.screens.confirm import ConfirmModal
 from tests.conftest import LabHandle
 from tests.lab.standin_units import deployment_config, standin_unit
-from tests.lab.test_multinode_standin_lab import NODES, PORT, launch
+from tests.lab.test_multinode_standin_lab import NODES, PORT, launch, two_nodes
 
 CRASH_AFTER_S = 20  # node 1's ranks hit an exception this long after its schedulers run
 
@@ -44,6 +44,12 @@ def stopped_nodes(lab: LabHandle, node1: LabHandle) -> Iterator[None]:
         ),
     ):
         yield
+
+
+def k26(lab: LabHandle, node1: LabHandle, tmp_path: Path) -> Config:
+    """The config whose [deployments.k26] is node 0 in the test lab and node 1 in the second."""
+    nodes = [("k26-node0", lab, NODES[0]), ("k26-node1", node1, NODES[1])]
+    return load(deployment_config(tmp_path / "cockpit.toml", "k26", nodes))
 
 
 async def _until(what: str, seconds: float, ok, seen=lambda: "") -> None:
@@ -70,10 +76,8 @@ def _outcomes(app: CockpitApp) -> list[str]:
 async def test_the_app_starts_the_group_and_says_at_once_when_node_1_is_lost(
     lab: LabHandle, node1: LabHandle, tmp_path: Path
 ) -> None:
-    nodes = [("k26-node0", lab, NODES[0]), ("k26-node1", node1, NODES[1])]
-    config = load(deployment_config(tmp_path / "cockpit.toml", "k26", nodes))
     with stopped_nodes(lab, node1):
-        app = CockpitApp(config, None, group="k26")
+        app = CockpitApp(k26(lab, node1, tmp_path), None, group="k26")
         async with app.run_test(size=(160, 40)) as pilot:
             pane = app.query_one(StatusPane)
             await _until("the group's first status", 30, lambda: pane.group is not None)
@@ -141,3 +145,37 @@ async def test_the_app_starts_the_group_and_says_at_once_when_node_1_is_lost(
                 assert time.monotonic() < deadline, "the third group attempt"
                 await asyncio.sleep(0.1)
             assert _outcomes(app) == ["ready", "ready", "ready"] and offers == [], offers
+
+
+async def test_one_edit_in_the_flag_editor_is_written_to_every_node_and_restarts_the_group(
+    lab: LabHandle, node1: LabHandle, tmp_path: Path
+) -> None:
+    """`e`, a flag changed on node 0's form, `w`: a diff per node, then every node written (each
+    keeps its --node-rank) and the group restarted as one attempt that records the change."""
+    from cockpit.ui.panes.flags import FlagsPane
+    from cockpit.ui.screens.write import GroupWriteModal
+
+    with two_nodes(lab, node1):
+        app = CockpitApp(k26(lab, node1, tmp_path), None, group="k26")
+        async with app.run_test(size=(160, 40)) as pilot:
+            pane = app.query_one(StatusPane)
+            await _until("the group ready", 90, lambda: pane.group is not None and pane.group[1].state == READY)
+            await _until("node 0's unit read", 30, lambda: app.session.unit is not None)
+            await pilot.press("e")
+            flags = app.query_one(FlagsPane)
+            assert flags.edited is not None
+            flags.edited = flags.edited.set_flag("--watchdog-timeout", "7")
+            await pilot.press("w")
+            await _until("the group's write modal", 30, lambda: isinstance(app.screen, GroupWriteModal))
+            modal = app.screen
+            assert [w.node for w in modal.writes] == ["k26-node0", "k26-node1"]
+            assert all(w.edited.flag_values()["--watchdog-timeout"] == "7" for w in modal.writes)
+            assert [w.edited.flag_values()["--node-rank"] for w in modal.writes] == ["0", "1"]
+            await pilot.press("y")
+            await _until("the group attempt", 120, lambda: _outcomes(app) not in ([], ["pending"]))
+            [attempt] = app.session.attempts()
+            assert attempt.outcome == "ready", attempt.detail
+            assert attempt.diff() == [("--watchdog-timeout", "5", "7")]
+            for handle, unit, rank in ((lab, NODES[0], 0), (node1, NODES[1], 1)):
+                text = handle.ssh("cat", f"/etc/systemd/system/{unit}").stdout
+                assert "--watchdog-timeout 7" in text and f"--node-rank {rank}" in text, text

@@ -86,3 +86,34 @@ def test_the_merged_journal_names_each_rows_node(snap_compare) -> None:
         assert any(" n1 " in t and "TP7" in t for t in texts) and any(" n0 " in t and "TP7" in t for t in texts), texts
 
     assert snap_compare(app, terminal_size=(150, 40), run_before=run_before)
+
+
+def test_the_group_write_modal_shows_a_diff_per_node(snap_compare) -> None:
+    """node 0's edit carried to node 1's unit (whose --node-rank stays), each node's diff, and a
+    finding between the nodes named by its node."""
+    from cockpit.group_rollout import carried
+    from cockpit.remote.local import LocalHost
+    from cockpit.sglang.preflight import WARNING, Finding
+    from cockpit.systemd.group_write import NodeWrite
+    from cockpit.systemd.unit import load_unit
+    from cockpit.ui.screens.write import GroupWriteModal
+    from tests.lab.test_rollout_lab import SEED, UNIT
+
+    head = load_unit({UNIT: SEED.replace("--tp-size 8", "--tp-size 16 --nnodes 2 --node-rank 0")}, UNIT)
+    other = load_unit({UNIT: SEED.replace("--tp-size 8", "--tp-size 16 --nnodes 2 --node-rank 1")}, UNIT)
+    edited = head.set_flag("--speculative-num-steps", "3")
+    edit = carried(head, edited)
+    writes = [
+        NodeWrite("k26-node0", LocalHost("gpu-a"), HostConfig(name="gpu-a"), head, edit(head)),
+        NodeWrite("k26-node1", LocalHost("gpu-b"), HostConfig(name="gpu-b"), other, edit(other)),
+    ]
+    assert writes[1].edited.flag_values()["--node-rank"] == "1"
+    assert writes[1].edited.flag_values()["--speculative-num-steps"] == "3"
+    finding = Finding(WARNING, "nic-missing", [], "NCCL_SOCKET_IFNAME=ib0 names no interface", node="k26-node1")
+    app = CockpitApp(CONFIG, None, live=False, group="k26")
+
+    async def run_before(pilot) -> None:
+        app.push_screen(GroupWriteModal("k26", writes, [finding]))
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(150, 50), run_before=run_before)

@@ -296,3 +296,23 @@ async def test_a_verdict_on_flags_edited_since_is_dropped(catalog) -> None:
         await pilot.pause(0.2)
         assert pane.verdict is None  # the answer about the old flags is not shown for the new ones
         assert not [f for f in pane.findings if f.severity == "error"]
+
+
+async def test_a_flag_given_twice_is_one_row_with_the_value_that_counts(catalog) -> None:
+    """A stand-in node's unit gives --tp-size twice (the demo's 8, then the launch's 16): the
+    editor opened with one row for it, the last value, marked; editing it edits that one."""
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    twice = SEED.replace("--port 30000", "--port 30000 --tp-size 16")
+    app.session.use_unit(load_unit({UNIT: twice}, UNIT, name="sglang-demo.service", catalog=catalog), catalog)
+    async with app.run_test(size=(130, 40)) as pilot:
+        from textual.widgets import OptionList
+
+        await pilot.press("e")
+        await pilot.pause()
+        options = app.query_one("#flag-list", OptionList)
+        rows = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+        [row] = [r for r in rows if r.strip().startswith("--tp-size")]
+        assert "16" in row and "given more than once: the last counts" in row
+        pane = app.query_one(FlagsPane)
+        assert pane.edited is not None
+        assert pane.edited.set_flag("--tp-size", "8").flag_values()["--tp-size"] == "8"

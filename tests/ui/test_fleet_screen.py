@@ -53,7 +53,7 @@ async def test_rows_resort_under_the_cursor_and_enter_opens_the_unit(monkeypatch
     monkeypatch.setattr(fleet_screen, "REFRESH_S", 0.05)
     app = CockpitApp(CONFIG, None, live=False)
     app.session.fleet = fleet()
-    opened: list[Target | None] = []
+    opened: list[Target | str | None] = []
     async with app.run_test(size=(160, 30)) as pilot:
         app.push_screen(FleetScreen(app.session), opened.append)
         await pilot.pause(0.2)
@@ -79,17 +79,24 @@ async def test_rows_resort_under_the_cursor_and_enter_opens_the_unit(monkeypatch
     assert opened == [Target("gpu-b", "sglang-qwen.service", url="http://127.0.0.1:30001")]
 
 
-async def test_a_deployment_row_opens_its_node_0(monkeypatch) -> None:
+async def test_a_deployment_row_opens_the_deployment(monkeypatch) -> None:
     monkeypatch.setattr(fleet_screen, "REFRESH_S", 0.05)
     app = CockpitApp(CONFIG, None, live=False)
     app.session.fleet = fleet()
-    opened: list[Target | None] = []
+    opened: list[Target | str | None] = []
     async with app.run_test(size=(160, 30)) as pilot:
         app.push_screen(FleetScreen(app.session), opened.append)
         await pilot.pause(0.2)
         await pilot.press("j", "j", "enter")
         await pilot.pause()
-    assert opened == [Target("gpu-a", "sglang-k26.service")]
+        assert opened == ["k26"]
+        app.action_fleet()  # through the app: the deployment opened as one, on its node 0
+        await pilot.pause(0.2)
+        await pilot.press("j", "j", "enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.session.group == "k26" and app.session.target == Target("gpu-a", "sglang-k26.service")
+        assert [node for node, _ in app.session.nodes] == ["k26-node0", "k26-node1"]
 
 
 def test_fleet_snapshot(snap_compare, monkeypatch) -> None:

@@ -172,8 +172,19 @@ class FlagsPane(Vertical):
         self._refresh(focus[0] if focus else None)
 
     def _flags(self) -> list[tuple[str, object]]:
+        """Each flag once (a row's id is its name), with the value SGLang takes: argparse keeps
+        the last one given. A unit that gives `--tp-size` twice made the list refuse its second
+        row and the editor fail to open."""
         assert self.edited is not None
-        return [(i.name or "", i.value) for i in self.edited.flags()]
+        values: dict[str, object] = {}
+        for item in self.edited.flags():
+            values[item.name or ""] = item.value
+        return list(values.items())
+
+    def _repeated(self) -> set[str]:
+        assert self.edited is not None
+        names = [item.name or "" for item in self.edited.flags()]
+        return {name for name in names if names.count(name) > 1}
 
     def _refresh(self, select: str | None = None) -> None:
         if self.edited is None:
@@ -226,6 +237,7 @@ class FlagsPane(Vertical):
         for name, value in flags:
             by_topic.setdefault(topic_of(name), []).append((name, value))
         bad = {f for finding in self.findings if finding.severity == ERROR for f in finding.flags}
+        repeated = self._repeated()
         highlight = None
         for topic in [t for t, _ in TOPICS] + ["other"]:
             if topic not in by_topic:
@@ -235,6 +247,8 @@ class FlagsPane(Vertical):
                 label = Text()
                 label.append(f"{'✗ ' if name in bad else '  '}{name:<40}", "red bold" if name in bad else "")
                 label.append(_value_text(value), "italic" if value is None else "")
+                if name in repeated:
+                    label.append("  (given more than once: the last counts)", "yellow")
                 options.add_option(Option(label, id=name))
                 if name == keep:
                     highlight = options.option_count - 1

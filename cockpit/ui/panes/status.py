@@ -94,6 +94,8 @@ class StatusPane(Widget, can_focus=False):
         self.host, self.unit, self.status, self.problem, self.received = host, unit, None, None, None
         self.gpus = None
         self.crash_loop = None
+        self.group = None
+        self.set_class(False, "-group")
 
     def show_status(self, status: UnitStatus) -> None:
         self.received = self.clock()

@@ -127,7 +127,9 @@ class FleetList(CursorView):
         return strip
 
 
-class FleetScreen(ModalScreen[Target | None]):
+class FleetScreen(ModalScreen[Target | str | None]):
+    """Dismissed with the unit chosen, or a deployment's name."""
+
     BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="fleet.close")]
 
     def __init__(self, session: Session) -> None:
@@ -140,7 +142,7 @@ class FleetScreen(ModalScreen[Target | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="fleet", classes="dialog"):
-            title = "Fleet, worst first: Enter opens a unit (a deployment: its node 0), Esc closes"
+            title = "Fleet, worst first: Enter opens a unit or a deployment, Esc closes"
             yield Label(title, classes="dialog-title")
             yield Label("asking every host…", id="fleet-summary")
             yield FleetList(id="fleet-rows")
@@ -184,9 +186,7 @@ class FleetScreen(ModalScreen[Target | None]):
         if not row.unit:
             self.notify(f"{row.host}: {row.reason}", severity="warning")
             return
-        if not row.host:  # a deployment's own row: the app opens one node at a time
-            head = self.session.config.deployments[row.deployment].nodes[0]
-            self.notify(f"deployment {row.deployment}: opening its node 0 ({head})", timeout=6)
-            self.dismiss(Target.of(self.session.config.units[head]))
+        if not row.host:  # a deployment's own row: the deployment, as `cockpit --deployment` opens it
+            self.dismiss(row.deployment)
             return
         self.dismiss(resolve(self.session.config, row.host, row.unit))

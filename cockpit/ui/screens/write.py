@@ -11,6 +11,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, Static
 
 from cockpit.sglang.preflight import ERROR, Finding
+from cockpit.systemd.group_write import NodeWrite
 from cockpit.systemd.unit import Unit
 from cockpit.ui.screens.confirm import YesNoModal
 
@@ -33,6 +34,57 @@ def diff_text(loaded: Unit, edited: Unit) -> Text:
             )
             text.append(line + "\n", style)
     return text
+
+
+def verdict_text(findings: list[Finding]) -> Text:
+    """What the pre-flight expects, as the write modals say it."""
+    verdict = Text()
+    errors = [f for f in findings if f.severity == ERROR]
+    if errors:
+        verdict.append("The pre-flight expects the server NOT to start:\n", "red bold")
+        for f in errors:
+            verdict.append(f"✗ {f.message}\n", "red")
+    else:
+        verdict.append("✓ The pre-flight found nothing that stops the server.\n", "green")
+    return verdict
+
+
+def write_button(errors: bool, label: str) -> Button:
+    """The modal's yes: a warning colour and `Write anyway` when the pre-flight expects a failure."""
+    return Button("Write anyway (y)" if errors else label, id="yes", variant="error" if errors else "primary")
+
+
+class GroupWriteModal(YesNoModal):
+    """A deployment's edit: one diff per node, the checks of every node and between them; y
+    writes every node or none and restarts the group."""
+
+    def __init__(self, group: str, writes: list[NodeWrite], findings: list[Finding]) -> None:
+        super().__init__()
+        self.group, self.writes, self.findings = group, writes, findings
+
+    def compose(self) -> ComposeResult:
+        errors = any(f.severity == ERROR for f in self.findings)
+        with Vertical(classes="dialog", id="write-dialog"):
+            title = f"Write deployment {self.group} ({len(self.writes)} nodes) and restart the group?"
+            yield Label(title, classes="dialog-title")
+            with VerticalScroll(id="write-diff"):
+                for w in self.writes:
+                    yield Label(f"{w.node}: {w.edited.name} on {w.host.name}", classes="dialog-title")
+                    yield Static(diff_text(w.loaded, w.edited))
+            verdict = verdict_text(self.findings)
+            for f in self.findings:
+                if f.severity != ERROR:
+                    verdict.append(f"⚠ {f.node + ': ' if f.node else ''}{f.message}\n", "yellow")
+            verdict.append(
+                "\nWrites every node in turn by the single-unit contract (a backup, a temp file, an atomic "
+                "rename); when one node refuses, the nodes written before it get their old text back and "
+                "nothing restarts. Then every node is stopped, checked stopped, started and watched to the "
+                "group's ready, one attempt in the deployment's timeline."
+            )
+            yield Static(verdict, classes="dialog-body")
+            with Horizontal(classes="dialog-buttons"):
+                yield write_button(errors, "Write every node and restart (y)")
+                yield Button("Cancel (n)", id="no")
 
 
 class WriteModal(YesNoModal):
@@ -62,13 +114,7 @@ class WriteModal(YesNoModal):
             yield Label(f"Write {self.unit} on {self.host} and restart it?", classes="dialog-title")
             with VerticalScroll(id="write-diff"):
                 yield Static(diff_text(self.loaded, self.edited))
-            verdict = Text()
-            if errors:
-                verdict.append("The pre-flight expects the server NOT to start:\n", "red bold")
-                for f in errors:
-                    verdict.append(f"✗ {f.message}\n", "red")
-            else:
-                verdict.append("✓ The pre-flight found nothing that stops the server.\n", "green")
+            verdict = verdict_text(self.findings)
             verdict.append(
                 f"\nWrites {files} by {how}, keeping a backup of what is on disk; runs systemd-analyze "
                 f"verify where the host has it, daemon-reload, restarts {self.unit} and watches it until "
@@ -87,11 +133,7 @@ class WriteModal(YesNoModal):
                     notes.append(f"⚠ {f.message}\n", "yellow")
                 yield Static(notes, classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):
-                yield Button(
-                    "Write anyway (y)" if errors else "Write and restart (y)",
-                    id="yes",
-                    variant="error" if errors else "primary",
-                )
+                yield write_button(bool(errors), "Write and restart (y)")
                 if self.holders:
                     yield Button(f"End PID {' '.join(map(str, self.holders))} (k)", id="end", variant="warning")
                 yield Button("Cancel (n)", id="no")
