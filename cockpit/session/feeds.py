@@ -80,6 +80,16 @@ class StatusPoll:
         self._health: asyncio.Task[None] | None = None
         self._last: UnitStatus | None = None
         self._exit: tuple[str | None, str, float | None] | None = None  # (invocation, how, when)
+        self._forgets = 0  # answers asked before the last forget_health are dropped when they come
+
+    def forget_health(self, invocation: str) -> None:
+        """The start has just said it is ready: a health answer other than 200 from before that
+        (a 503 while it loaded) says nothing of it now, and one still on its way neither. Both
+        are dropped, and the next poll asks again; meanwhile it reads "health not asked yet".
+        Kept, that 503 met the ready line and read `degraded` for a poll at each start."""
+        self._forgets += 1
+        if self._ready_for == invocation and self._ready is not True:
+            self._ready, self._probe = None, None
 
     def note_exit(self, how: str, when: float | None) -> None:
         """An exit the journal reported (systemd's `Main process exited` line), for a status
@@ -147,12 +157,15 @@ class StatusPoll:
             except HostError:
                 return None  # the health answer still counts; the pane shows no process check
 
+        forgets = self._forgets
         try:
             answer, members_now = await asyncio.gather(
                 probe(self.host, *address, GENERATE, timeout=READY_TIMEOUT_S), members()
             )
         finally:
             self._health = None
+        if forgets != self._forgets:
+            return  # asked before the start said it was ready: the next poll asks again
         invocation = status.invocation_id
         self._ready, self._ready_for, self._probe, self._processes = answer.ok, invocation, answer, members_now
         last = self._last

@@ -248,7 +248,11 @@ class Session:
         self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
         for lost in self._losses.feed(batch.entries):
             self.listener.notice(lost.sentence())
+        running = self._running
+        unready = running is not None and self.health.of(running).ready_at is None
         self.health.feed(batch.entries)
+        if unready and running is not None and self.poll is not None and self.health.of(running).ready_at:
+            self.poll.forget_health(running)
         self.startups.feed(batch.entries)
         self._remember_ready_starts()
         if self.poll is not None:

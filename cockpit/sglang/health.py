@@ -52,7 +52,6 @@ class Signals:
     processes seen in it."""
 
     ready_at: float | None = None  # epoch seconds of the ready line
-    ready_seen_at: float | None = None  # when it reached this machine (a health answer before it is stale)
     watchdog: dict[str, float] = field(default_factory=dict)  # rank -> when its watchdog fired
     exceptions: dict[str, float] = field(default_factory=dict)  # rank (or `PID n`) -> when
     health_failed_at: float | None = None  # the last `Health check failed ...`
@@ -90,7 +89,7 @@ class HealthScan:
                 continue
             event = parse(message)
             if isinstance(event, Ready):
-                last.ready_at, last.ready_seen_at = at, time.time()
+                last.ready_at = at
             elif isinstance(event, ErrorMarker):
                 who = event.rank or f"PID {entry.pid}"
                 if event.kind == "watchdog_timeout":
@@ -170,9 +169,6 @@ def assess(
         return Readiness(STARTING, "health not asked yet")
     if probe.ok:  # an earlier `Health check failed` that answers again now: ready (the line stays in the journal)
         return Readiness(READY, f"{probe.path} answered 200" + ("" if journal else "; its journal was not read"))
-    if probe.at is not None and signals.ready_seen_at is not None and probe.at < signals.ready_seen_at:
-        # Asked while it started, answered before its ready line came: says nothing of it now.
-        return Readiness(STARTING, f"{probe.words()} before its ready line came; asking again")
     if probe.timed_out:
         silent = ""
         if signals.last_line_at is not None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +28,6 @@ class Probe:
     path: str
     status: int | None
     detail: str = ""  # "no answer within 10 s", "nothing listens on 127.0.0.1:30000", ...
-    at: float | None = None  # when the answer (or the lack of one) came, by this machine's clock
 
     @property
     def ok(self) -> bool:
@@ -49,13 +47,13 @@ async def probe(host: Host, addr: str, port: int, path: str = HEALTH, timeout: f
     try:
         status, _ = await host.http_request("GET", addr, port, path, timeout=timeout)
     except asyncio.TimeoutError:
-        return Probe(path, None, f"no answer within {timeout:g} s", time.time())
+        return Probe(path, None, f"no answer within {timeout:g} s")
     except (OSError, ConnectionError, HostError) as e:
         said = f"nothing answers on {addr}:{port} ({e})" if str(e) else f"nothing answers on {addr}:{port}"
-        return Probe(path, None, said, time.time())
+        return Probe(path, None, said)
     if status == 404 and path == GENERATE:
         return await probe(host, addr, port, HEALTH, timeout)
-    return Probe(path, status, at=time.time())
+    return Probe(path, status)
 
 
 async def is_ready(host: Host, addr: str, port: int, timeout: float = 5.0) -> bool:

@@ -101,23 +101,6 @@ def test_a_census_taken_before_the_ready_line_does_not_call_the_detokenizer_gone
     assert processes.parse("taken 1764000000.N\0").taken_at == 1764000000.0  # a `date` without %N
 
 
-def test_a_health_answer_from_before_the_ready_line_is_not_taken_as_degraded() -> None:
-    """The poll asked /health_generate while the server started (503), and the ready line came
-    after the answer: the answer is stale, not a server that was ready and failed."""
-    scan, invocation = scanned("journal-dead-detokenizer.jsonl")
-    seen = scan.of(invocation).ready_seen_at
-    assert seen is not None
-    status = running(invocation_id=invocation)
-    signals = scan.of(invocation)
-    before = assess(status, signals, Probe(GENERATE, 503, at=seen - 0.5), TITLES)
-    assert (
-        before.state == STARTING
-        and before.reason == "/health_generate answered 503 before its ready line came; asking again"
-    )
-    after = assess(status, signals, Probe(GENERATE, 503, at=seen + 0.5), TITLES)
-    assert after.state == DEGRADED
-
-
 def test_a_missing_rank_is_counted_against_the_flags() -> None:
     fewer = processes.UnitProcesses({p: t for p, t in TITLES.titles.items() if t != "sglang::scheduler_TP5"})
     told = assess(running(), Signals(ready_at=1.0), OK, fewer, schedulers=8)
