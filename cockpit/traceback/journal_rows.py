@@ -115,8 +115,10 @@ class JournalRows:
         self.expanded: set[int] = set()  # id() of expanded tracebacks
         self.filter = Filter()
         self.separators: dict[int, str] = {}  # record number -> separator text
-        self._invocation: str | None = None
-        self._last_exit: str | None = None
+        # Each node's current start and how its last one ended (one node but in a deployment's
+        # merged journal, where the nodes' starts interleave and are each their own).
+        self._invocation: dict[int, str] = {}
+        self._last_exit: dict[int, str] = {}
         self.discarded = 0  # records dropped from the front so far: the number of records[0]
         self.tracebacks_changed = False  # set when a batch brought or changed a traceback
         # Record numbers of the tracebacks, ascending: the side list is asked for after every
@@ -170,7 +172,7 @@ class JournalRows:
         self.discarded -= len(records)
         self._traceback_numbers[0:0] = [self.discarded + k for k, r in enumerate(records) if isinstance(r, Traceback)]
         saved = (self._invocation, self._last_exit)
-        self._invocation, self._last_exit = None, None
+        self._invocation, self._last_exit = {}, {}
         for k, record in enumerate(records):
             self._note_invocation(self.discarded + k, record)
         self._invocation, self._last_exit = saved
@@ -197,18 +199,24 @@ class JournalRows:
     def _note_invocation(self, number: int, record: Line | Traceback) -> None:
         if isinstance(record, Line):
             entry = record.entry
+            node = entry.node
             if entry.pid == 1:  # systemd's own word about the unit: remember how it last ended
-                self._last_exit = main_exit_of(record.text) or self._last_exit
+                ended = main_exit_of(record.text)
+                if ended:
+                    self._last_exit[node] = ended
                 return
             invocation = entry.invocation_id
         else:
-            invocation = record.invocation_id
-        if invocation and invocation != self._invocation:
-            if self._invocation is not None:
-                exit_text = f" · previous exit: {self._last_exit}" if self._last_exit else ""
-                self.separators[number] = f"restart · invocation {invocation[:12]}{exit_text}"
-            self._invocation = invocation
-            self._last_exit = None
+            node, invocation = record.node, record.invocation_id
+        now = self._invocation.get(node)
+        if invocation and invocation != now:
+            if now is not None:
+                ended = self._last_exit.pop(node, None)
+                exit_text = f" · previous exit: {ended}" if ended else ""
+                where = f"n{node} " if self.nodes > 1 else ""
+                self.separators[number] = f"{where}restart · invocation {invocation[:12]}{exit_text}"
+            self._invocation[node] = invocation
+            self._last_exit.pop(node, None)
 
     def _append_rows(self, first: int, end: int) -> None:
         """The rows of records `first` to `end` (numbers), at the end: one loop for a batch, as

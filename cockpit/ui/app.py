@@ -232,8 +232,6 @@ class CockpitApp(App[None]):
         self.query_one("#prompt").display = False
         self.query_one(TracebackList).display = False
         self.query_one("#detail").display = False
-        if self.target is not None:
-            self.journal_view.set_label(f"journal · {self.target.unit}")
         self.journal_view.focus()
         if self.target is None:
             if self.session.live:
@@ -244,8 +242,10 @@ class CockpitApp(App[None]):
     def _start(self) -> None:
         target = self.target
         assert target is not None
-        self.sub_title = f"{target.unit} @ {target.host}"
-        self.journal_view.set_label(f"journal · {target.unit}")
+        group = self.session.group
+        self.sub_title = f"deployment {group}" if group else f"{target.unit} @ {target.host}"
+        nodes = len(self.session.nodes)
+        self.journal_view.set_label(f"journal · {group}: {nodes} nodes merged" if group else f"journal · {target.unit}")
         self.status_pane.watching = self.session.live
         self.call_after_refresh(self.session.start)  # the panes are on screen before the connection is made
 

@@ -22,6 +22,7 @@ def on_node(batch: list[JournalEntry], node: int, shift_us: int = 0) -> list[Jou
         moved = copy.copy(entry)
         moved.node = node
         moved.realtime_us = (entry.realtime_us or 0) + shift_us
+        moved.invocation_id = f"n{node}{entry.invocation_id}"[:32] if entry.invocation_id else None  # its own starts
         out.append(moved)
     return out
 
@@ -40,6 +41,10 @@ def test_the_same_pids_on_two_nodes_fold_into_their_own_tracebacks() -> None:
     assert len(tbs) == 2 * len(one) and all(tb.complete for tb in tbs)
     for node in (0, 1):
         assert [(tb.rank, tb.lines) for tb in tbs if tb.node == node] == one  # each node's whole, none mixed
+    # Each node's restarts are its own: the nodes' starts interleaving is not a restart.
+    said = sorted(merged.separators.values())
+    assert len(alone.separators) == 1 and len(said) == 2, said
+    assert said[0] == f"n0 {next(iter(alone.separators.values()))}" and said[1].startswith("n1 restart · invocation n1")
     merged.filter = Filter.parse("node:1")
     merged.rebuild()
     assert merged.rows and all(
