@@ -225,7 +225,7 @@ class Session:
         target = self.target
         others: list[Source] = [(self._host_getter(t.host), t.unit) for _, t in self.nodes[1:]] if self.live else []
         feed = JournalFeed(
-            (lambda: self.pool.get(target.host)) if target is not None and self.live else None,
+            self._host_getter(target.host) if target is not None and self.live else None,
             self.target.unit if self.target else "",
             others=others,
             backlog=self.backlog,

@@ -49,10 +49,16 @@ def fleet(qwen: str = READY) -> list[HostRound]:
     ]
 
 
-async def test_rows_resort_under_the_cursor_and_enter_opens_the_unit(monkeypatch) -> None:
+def fleet_app(monkeypatch) -> CockpitApp:
+    """The app over the recorded fleet, a round every 50 ms."""
     monkeypatch.setattr(fleet_screen, "REFRESH_S", 0.05)
     app = CockpitApp(CONFIG, None, live=False)
     app.session.fleet = fleet()
+    return app
+
+
+async def test_rows_resort_under_the_cursor_and_enter_opens_the_unit(monkeypatch) -> None:
+    app = fleet_app(monkeypatch)
     opened: list[Target | str | None] = []
     async with app.run_test(size=(160, 30)) as pilot:
         app.push_screen(FleetScreen(app.session), opened.append)
@@ -80,9 +86,7 @@ async def test_rows_resort_under_the_cursor_and_enter_opens_the_unit(monkeypatch
 
 
 async def test_a_deployment_row_opens_the_deployment(monkeypatch) -> None:
-    monkeypatch.setattr(fleet_screen, "REFRESH_S", 0.05)
-    app = CockpitApp(CONFIG, None, live=False)
-    app.session.fleet = fleet()
+    app = fleet_app(monkeypatch)
     opened: list[Target | str | None] = []
     async with app.run_test(size=(160, 30)) as pilot:
         app.push_screen(FleetScreen(app.session), opened.append)
