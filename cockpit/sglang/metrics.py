@@ -12,6 +12,7 @@ by the decode logger and reads 0 in 0.5.23, so the prefix-cache hit rate is the 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,7 +31,9 @@ class Sample:
 
 def samples(text: str) -> list[Sample]:
     """SGLang's samples of a Prometheus text exposition (comments and other metrics skipped; a
-    line that is not a sample is skipped, never fatal)."""
+    line that is not a sample is skipped, never fatal, and so is a value that is no finite
+    number: `NaN`, `+Inf`, or `1e400`, which float() reads as infinity, and a count or rate
+    derived from it cannot be drawn)."""
     out = []
     for line in text.splitlines():
         if not line.startswith(PREFIX):
@@ -41,6 +44,8 @@ def samples(text: str) -> list[Sample]:
         try:
             value = float(m.group(3))
         except ValueError:
+            continue
+        if not math.isfinite(value):
             continue
         out.append(Sample(m.group(1)[len(PREFIX) :], dict(_LABEL.findall(m.group(2) or "")), value))
     return out

@@ -4,11 +4,13 @@ and a data-parallel, tensor-parallel server's, every name from SGLang 0.5.23's m
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
-from cockpit.load.passive import ThroughputSeries, point_from_reading
+from cockpit.load.passive import MetricsPoller, ThroughputPoint, ThroughputSeries, point_from_reading
+from cockpit.remote.local import LocalHost
 from cockpit.sglang.metrics import reading, samples
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, until
 
 DATA = Path(__file__).parents[1] / "data"
 NAMES = {
@@ -70,3 +72,35 @@ def test_metrics_are_the_word_while_they_answer() -> None:
     assert series.add_line(decode, 105.0) is None  # /metrics answered 5 s ago: the lines add nothing
     assert series.add_line(decode, 111.0) is not None  # it has gone quiet: back to the lines
     assert [p.source for p in series] == ["metrics", "log"]
+
+
+async def test_a_sample_that_is_no_finite_number_is_skipped_and_the_poll_goes_on() -> None:
+    """A server (or whatever answers on its port) that says NaN or 1e400 (float() reads it as
+    infinity) had its first reading end the session's metrics poll: a count cannot be rounded."""
+    answers = [
+        'sglang:num_running_reqs{tp_rank="0"} NaN\nsglang:gen_throughput{tp_rank="0"} 12.5\n'
+        'sglang:num_queue_reqs{tp_rank="0"} 1e400\nsglang:token_usage{tp_rank="0"} -Inf\n',
+        'sglang:num_running_reqs{tp_rank="0"} 2\nsglang:gen_throughput{tp_rank="0"} 40.5\n',
+    ]
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = answers.pop(0).encode() if answers else b""
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    points: list[ThroughputPoint] = []
+    errors: list[str] = []
+    poll = asyncio.create_task(MetricsPoller(LocalHost(), port, interval_s=0.01).run(points.append, errors.append))
+    try:
+        await until(lambda: len(points) >= 2 or poll.done(), 10)
+        assert not poll.done(), poll.exception()
+    finally:
+        poll.cancel()
+        server.close()
+    first, second = points[:2]
+    assert (first.running_req, first.gen_throughput, first.queued, first.token_usage) == (None, 12.5, None, None)
+    assert (second.running_req, second.gen_throughput) == (2, 40.5)
