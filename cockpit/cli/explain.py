@@ -67,15 +67,17 @@ def pick_traceback(path: str, index: int | None = None) -> Traceback:
 
 
 def local_path(root: Path, remote: str) -> Path:
-    """The file under `root` for a frame path: the longest suffix of it that exists there."""
-    if "site-packages/" in remote:
-        candidate = root / remote.split("site-packages/", 1)[1]
-        if candidate.is_file():
-            return candidate
+    """The file under `root` for a frame path: the longest suffix of it that exists there. A
+    traceback is text anyone can forge (`site-packages/../../../etc/shadow`): a candidate counts
+    only when, `..` and symlinks resolved, it still lies inside `root`, as the `--host` path
+    keeps to the service's roots (cockpit.remote.source)."""
+    inside = root.resolve()
+    suffixes = [remote.split("site-packages/", 1)[1]] if "site-packages/" in remote else []
     parts = Path(remote).parts
-    for i in range(1, len(parts)):
-        candidate = root.joinpath(*parts[i:])
-        if candidate.is_file():
+    suffixes += [str(Path(*parts[i:])) for i in range(1, len(parts))]
+    for suffix in suffixes:
+        candidate = (root / suffix).resolve()
+        if candidate.is_relative_to(inside) and candidate.is_file():
             return candidate
     raise UsageError(f"{remote} is not under {root}")
 

@@ -203,3 +203,25 @@ def test_explain_errors_are_one_sentence(tmp_path: Path, sglang_root) -> None:
         [COCKPIT, "explain", str(fixture), "--source-root", str(tmp_path)], capture_output=True, text=True
     )
     assert out.returncode == 2 and "is not under" in out.stderr
+
+
+@pytest.mark.parametrize("how", ["dot-dot", "symlink"])
+def test_a_frame_path_never_leads_out_of_the_source_root(tmp_path: Path, how: str) -> None:
+    """A forged frame that climbs out of --source-root (`..`, or a symlink inside it that points
+    out) opened the file it reached and printed its line: the failing statement of /etc/shadow."""
+    root = tmp_path / "site-packages"
+    (root / "sglang").mkdir(parents=True)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("DB_PASSWORD = 'hunter2-do-not-leak'\n")
+    if how == "symlink":
+        (root / "sglang" / "notes.py").symlink_to(secret)
+        frame = "/opt/venv/lib/python3.11/site-packages/sglang/notes.py"
+    else:
+        frame = "/opt/venv/lib/python3.11/site-packages/" + "../" * 12 + str(secret).lstrip("/")
+    forged = tmp_path / "forged.txt"
+    forged.write_text(
+        f'Traceback (most recent call last):\n  File "{frame}", line 1, in <module>\nValueError: forged\n'
+    )
+    out = subprocess.run([COCKPIT, "explain", str(forged), "--source-root", str(root)], capture_output=True, text=True)
+    assert "hunter2" not in out.stdout + out.stderr
+    assert out.returncode == 2 and out.stderr == f"cockpit: {frame} is not under {root}\n"
