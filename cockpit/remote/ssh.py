@@ -245,6 +245,18 @@ class SSHHost(Host):
             self.on_state(state, detail)
 
     def _options(self, **extra: Any) -> asyncssh.SSHClientConnectionOptions:
+        """The connection's options, read from the ssh_config files now. A file found and gone
+        before asyncssh opened it (a lab brought down meanwhile takes its ssh_config with it)
+        and one asyncssh cannot parse are a sentence, never the parser's traceback."""
+        try:
+            return self._read_options(**extra)
+        except OSError as e:
+            which = f" {e.filename}" if e.filename else ""
+            raise HostError(f"cannot read the ssh_config{which} for {self.name}: {e.strerror or e}") from None
+        except ValueError as e:  # asyncssh's ConfigParseError (file and line), or undecodable text
+            raise HostError(f"cannot read the ssh_config for {self.name}: {e}") from None
+
+    def _read_options(self, **extra: Any) -> asyncssh.SSHClientConnectionOptions:
         c = self.config
         kwargs: dict[str, Any] = dict(
             config=config_paths(self.ssh_configs()),

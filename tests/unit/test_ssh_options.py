@@ -112,3 +112,27 @@ def test_an_openssh_forward_that_cannot_connect_is_one_sentence(tmp_path: Path) 
     else:
         assert str(e.value).startswith("ssh -L to gpu9 ended (255): ")
         assert "refused" in str(e.value).lower()
+
+
+def test_an_ssh_config_gone_while_it_is_read_is_one_sentence(tmp_path: Path) -> None:
+    """A lab brought down while a command connects takes its ssh_config with it: between the
+    cockpit finding the file and asyncssh opening it (here asyncssh's own `Match exec`, on the
+    line before, removes it at that moment). `cockpit stacks` printed asyncssh's FileNotFoundError
+    as a traceback."""
+    import os
+    import sys
+
+    lab_config = tmp_path / "lab_ssh_config"
+    lab_config.write_text("Host gone-lab\n  HostName 10.213.99.2\n")
+    first = tmp_path / "ssh_config"
+    first.write_text(f'Match exec "rm -f {lab_config}"\n')
+    out = subprocess.run(
+        [str(Path(sys.executable).with_name("cockpit")), "stacks", "--host", "gone-lab", "--unit", "x.service"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COCKPIT_SSH_CONFIG": f"{first}:{lab_config}"},
+        timeout=60,
+    )
+    assert not lab_config.exists()  # it did go away mid-read
+    said = f"cockpit: cannot read the ssh_config {lab_config} for gone-lab: No such file or directory\n"
+    assert (out.returncode, out.stderr) == (2, said)
