@@ -50,10 +50,11 @@ class ModelFiles:
 
 
 def config_of(text: str | bytes) -> dict[str, Any] | None:
-    """A config.json's object; None where it is not one."""
+    """A config.json's object; None where it is not one, nested deeper than the decoder recurses
+    (a host's file nested 100,000 deep) included."""
     try:
         found = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return found if isinstance(found, dict) else None
 

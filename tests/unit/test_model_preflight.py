@@ -92,6 +92,12 @@ async def test_a_missing_directory_is_left_to_check_paths(release, tmp_path: Pat
     assert (await run(release, "--model-path", str(tmp_path / "gone")))[0] == []
 
 
+async def test_a_config_nested_too_deep_to_read_is_no_config(release, tmp_path: Path) -> None:
+    """A host's config.json nested 100,000 deep raised RecursionError out of the pre-flight."""
+    (tmp_path / "config.json").write_text('{"architectures": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert (await run(release, "--model-path", str(tmp_path)))[0] == []
+
+
 async def test_the_host_check_takes_the_table_handed_in(release) -> None:
     class NoRun(LocalHost):
         async def run(self, argv, **kw):
