@@ -38,6 +38,7 @@ from cockpit.timeouts import within
 from cockpit.traceback.groups import crash_loop, group
 from cockpit.traceback.model import Traceback
 from cockpit.traceback.render import site_title
+from cockpit.ui.failures import said_failure
 from cockpit.ui.pacing import PacedScreen
 from cockpit.ui.panes.attempts import AttemptsPane
 from cockpit.ui.panes.flags import FlagsPane
@@ -142,6 +143,7 @@ class CockpitApp(App[None]):
         Binding("s", "stacks", "Stacks", show=False, id="stacks"),
         Binding("p", "startup", "Start-up", show=False, id="startup"),
     ]
+    on_worker_state_changed = said_failure  # a worker that ended in error is said, whichever it was
 
     def __init__(
         self,

@@ -27,6 +27,7 @@ from cockpit.sglang.flags import Catalog, Flag
 from cockpit.sglang.preflight import ERROR, WARNING, Finding
 from cockpit.suggest import closest, score
 from cockpit.systemd.unit import Unit
+from cockpit.ui.failures import said_failure
 
 ASK_AFTER_S = 0.6  # a pause in typing this long asks SGLang itself (a dry run of several seconds)
 TOPICS = (
@@ -117,6 +118,7 @@ class FlagsPane(Vertical):
         Binding("ctrl+z", "revert", "Revert", id="flags.revert"),
         Binding("escape", "close", "Close", id="flags.close"),
     ]
+    on_worker_state_changed = said_failure  # a worker that ended in error is said (cockpit.ui.failures)
 
     class Write(Message):
         def __init__(self, loaded: Unit, edited: Unit, findings: list[Finding]) -> None:

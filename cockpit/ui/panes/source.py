@@ -27,6 +27,7 @@ from textual.widgets import Static
 
 from cockpit.textlines import source_lines
 from cockpit.traceback.model import Traceback
+from cockpit.ui.failures import said_failure
 from cockpit.ui.panes.cursor import CursorView
 
 _HIGHLIGHTED: dict[tuple[str, str, float], list[list[tuple[str, Style]]]] = {}  # (host, path, mtime) -> lines
@@ -201,6 +202,7 @@ class SourcePane(Vertical):
         Binding("O", "open_anyway", "Open anyway", show=False, id="source.open_anyway"),
         Binding("escape", "close", "Close", id="source.close"),
     ]
+    on_worker_state_changed = said_failure  # a worker that ended in error is said (cockpit.ui.failures)
 
     class Open(Message):
         """Ask the app to open a frame of a traceback in this pane (`anyway`: the user asked for

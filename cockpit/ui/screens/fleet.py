@@ -31,6 +31,7 @@ from cockpit.errors import CockpitError
 from cockpit.session import Session
 from cockpit.sglang.fleet import TROUBLE, FleetRow, rows
 from cockpit.targets import Target, resolve
+from cockpit.ui.failures import said_failure
 from cockpit.ui.panes.cursor import CursorView
 
 REFRESH_S = 1.0
@@ -131,6 +132,7 @@ class FleetScreen(ModalScreen[Target | str | None]):
     """Dismissed with the unit chosen, or a deployment's name."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="fleet.close")]
+    on_worker_state_changed = said_failure  # a worker that ended in error is said (cockpit.ui.failures)
 
     def __init__(self, session: Session) -> None:
         super().__init__()

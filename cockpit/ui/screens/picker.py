@@ -17,6 +17,7 @@ from cockpit.errors import CockpitError
 from cockpit.session import Session
 from cockpit.systemd.status import UnitStatus
 from cockpit.targets import Target
+from cockpit.ui.failures import said_failure
 
 REFRESH_S = 1.0  # a round asks every host once; 32 hosts cost 2 to 6% of a core a second (issue 14)
 _STATE_MARK = {
@@ -44,6 +45,7 @@ class UnitList(OptionList):
 
 class PickerScreen(ModalScreen[Target | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="picker.close")]
+    on_worker_state_changed = said_failure  # a worker that ended in error is said (cockpit.ui.failures)
 
     def __init__(
         self,
