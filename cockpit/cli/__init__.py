@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +18,7 @@ from cockpit import __version__
 # One module per subcommand; each imports what its work needs only when it runs, so
 # `cockpit status` does not pay for Textual or the load runner.
 from cockpit.cli import bench, deployment, explain, fold, lab, preflight, snapshot, stacks, status, unit
+from cockpit.cli.inert_output import inert_streams
 from cockpit.errors import CockpitError, UsageError
 
 EXAMPLES = """\
@@ -106,6 +108,16 @@ def join_dashed_values(argv: Sequence[str]) -> list[str]:
     return out
 
 
+# `lab` is the local lab's own tooling (`lab ssh` passes the lab's output through as ssh does);
+# every other subcommand prints through cockpit.cli.inert_output.
+LOCAL = frozenset({"lab"})
+
+
+def _prints_json(args: argparse.Namespace) -> bool:
+    """explain prints JSON always, the others with `--json` (bench's `--json OUT` names a file)."""
+    return args.command == "explain" or getattr(args, "json", None) is True
+
+
 # Commands whose work is over once they have printed: `console` ends them without CPython's
 # teardown of the ~280 modules they loaded (20 ms of a 0.3 s `cockpit status`, which scripts
 # call in loops and people set beside `ssh host systemctl show`).
@@ -147,31 +159,36 @@ def console() -> None:
 def _run(argv: Sequence[str] | None) -> tuple[int, str | None]:
     """(the exit status, the subcommand run)."""
     parser = build_parser()
-    command = None
     try:
         args = parser.parse_args(join_dashed_values(sys.argv[1:] if argv is None else argv))
-        command = args.command
-        if command is None:
-            from cockpit.cli.target import early_reader, target_of
-
-            if args.deployment:
-                return _open_deployment(args), None
-            cfg, target = target_of(args, unit=False)
-            if target is None and args.host:
-                raise UsageError("--unit is needed with --host")
-            # its ssh logs in on another core while Textual is imported: the first status is
-            # then on screen with the first frame
-            reader = early_reader(cfg, target) if target is not None else None
-            from cockpit.ui.launch import open_app  # the only path that loads Textual
-
-            return open_app(cfg, target, read_only=args.read_only, reader=reader), None
-
-        return COMMANDS[command](args), command
-    except UsageError as e:
-        print(f"cockpit: {e}", file=sys.stderr)
-        return 2, command
     except CockpitError as e:
         print(f"cockpit: {e}", file=sys.stderr)
-        return 2, command
-    except KeyboardInterrupt:
-        return 130, command
+        return 2, None
+    command = args.command
+    inert = command is not None and command not in LOCAL
+    with inert_streams(_prints_json(args)) if inert else contextlib.nullcontext():
+        try:
+            if command is None:
+                return _open_app(args), None
+            return COMMANDS[command](args), command
+        except CockpitError as e:
+            print(f"cockpit: {e}", file=sys.stderr)
+            return 2, command
+        except KeyboardInterrupt:
+            return 130, command
+
+
+def _open_app(args: argparse.Namespace) -> int:
+    from cockpit.cli.target import early_reader, target_of
+
+    if args.deployment:
+        return _open_deployment(args)
+    cfg, target = target_of(args, unit=False)
+    if target is None and args.host:
+        raise UsageError("--unit is needed with --host")
+    # its ssh logs in on another core while Textual is imported: the first status is
+    # then on screen with the first frame
+    reader = early_reader(cfg, target) if target is not None else None
+    from cockpit.ui.launch import open_app  # the only path that loads Textual
+
+    return open_app(cfg, target, read_only=args.read_only, reader=reader)

@@ -7,20 +7,20 @@ copied from a terminal both work, mixed or not.
 It streams: input is read in chunks of what is there (a pipe from `journalctl -f` prints as
 it goes), each record is printed as soon as nothing can change it (a line that cannot start
 a traceback at once, a traceback when it ends) and then forgotten, so memory is bounded by the
-longest open traceback, not the input; a reader that stops (`| head`) stops it. In text
-output every control character is shown escaped (`\\x1b`), so a journal line cannot drive
-the terminal it is printed on.
+longest open traceback, not the input; a reader that stops (`| head`) stops it. Every control
+character is shown escaped (cockpit.printable: `\\x1b` in text, `\\u001b` in JSON), so a
+journal line cannot drive the terminal it is printed on.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
+from cockpit.printable import json_printable, printable
 from cockpit.textlines import complete_lines
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 CHUNK = 1 << 16
 LATE_LINES = 1000  # records after which a late line of an exited process is no longer waited for
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -51,11 +50,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--json", action="store_true", help="one JSON object per record: a traceback's frames, exception, chain"
     )
     return parser
-
-
-def escape_controls(text: str) -> str:
-    """Control characters (ESC, NUL, a C1 byte...) as `\\x1b`; tabs stay."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
 
 
 def chunks(stream: BinaryIO) -> Iterator[list[bytes]]:
@@ -90,9 +84,10 @@ class Printer:
         from cockpit.traceback.render import as_text
 
         if self.as_json:
-            data = b"".join(self._encode(r.to_json()) + b"\n" for r in records)
+            encoded = b"".join(self._encode(r.to_json()) + b"\n" for r in records)
+            data = json_printable(encoded.decode("utf-8", "replace")).encode("utf-8")
         else:
-            data = "".join(escape_controls(t) + "\n" for t in as_text(records)).encode("utf-8", "replace")
+            data = "".join(printable(t) + "\n" for t in as_text(records)).encode("utf-8", "replace")
         self.out.write(data)
         self.out.flush()
         self.records += len(records)

@@ -2,7 +2,9 @@
 
 Every traceback is written whole, line for line as the journal has it (the folder's
 `Traceback.lines`: log prefix, carets and all), in a fenced block whose fence is longer than any
-run of backticks inside, so no content can close it early. Nothing is truncated.
+run of backticks inside, so no content can close it early. Nothing is truncated. The note is
+read with `cat` and in editors, and most of it is the host's text: every control character in it
+is written as its escape (cockpit.printable), here, once, for the whole note.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from cockpit.attempts import UNSET
 from cockpit.incident.model import Incident
+from cockpit.printable import printable
 from cockpit.sglang.startup import headline, table
 from cockpit.traceback import Traceback
 from cockpit.traceback.groups import group
@@ -129,7 +132,7 @@ def render(incident: Incident) -> str:
         for problem in incident.problems:
             w(f"- {problem}")
         w("")
-    return "\n".join(out).rstrip("\n") + "\n"
+    return printable("\n".join(out).rstrip("\n") + "\n", lines=True)
 
 
 def _summary(incident: Incident) -> str:

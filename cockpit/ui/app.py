@@ -17,6 +17,7 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input
 
@@ -38,6 +39,7 @@ from cockpit.timeouts import within
 from cockpit.traceback.groups import crash_loop, group
 from cockpit.traceback.model import Traceback
 from cockpit.traceback.render import site_title
+from cockpit.ui import inert
 from cockpit.ui.failures import said_failure
 from cockpit.ui.pacing import PacedScreen
 from cockpit.ui.panes.attempts import AttemptsPane
@@ -159,6 +161,7 @@ class CockpitApp(App[None]):
         """`session`: the session to draw; by default a live one of `target` (`live=False`: a
         recorded one, which follows nothing), whose first status comes through `reader` (an
         OpenSSH master started before Textual was imported) where one is given."""
+        inert.install()
         super().__init__()
         self.config = config
         if session is None:
@@ -180,6 +183,19 @@ class CockpitApp(App[None]):
         if wanted not in self.available_themes:
             self.theme_problems.append(f"theme {wanted!r} is not installed: using {DEFAULT_THEME}")
         self.set_keymap(config.ui.keys)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every notice is plain text: most carry a host's words (an error, a name), and as
+        markup `[@click=...]` in them would be an action and `[link=...]` a link."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     # -- layout ---------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from textual.app import App
 from cockpit.errors import CockpitError
 from cockpit.incident import Image, render
 from cockpit.session import Session
+from cockpit.ui.inert import Scrubbed
 from cockpit.ui.png import PngError, preserve_spaces, svg_to_png
 
 NOTE_NAME = "incident.md"
@@ -83,7 +84,8 @@ def capture(app: App[Any], title: str | None = None) -> Capture:
         update = app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
     except AttributeError:  # a Textual that moved its internals: the public SVG, no text
         return Capture(app.export_screenshot(title=title), "")
-    console.print(update)
+    if update is not None:  # None only for a partial update
+        console.print(Scrubbed(update))
     rows = [line.rstrip() for line in console.export_text(clear=False, styles=False).splitlines()]
     rows += [""] * (height - len(rows))  # a blank bottom row is still a row of the screen
     return Capture(console.export_svg(title=title or app.title), "\n".join(rows[:height]) + "\n")

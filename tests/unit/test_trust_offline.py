@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.cli import main
-from cockpit.cli.fold import Printer, escape_controls, stream_fold
+from cockpit.cli.fold import Printer, stream_fold
 from cockpit.localfs import STALE_PREFIX, build_once, is_complete, remove_stale
 from cockpit.remote.base import RunResult
 from cockpit.remote.source import PACKAGE_DIRS, SourceRoots
@@ -135,7 +135,6 @@ def test_fold_escapes_control_characters_and_shows_odd_messages(tmp_path: Path) 
         "esc \\x1b[2J nul \\x00",
         "plain \\x1b]0;title\\x07 text",
     ]
-    assert escape_controls("tab\tstays") == "tab\tstays"
 
 
 # -- the caches a running lab boots from ----------------------------------------------------------

@@ -154,12 +154,12 @@ class FlagsPane(Vertical):
         self._raw = False
 
     def compose(self) -> ComposeResult:
-        yield Label("", id="flags-head")
+        yield Label("", id="flags-head", markup=False)
         with Horizontal(id="flags-body"):
-            yield OptionList(id="flag-list")
+            yield OptionList(id="flag-list", markup=False)
             yield Static("", id="flag-help", markup=False)
         yield Input(id="flag-input")
-        yield OptionList(id="flag-suggestions")
+        yield OptionList(id="flag-suggestions", markup=False)
         yield Static("", id="flag-findings")
 
     def on_mount(self) -> None:

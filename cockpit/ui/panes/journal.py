@@ -18,6 +18,7 @@ from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.cache import LRUCache
+from textual.content import Content
 from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region, Size
 from textual.message import Message
@@ -25,6 +26,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from cockpit.printable import printable
 from cockpit.systemd.entry import JournalEntry
 from cockpit.traceback.grammar import is_frame_line
 from cockpit.traceback.journal_rows import MAIN, SEPARATOR, Filter, JournalRows
@@ -32,7 +34,6 @@ from cockpit.traceback.model import Line, Traceback
 from cockpit.traceback.render import summary
 from cockpit.ui.panes.cursor import CursorView
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 TIME_WIDTH = 16
 # a drawn row: record, part, text width, strip width, scroll x, times shown, cursor, search
 RowKey = tuple[int, int, int, int, int, bool, bool, "re.Pattern[str] | None"]
@@ -45,7 +46,7 @@ def display_text(message: str) -> str:
         message = segments[-1] if segments else ""
     if "\t" in message:
         message = message.expandtabs(8)
-    return _CONTROL.sub("\ufffd", message)
+    return printable(message)
 
 
 def thumb(size: int, virtual: float, window: float, position: float) -> tuple[int, ...]:
@@ -321,7 +322,7 @@ class JournalView(CursorView):
         if title != self._title:
             self._title = title
             if self.parent is not None:  # the box the view sits in carries the border
-                self.parent.border_title = title  # type: ignore[attr-defined]
+                self.parent.border_title = Content(title)  # type: ignore[attr-defined]  # never markup
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -421,7 +422,7 @@ class JournalView(CursorView):
                 tail = f" [{len(record.lines)} lines]" + (
                     "" if record.complete else (" (still printing)" if record.open else " (incomplete)")
                 )
-                head = f"{mark} {summary(record)}"
+                head = f"{mark} {printable(summary(record))}"
                 room = max(12, width - self._gutter() - len(tail))
                 text = (head if len(head) <= room else head[: room - 1] + "…") + tail  # the count stays in view
                 kind = ("journal--traceback",)

@@ -20,11 +20,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.geometry import Size
 from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Static
 
+from cockpit.printable import printable
 from cockpit.textlines import source_lines
 from cockpit.traceback.model import Traceback
 from cockpit.ui.failures import said_failure
@@ -40,7 +42,8 @@ def highlight(text: str, theme: str) -> list[HighlightedLine]:
     """Every line of a Python file as (text, style) runs, from one pygments pass over the whole
     file. Going through pygments directly costs half of what rich's Syntax.highlight and
     Text.split cost on a 400 KB file. Token styles carry no background: a theme's background
-    would paint over the failing-line and statement marks."""
+    would paint over the failing-line and statement marks. A control character in the file
+    (it is the host's) is drawn as its escape, as `SourceView.show` draws the plain lines."""
     style = get_style_by_name(theme)
     styles: dict[object, Style] = {}
     lines: list[HighlightedLine] = [[]]
@@ -55,7 +58,7 @@ def highlight(text: str, theme: str) -> list[HighlightedLine]:
                 underline=spec["underline"] or None,
             )
             styles[token] = s
-        first, *rest = value.split("\n")
+        first, *rest = printable(value, lines=True).split("\n")
         if first:
             lines[-1].append((first, s))
         for part in rest:
@@ -94,7 +97,7 @@ class SourceView(CursorView):
 
     def show(self, shown: Shown, text: str, highlighted: list[HighlightedLine] | None) -> None:
         self.shown = shown
-        self.lines = source_lines(text)
+        self.lines = [printable(line) for line in source_lines(text)]
         self.highlighted = highlighted
         width = max((len(line) for line in self.lines), default=0)
         self.virtual_size = Size(width + self._gutter_width() + 2, len(self.lines))
@@ -243,7 +246,7 @@ class SourcePane(Vertical):
         self.query_one("#explanation", Static).update(text)
 
     def set_title(self, text: str) -> None:
-        self.border_title = text
+        self.border_title = Content(text)  # a path from a traceback: never markup
 
     def action_walk(self, step: int) -> None:
         if self.traceback is None:

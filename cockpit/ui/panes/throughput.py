@@ -107,7 +107,7 @@ class ThroughputPane(Vertical, can_focus=True):
         self.clock = time.monotonic  # recorded runs replay with their own clock
 
     def compose(self) -> ComposeResult:
-        yield Label("no load run yet: b starts the unit's load profile", id="run-head")
+        yield Label("no load run yet: b starts the unit's load profile", id="run-head", markup=False)
         yield ProgressBar(id="run-progress", show_eta=True)
         with Horizontal(id="throughput-body"):
             with VerticalScroll(id="spark-rows"):
@@ -210,7 +210,7 @@ class ThroughputPane(Vertical, can_focus=True):
     def gpu_notice(self, message: str) -> None:
         holder = self.query_one("#gpu-rows", Vertical)
         holder.remove_children()
-        holder.mount(Label(message, classes="spark-note"))
+        holder.mount(Label(message, classes="spark-note", markup=False))
 
     def passive(self, points: list[ThroughputPoint]) -> None:
         """The server's own figures (a batch of decode lines, or a poll); the last is shown, with

@@ -146,7 +146,7 @@ class FleetScreen(ModalScreen[Target | str | None]):
         with Vertical(id="fleet", classes="dialog"):
             title = "Fleet, worst first: Enter opens a unit or a deployment, Esc closes"
             yield Label(title, classes="dialog-title")
-            yield Label("asking every host…", id="fleet-summary")
+            yield Label("asking every host…", id="fleet-summary", markup=False)
             yield FleetList(id="fleet-rows")
 
     def on_mount(self) -> None:

@@ -34,6 +34,7 @@ class StacksScreen(ModalScreen[Opened | None]):
                 f"{self.unit}: {len(self.capture.processes)} processes, py-spy at {when} · Enter unfolds, "
                 "Enter on a frame opens it · Esc closes",
                 classes="dialog-title",
+                markup=False,
             )
             view = JournalView(id="stacks")
             view.fixed = True

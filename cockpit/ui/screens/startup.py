@@ -4,6 +4,7 @@ the slowest rank, the memory left, and the comparison with the last start that r
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -26,13 +27,13 @@ class StartupScreen(ModalScreen[None]):
         for name in rows[0]:
             grid.add_column(name, no_wrap=True, justify="left" if name in ("phase", "vs the last start") else "right")
         for row in rows[1:]:
-            grid.add_row(*row)
+            grid.add_row(*(Text(cell) for cell in row))
         with Vertical(classes="dialog", id="startup-dialog"):
-            yield Label(headline(self.unit, self.timeline) + " (Esc closes)", classes="dialog-title")
+            yield Label(headline(self.unit, self.timeline) + " (Esc closes)", classes="dialog-title", markup=False)
             yield Static(grid if len(rows) > 1 else "SGLang has printed none of its start-up lines for this start.")
             end = death(self.timeline)
             lines = [end] if end is not None else []
             if self.last is None:
                 lines.append("No earlier start that reached ready is known to compare with.")
             if lines:
-                yield Label("\n".join(lines), classes="dialog-body")
+                yield Label("\n".join(lines), classes="dialog-body", markup=False)

@@ -66,10 +66,10 @@ class GroupWriteModal(YesNoModal):
         errors = any(f.severity == ERROR for f in self.findings)
         with Vertical(classes="dialog", id="write-dialog"):
             title = f"Write deployment {self.group} ({len(self.writes)} nodes) and restart the group?"
-            yield Label(title, classes="dialog-title")
+            yield Label(title, classes="dialog-title", markup=False)
             with VerticalScroll(id="write-diff"):
                 for w in self.writes:
-                    yield Label(f"{w.node}: {w.edited.name} on {w.host.name}", classes="dialog-title")
+                    yield Label(f"{w.node}: {w.edited.name} on {w.host.name}", classes="dialog-title", markup=False)
                     yield Static(diff_text(w.loaded, w.edited))
             verdict = verdict_text(self.findings)
             for f in self.findings:
@@ -111,7 +111,7 @@ class WriteModal(YesNoModal):
         files = ", ".join(self.edited.changed())
         how = "sudo -n install to a temp file and sudo -n mv" if self.sudo else "a temp file and an atomic rename"
         with Vertical(classes="dialog", id="write-dialog"):
-            yield Label(f"Write {self.unit} on {self.host} and restart it?", classes="dialog-title")
+            yield Label(f"Write {self.unit} on {self.host} and restart it?", classes="dialog-title", markup=False)
             with VerticalScroll(id="write-diff"):
                 yield Static(diff_text(self.loaded, self.edited))
             verdict = verdict_text(self.findings)
