@@ -53,7 +53,9 @@ async def period_entries(
     entries of the unit's last `invocations` invocations: pages are read backwards by cursor
     until an entry of an earlier invocation shows, and everything after that entry is kept."""
     if since is not None:
-        entries = await journal.query(host, journal.journal_argv(unit, f"--since={since}"), timeout=120)
+        entries: list[JournalEntry] = await journal.query(
+            host, journal.journal_argv(unit, f"--since={since}"), timeout=120
+        )
         cut = len(entries) > max_entries
         return (entries[-max_entries:] if cut else entries), cut
     entries = await journal.tail(host, unit, FIRST_PAGE)

@@ -144,6 +144,7 @@ class JournalFeed:
         on_state: Callable[[str, str | None], None] | None = None,
         on_subscriber_failed: Callable[[str], None] | None = None,
         on_behind: Callable[[int], None] | None = None,
+        on_skipped: journal.OnSkipped | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.host_of, self.unit, self.backlog = host, unit, backlog
@@ -155,6 +156,7 @@ class JournalFeed:
         self._on_subscriber_failed = on_subscriber_failed
         self._subscribers: list[Subscriber] = []
         self._on_behind = on_behind
+        self._on_skipped = on_skipped
         self._clock = clock
         self.lag = Lag()
         self.behind = 0
@@ -207,7 +209,9 @@ class JournalFeed:
         """Follow until cancelled, resuming after the last cursor delivered after any failure."""
         assert self.host_of is not None, "a recorded journal is not followed"
         if not self.others:
-            follower = journal.JournalFollower(self.host_of(), self.unit, backlog=self.backlog, on_state=self._state)
+            follower = journal.JournalFollower(
+                self.host_of(), self.unit, backlog=self.backlog, on_state=self._state, on_skipped=self._on_skipped
+            )
             await supervise(lambda: follower.run(self.deliver), lambda detail: self._state("reconnecting", detail))
             return
         start = MergedStart(1 + len(self.others), self.deliver)
@@ -221,7 +225,9 @@ class JournalFeed:
         def state(now: str, detail: str | None) -> None:
             self._state(now, detail if node == 0 or detail is None else f"n{node}: {detail}")
 
-        follower = journal.JournalFollower(host_of(), unit, backlog=self.backlog, on_state=state)
+        follower = journal.JournalFollower(
+            host_of(), unit, backlog=self.backlog, on_state=state, on_skipped=self._on_skipped
+        )
         deliver = functools.partial(start.batch, node)
         await supervise(lambda: follower.run(deliver), lambda detail: state("reconnecting", detail))
 

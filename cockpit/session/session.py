@@ -78,6 +78,7 @@ EARLY_STATUS_S = 1.0
 NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll before asking itself
 METRICS_S = 5.0  # how often /metrics is read where the server has it
 GPU_POLL_S = 5.0  # how often the host's GPU table is read (a process tree walk and two nvidia-smi)
+UNREAD_NOTICE_S = 60.0  # lines of a host's journalctl that were no entry: said at most this often
 SURVIVOR_CHECK_S = 1.5  # after a start ends: systemd's kill of the unit's cgroup is done by then
 GROUP_POLL_S = 1.0  # an opened deployment's nodes are read this often: a lost node is said within 5 s
 LOST_NODE_LINES = 2000  # of the lost node's journal, read for its traceback
@@ -193,6 +194,7 @@ class Session:
         self.invocations: set[str] = set()  # the unit's starts seen (journal, polls): whose left-overs
         self._running: str | None = None  # the invocation of the start that is up now
         self._losses = SuppressionScan(self.target.unit if self.target is not None else "")  # journald's reports
+        self._unread, self._unread_said = 0, -UNREAD_NOTICE_S  # journalctl's lines that were no entry
         self.health = HealthScan()  # each start's health signals in its journal and processes
         self.startups = StartupScan()  # each start's phases, rank by rank
         self._passive: asyncio.Task[Any] | None = None  # the poll of the server's own figures
@@ -232,10 +234,24 @@ class Session:
             on_state=lambda state, detail: self.listener.journal_state(state, detail),
             on_subscriber_failed=lambda detail: self.listener.failed("a journal subscriber", detail),
             on_behind=lambda lines: self.listener.journal_behind(lines),
+            on_skipped=self._skipped,
         )
         feed.subscribe(self._on_batch)
         feed.subscribe(lambda batch: self.listener.journal(batch))
         return feed
+
+    def _skipped(self, lines: int) -> None:
+        """Lines the host's journalctl printed that are no journal entry (a hostile host's, or
+        cut): passed over by the follower, and said here with their count, at most once every
+        UNREAD_NOTICE_S (a host printing them in a flood is said once, not per batch)."""
+        self._unread += lines
+        now = time.monotonic()
+        if now - self._unread_said < UNREAD_NOTICE_S:
+            return
+        said, self._unread, self._unread_said = self._unread, 0, now
+        unit = self.target.unit if self.target is not None else "the unit"
+        told = "1 line that is not a journal entry" if said == 1 else f"{said} lines that are not journal entries"
+        self.listener.notice(f"{unit}'s journal: skipped {told} the cockpit can read (cut, or nested too deep)")
 
     def _host_getter(self, name: str) -> Callable[[], Host]:
         return lambda: self.pool.get(name)

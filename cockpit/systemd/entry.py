@@ -138,13 +138,18 @@ def _careful(fields: dict[str, Any]) -> JournalEntry:
 
 def parse_entry(line: str | bytes) -> JournalEntry | None:
     """The entry of one `journalctl -o json` line; None for any line that is not a JSON
-    object with a MESSAGE (a cut line, plain text, other JSON)."""
+    object with a MESSAGE (a cut line, plain text, other JSON), and for one nested deeper than
+    the decoder recurses (a thousand levels: a host's journalctl never prints one, a hostile
+    host's can, and the RecursionError would end a whole batch)."""
     try:
         wire = _decode_wire(line)
     except msgspec.ValidationError:  # JSON, but not an object, or a field of another type (PIDs)
-        fields = _decode_any(line)
+        try:
+            fields = _decode_any(line)
+        except RecursionError:
+            return None
         return _careful(fields) if isinstance(fields, dict) and "MESSAGE" in fields else None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     message = wire.message
     if (
@@ -175,14 +180,24 @@ def parse_json_line(line: str | bytes) -> JournalEntry:
     return entry
 
 
-def parse_json_lines(lines: Iterable[str | bytes]) -> list[JournalEntry]:
-    """Entries of the lines that are journal objects; blank and broken lines (a cut
-    connection) are skipped, not fatal.
+class Entries(list[JournalEntry]):
+    """The entries of a run of `journalctl -o json` lines, and how many of its lines held
+    something that was not one (`skipped`): a line cut by a dropped connection, or one nested
+    too deep to read. journalctl prints none of those itself, so the count says what the host
+    sent that was not shown."""
+
+    skipped: int = 0
+
+
+def parse_json_lines(lines: Iterable[str | bytes]) -> Entries:
+    """Entries of the lines that are journal objects; blank lines are passed over, and broken
+    lines skipped and counted, never fatal.
 
     The cyclic garbage collector is paused meanwhile: a batch makes no cycles, and with a
     large window of entries alive its passes cost more than the parsing."""
-    out: list[JournalEntry] = []
+    out = Entries()
     append, parse = out.append, parse_entry
+    skipped = 0
     if len(_strings) >= _MEMO_LIMIT:  # checked per batch, not per entry
         _strings.clear()
     collecting = gc.isenabled()
@@ -192,7 +207,10 @@ def parse_json_lines(lines: Iterable[str | bytes]) -> list[JournalEntry]:
             entry = parse(line)
             if entry is not None:
                 append(entry)
+            elif line.strip():
+                skipped += 1
     finally:
         if collecting:
             gc.enable()
+    out.skipped = skipped
     return out

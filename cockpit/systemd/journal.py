@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
-from cockpit.systemd.entry import JournalEntry, parse_json_lines
+from cockpit.systemd.entry import Entries, JournalEntry, parse_json_lines
 
 OUTPUT_FIELDS = (
     "MESSAGE,_PID,PRIORITY,_SYSTEMD_INVOCATION_ID,INVOCATION_ID,_SYSTEMD_UNIT,UNIT,SYSLOG_IDENTIFIER,"
@@ -47,7 +47,7 @@ def journal_argv(unit: str, *extra: str) -> list[str]:
     return ["sh", "-c", BUFFERED, "sh", *journalctl_argv(unit, *extra)]
 
 
-async def query(host: Host, argv: list[str], timeout: float = 60) -> list[JournalEntry]:
+async def query(host: Host, argv: list[str], timeout: float = 60) -> Entries:
     """The entries a finished `journalctl` run printed."""
     result = await host.run(argv, timeout=timeout)
     if result.returncode != 0 and not result.stdout:
@@ -55,7 +55,7 @@ async def query(host: Host, argv: list[str], timeout: float = 60) -> list[Journa
     return parse_json_lines(result.stdout.splitlines())
 
 
-async def tail(host: Host, unit: str, n: int) -> list[JournalEntry]:
+async def tail(host: Host, unit: str, n: int) -> Entries:
     """The last `n` entries of the unit, oldest first."""
     return await query(host, journal_argv(unit, "-n", str(n)))
 
@@ -95,6 +95,7 @@ async def matching(host: Host, unit: str, pattern: str, n: int, timeout: float) 
 
 OnBatch = Callable[[list[JournalEntry]], "Awaitable[None] | None"]
 OnState = Callable[[str, "str | None"], None]
+OnSkipped = Callable[[int], None]
 
 
 class JournalFollower:
@@ -108,13 +109,17 @@ class JournalFollower:
         backlog: int = 1000,
         after_cursor: str | None = None,
         on_state: OnState | None = None,
+        on_skipped: OnSkipped | None = None,
         max_batch: int = 20_000,
     ) -> None:
+        """`on_skipped(n)`: n more lines the host's journalctl printed were not journal entries
+        (cockpit.systemd.entry.Entries); they are passed over, never a reason to reconnect."""
         self.host = host
         self.unit = unit
         self.backlog = backlog
         self.cursor = after_cursor
         self.on_state = on_state
+        self.on_skipped = on_skipped
         self.max_batch = max_batch
         self.delivered = 0
 
@@ -122,7 +127,9 @@ class JournalFollower:
         if self.on_state:
             self.on_state(state, detail)
 
-    async def _deliver(self, on_batch: OnBatch, entries: list[JournalEntry]) -> None:
+    async def _deliver(self, on_batch: OnBatch, entries: list[JournalEntry], skipped: int) -> None:
+        if skipped and self.on_skipped:
+            self.on_skipped(skipped)
         if not entries:
             return
         self.cursor = entries[-1].cursor or self.cursor
@@ -143,7 +150,8 @@ class JournalFollower:
             delivered = self.delivered
             try:
                 if self.cursor is None and self.backlog:
-                    await self._deliver(on_batch, await tail(self.host, self.unit, self.backlog))
+                    backlog = await tail(self.host, self.unit, self.backlog)
+                    await self._deliver(on_batch, backlog, backlog.skipped)
                 # `--cursor`, not `--after-cursor`: when the cursor's entry is gone (the host
                 # rebooted with a volatile journal) journalctl seeks to the nearest entry, and
                 # `--after-cursor` would skip that one, which was never delivered.
@@ -192,9 +200,9 @@ class JournalFollower:
                     entries = parse_json_lines(batch)
                     if skip is not None and entries:
                         if entries[0].cursor == skip:
-                            entries = entries[1:]
+                            del entries[0]
                         skip = None
-                    await self._deliver(on_batch, entries)
+                    await self._deliver(on_batch, entries, entries.skipped)
                     if done.is_set() and not pending:
                         break
             finally:

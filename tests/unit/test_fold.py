@@ -754,6 +754,34 @@ def test_parse_json_lines_skips_broken_lines_and_shares_repeated_strings() -> No
         }
     )
     entries = parse_json_lines([line, b"", b'{"MESSAGE": "cut', line, b"[]"])
-    assert len(entries) == 2
+    assert len(entries) == 2 and entries.skipped == 2  # the cut line and the array; a blank one is no line
     assert entries[0] == JournalEntry("m", "c", 9, 4100, 4, "inv", UNIT, "python", False)
     assert entries[0].unit is entries[1].unit and entries[0].invocation_id is entries[1].invocation_id
+
+
+DEEP = 100_000  # a host's journalctl can print anything; a real one prints no nesting at all
+
+
+def test_a_line_nested_too_deep_to_decode_is_skipped_and_counted() -> None:
+    """msgspec raises RecursionError past about a thousand levels, in a field the cockpit reads
+    (MESSAGE) or one it skips: the follower dropped the whole batch and read it again for ever."""
+    good = b'{"MESSAGE":"kept","PRIORITY":"6","_PID":"7"}'
+    in_message = b'{"MESSAGE":' + b"[" * DEEP + b"]" * DEEP + b"}"
+    in_other = b'{"MESSAGE":"x","PRIORITY":"6","OTHER":' + b'{"a":' * DEEP + b"1" + b"}" * DEEP + b"}"
+    entries = parse_json_lines([good, in_message, good, in_other, good])
+    assert [e.message for e in entries] == ["kept"] * 3 and entries.skipped == 2
+
+
+def test_cli_folds_the_lines_after_a_line_nested_too_deep(tmp_path: Path, capsysbinary) -> None:
+    """`cockpit fold` printed a RecursionError traceback there and lost every line after it; now
+    the line is a plain line, as every line that is no journal entry is."""
+    deep = b'{"MESSAGE":' + b"[" * 1000 + b"]" * 1000 + b"}"
+    lines = logged("[2026-05-25 19:34:29 TP3]", raised(resolve, Cfg()))
+    rows = [msgspec.json.encode({"MESSAGE": text, "_PID": "77", "PRIORITY": "6"}) for text in lines]
+    export = tmp_path / "journal.json"
+    export.write_bytes(b"\n".join([rows[0], deep, *rows[1:]]) + b"\n")
+    code, out, err = run_cli(capsysbinary, str(export), "--json")
+    records = [msgspec.json.decode(line) for line in out.splitlines()]
+    assert (code, err) == (0, b"")
+    assert [r["kind"] for r in records] == ["traceback", "line"]  # the traceback takes its lines around it
+    assert records[0]["lines"] == lines and records[1]["text"] == deep.decode()

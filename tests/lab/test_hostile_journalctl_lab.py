@@ -1,0 +1,87 @@
+"""A journalctl that prints a line nested 100,000 deep: a real one prints every field as a string,
+so only the host's own tools can (here a journalctl earlier on the PATH), and the follower must
+pass over it, count it, and go on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from cockpit.config import Config
+from cockpit.session import JournalBatch, Session
+from cockpit.targets import Target
+from tests.conftest import LabHandle, until
+from tests.listeners import Notices
+
+HOSTILE_JOURNALCTL = "/usr/local/bin/journalctl"  # before /usr/bin on root's PATH over ssh
+# After each entry that says "poison", a line nested 100,000 deep; every other line as it came.
+JOURNALCTL_SCRIPT = """#!/usr/bin/python3
+import subprocess, sys
+
+deep = b'{"MESSAGE":' + b"[" * 100_000 + b"]" * 100_000 + b"}\\n"
+real = subprocess.Popen(["/usr/bin/journalctl", *sys.argv[1:]], stdout=subprocess.PIPE)
+for line in real.stdout:
+    sys.stdout.buffer.write(line)
+    if b"poison" in line:
+        sys.stdout.buffer.write(deep)
+    sys.stdout.buffer.flush()
+"""
+POISONED = "sglang-poisoned.service"
+POISONED_UNIT = (
+    "[Unit]\nDescription=cockpit test: a line its host's journalctl follows with one nested too deep\n"
+    "[Service]\nExecStart=/usr/bin/python3 -u -c \"import time\\nfor word in ('before', 'poison', "
+    "'after 1', 'after 2'):\\n    print(word, flush=True)\\n    time.sleep(0.3)\\ntime.sleep(3600)\"\n"
+)
+
+
+@pytest.fixture
+def hostile_journalctl(lab: LabHandle) -> Iterator[str]:
+    lab.ssh("tee", f"/etc/systemd/system/{POISONED}", input=POISONED_UNIT)
+    lab.ssh("systemctl", "daemon-reload")
+    lab.ssh("tee", HOSTILE_JOURNALCTL, input=JOURNALCTL_SCRIPT)
+    lab.ssh("chmod", "755", HOSTILE_JOURNALCTL)
+    try:
+        yield POISONED
+    finally:
+        lab.ssh("rm", "-f", HOSTILE_JOURNALCTL, check=False)
+        lab.ssh("systemctl", "stop", POISONED, check=False)
+        lab.ssh("rm", "-f", f"/etc/systemd/system/{POISONED}", check=False)
+        lab.ssh("systemctl", "daemon-reload", check=False)
+
+
+class Heard(Notices):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+        self.states: list[str] = []
+
+    def journal(self, batch: JournalBatch) -> None:
+        self.messages += [e.message for e in batch.entries]
+
+    def journal_state(self, state: str, detail: str | None) -> None:
+        self.states.append(state)
+
+
+async def test_a_line_nested_too_deep_is_skipped_with_a_count_and_the_follow_goes_on(
+    lab: LabHandle, hostile_journalctl: str
+) -> None:
+    """The RecursionError of parsing that line dropped its batch, and the follower resumed at the
+    same cursor, met the same line, and never delivered another entry."""
+    heard = Heard()
+    session = Session(Config(), Target(lab.name, hostile_journalctl))
+    session.listener = heard
+    session.start()
+    try:
+        await until(lambda: session.journal.state == "following", 30, heard.states)
+        lab.ssh("systemctl", "start", hostile_journalctl)
+        await until(lambda: "after 2" in heard.messages, 30, (heard.messages, heard.states))
+        assert heard.messages[-4:] == ["before", "poison", "after 1", "after 2"]
+        assert "reconnecting" not in heard.states
+        skipped = [s for s in heard.said if "journal: skipped" in s]
+        assert skipped == [
+            f"{hostile_journalctl}'s journal: skipped 1 line that is not a journal entry the cockpit can read "
+            "(cut, or nested too deep)"
+        ]
+    finally:
+        await session.close()
