@@ -34,8 +34,9 @@ def _escape(match: re.Match[str]) -> str:
 def printable(text: str, *, lines: bool = False) -> str:
     """`text` with every control and reordering character shown by its escape; with `lines`,
     newlines are kept as line breaks."""
-    pattern = _IN_LINES if lines else _IN_LINE
-    return pattern.sub(_escape, text) if pattern.search(text) else text
+    if text.isprintable():  # C-fast, and False for every character escaped here (and a few more)
+        return text
+    return (_IN_LINES if lines else _IN_LINE).sub(_escape, text)
 
 
 def json_printable(encoded: str) -> str:
