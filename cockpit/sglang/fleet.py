@@ -47,9 +47,17 @@ BUSY_MIB = 1024  # a GPU with more memory taken than this is in use
 PROBE_FAILED = {124: f"no answer within {HEALTH_TIMEOUT_S:g} s", 127: "not asked: the host has no bash"}
 
 # sh -c SCRIPT fleet MODE N UNIT... (UNIT ADDR PORT)...: MODE `all` lists and shows the units (the
-# N configured ones too, even where the pattern does not match them) and reads the GPU table;
-# `probes` only asks each (UNIT ADDR PORT)'s /health. A probe's line is one write (atomic on the
-# pipe), so the probes run at once and print as they end.
+# N configured ones too, even where the pattern does not match them), reads the GPU table, and
+# after the probes prints each unit's ExecStart; `probes` only asks each (UNIT ADDR PORT)'s
+# /health. A probe's line is one write (atomic on the pipe), so the probes run at once and print
+# as they end.
+#
+# A unit's text cannot forge another unit or key. systemctl prints ExecStart's argv as it is, a
+# newline included, and lists a Description's lines (a transient unit's may hold newlines) on
+# lines of their own, indented: so the units are the listing's unindented names made of unit name
+# characters only, `systemctl show` asks for no ExecStart, and each ExecStart is asked alone with
+# `--value` and framed by NUL bytes, which no value holds (systemd's strings are C strings),
+# after the last separator.
 SCRIPT = f"""
 set -f
 mode=$1; n=$2; shift 2
@@ -58,10 +66,11 @@ while [ "$n" -gt 0 ]; do wanted="$wanted $1"; shift; n=$((n - 1)); done
 if [ "$mode" = all ]; then
   units=$( {{ systemctl list-units --all --plain --no-legend --type=service 'sglang*'
     systemctl list-unit-files --no-legend --type=service 'sglang*'; }} 2>/dev/null |
-    awk '{{ for (i = 1; i <= NF; i++) if ($i ~ /\\.service$/ && $i !~ /@\\./) {{ print $i; break }} }}' | sort -u)
+    awk '/^[^ \\t]/ {{ for (i = 1; i <= NF; i++)
+      if ($i ~ /^[A-Za-z0-9:_.@\\\\-]+\\.service$/ && $i !~ /@\\./) {{ print $i; break }} }}' | sort -u)
   if [ -n "$units$wanted" ]; then
-    systemctl show --timestamp=unix -p {",".join(PROPERTIES)},ExecStart -- $units $wanted 2>/dev/null ||
-      systemctl show -p {",".join(PROPERTIES)},ExecStart -- $units $wanted
+    systemctl show --timestamp=unix -p {",".join(PROPERTIES)} -- $units $wanted 2>/dev/null ||
+      systemctl show -p {",".join(PROPERTIES)} -- $units $wanted
   fi
   echo {SEP}
   nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits 2>/dev/null
@@ -74,6 +83,14 @@ probe() {{
 }}
 while [ $# -ge 3 ]; do probe "$1" "$2" "$3" & shift 3; done
 wait
+if [ "$mode" = all ]; then
+  echo {SEP}
+  for unit in $units $wanted; do
+    printf '%s\\0' "$unit"
+    systemctl show --value -p ExecStart -- "$unit" 2>/dev/null
+    printf '\\0'
+  done
+fi
 """
 
 
@@ -152,14 +169,20 @@ def exec_flags(exec_start: str) -> dict[str, str | None]:
     return flags
 
 
-def _exec_starts(text: str) -> dict[str, str]:
-    """Each block's Id and ExecStart (parse_show keeps the status and drops the command)."""
-    found = {}
-    for block in text.strip("\n").split("\n\n"):
-        props = dict(line.partition("=")[::2] for line in block.split("\n") if "=" in line)
-        if props.get("Id"):
-            found[props["Id"]] = props.get("ExecStart", "")
-    return found
+def sections(text: str, count: int) -> list[str]:
+    """The script's output cut at its first `count` lines that are SEP, `count + 1` parts: no
+    status, GPU or probe line can be one, and what the last part holds is never cut."""
+    lines = text.split("\n")
+    cuts = [i for i, line in enumerate(lines) if line == SEP][:count]
+    bounds = [-1, *cuts, *[len(lines)] * (count + 1 - len(cuts))]
+    return ["\n".join(lines[a + 1 : b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def exec_starts(text: str) -> dict[str, str]:
+    """Each unit's ExecStart from `NAME\\0VALUE\\0` records (SCRIPT's last part): a value may hold
+    newlines, never a NUL."""
+    fields = text.split("\0")
+    return {name: value.rstrip("\n") for name, value in zip(fields[0::2], fields[1::2], strict=False)}
 
 
 def parse_probes(text: str, asked: dict[str, tuple[str, int]]) -> dict[str, Probe]:
@@ -208,10 +231,9 @@ class FleetReader:
         try:
             host = self.host_of(name)
             known = self._serving.get(name, {})
-            shown, _, rest = (await self._ask(host, "all", wanted, known)).partition(SEP + "\n")
-            gpus, _, answers = rest.partition(SEP + "\n")
+            shown, gpus, answers, execs = sections(await self._ask(host, "all", wanted, known), 3)
             statuses = {s.unit: s for s in parse_show(shown, name) if s.unit}
-            commands = _exec_starts(shown)
+            commands = exec_starts(execs)
             flags = {u: exec_flags(commands.get(u, "")) for u in statuses}
             serving = {
                 u: serving_address(flags[u].items())
@@ -221,7 +243,7 @@ class FleetReader:
             probes = parse_probes(answers, {u: a for u, a in known.items() if serving.get(u) == a})
             new = {u: a for u, a in serving.items() if u not in probes}
             if new:  # first seen serving, or at a new address: asked now rather than a round late
-                probes.update(parse_probes((await self._ask(host, "probes", (), new)).partition(SEP + "\n")[2], new))
+                probes.update(parse_probes(sections(await self._ask(host, "probes", (), new), 1)[1], new))
             self._serving[name] = serving
             units = await asyncio.gather(*(self._unit(host, s, flags[u], probes.get(u)) for u, s in statuses.items()))
         except (CockpitError, OSError, ValueError, IndexError) as e:

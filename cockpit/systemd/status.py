@@ -252,10 +252,26 @@ async def with_file_check(host: Host, status: UnitStatus) -> UnitStatus:
     return status
 
 
+_SERVICE_NAME = re.compile(r"[A-Za-z0-9:_.@\\-]+\.service")
+
+
+def listed_units(text: str) -> set[str]:
+    """The service names of a `systemctl list-units` or `list-unit-files` listing: the first
+    word made of unit name characters on each line that starts unindented. systemctl puts each
+    further line of a Description (a transient unit's may hold newlines) on an indented line of
+    its own, so no Description can list a unit; lines end at "\\n" only (docs/facts.md)."""
+    names = set()
+    for line in text.split("\n"):
+        if line[:1] in ("", " ", "\t"):
+            continue
+        name = next((word for word in line.split() if _SERVICE_NAME.fullmatch(word)), None)
+        if name is not None and "@." not in name:
+            names.add(name)
+    return names
+
+
 async def list_units(host: Host, pattern: str = "sglang*") -> list[str]:
     """Units matching `pattern`, loaded or only installed (for the host/unit picker)."""
     result = await host.query(["systemctl", "list-units", "--all", "--plain", "--no-legend", "--type=service", pattern])
-    names = {line.split()[0] for line in result.text.splitlines() if line.strip()}
     files = await host.query(["systemctl", "list-unit-files", "--no-legend", "--type=service", pattern])
-    names |= {line.split()[0] for line in files.text.splitlines() if line.strip() and "@." not in line.split()[0]}
-    return sorted(n.lstrip("●* ") for n in names if n.endswith(".service"))
+    return sorted(listed_units(result.text) | listed_units(files.text))

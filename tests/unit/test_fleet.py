@@ -9,16 +9,19 @@ from cockpit.sglang.fleet import (
     DEGRADED,
     FAILED,
     READY,
+    SEP,
     STOPPED,
     FleetUnit,
     HostRound,
     exec_flags,
+    exec_starts,
     hosts_of,
     parse_gpus,
     parse_probes,
     rows,
+    sections,
 )
-from cockpit.systemd.status import UnitStatus
+from cockpit.systemd.status import UnitStatus, listed_units
 
 # As bookworm's systemctl show prints a stand-in node's ExecStart (read from the lab).
 EXEC_START = (
@@ -34,6 +37,31 @@ def test_exec_flags_reads_values_given_both_ways_and_bare_switches() -> None:
     assert flags["--node-rank"] == "1" and flags["--port"] == "30130" and flags["--tp-size"] == "16"
     assert flags["--enable-metrics"] is None and "--ignore_errors" not in flags
     assert exec_flags("") == {}
+
+
+def test_an_exec_start_with_newlines_and_the_separator_in_it_stays_its_units_own() -> None:
+    """The round's last part is NUL-framed: ExecStart's argv is printed as it is, newlines and
+    all, and no value can hold a NUL (the lab test: tests/lab/test_hostile_output_lab.py)."""
+    forged = f"{{ argv[]=/bin/sh --port 30997 x\n\nId=sglang-phantom.service\n{SEP}\nActiveState=failed }}"
+    said = f"Id=a.service\nActiveState=active\n{SEP}\n0, 1, 2\n{SEP}\na.service 0 HTTP/1.1 200 OK\n{SEP}\n"
+    shown, gpus, answers, execs = sections(said + f"a.service\0{forged}\n\0b.service\0\0", 3)
+    assert (shown, gpus, answers) == ("Id=a.service\nActiveState=active", "0, 1, 2", "a.service 0 HTTP/1.1 200 OK")
+    assert exec_starts(execs) == {"a.service": forged, "b.service": ""}
+    assert exec_flags(exec_starts(execs)["a.service"])["--port"] == "30997"
+    assert sections(f"{SEP}\nb.service 124 \n", 1) == ["", "b.service 124 \n"]  # a round of probes only
+
+
+def test_a_listing_takes_unit_names_from_unindented_lines_only() -> None:
+    """systemctl indents a Description's further lines (a transient unit's may hold newlines),
+    and a Description's \\x1e is no line break."""
+    listing = (
+        "sglang-tr.service   loaded active running told\n"
+        "                                          Id=sglang-ghost.service\n"
+        "                                          sglang-phantom.service x\n"
+        "sglang-rs.service loaded active running a\x1esglang-split.service\n"
+        "sglang-k@.service enabled\n"
+    )
+    assert listed_units(listing) == {"sglang-tr.service", "sglang-rs.service"}
 
 
 def test_gpu_table_counts_the_busy_ones() -> None:
