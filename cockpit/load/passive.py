@@ -237,7 +237,7 @@ class ServerInfoPoller(Poller):
             raise HostError(f"{self.path} on {self.host.name} answered HTTP {status}")
         try:
             info = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than the decoder recurses: no JSON it reads
             raise HostError(f"{self.path} on {self.host.name} did not answer with JSON") from None
         return point_from_server_info(info, time.time()) if isinstance(info, dict) else None
 

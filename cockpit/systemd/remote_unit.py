@@ -64,7 +64,7 @@ async def service_python(host: Host, python: str, unit: Unit | None = None) -> S
     if result.ok:
         try:
             purelib, dirs = json.loads(result.text.strip().splitlines()[-1])
-        except (ValueError, IndexError, TypeError):
+        except (ValueError, IndexError, TypeError, RecursionError):  # the host's Python prints what it likes
             purelib, dirs = None, []
     workdir = unit.working_directory() if unit is not None else None
     found = [*dirs, *([workdir] if workdir else [])]

@@ -11,6 +11,7 @@ from cockpit.load.passive import MetricsPoller, ThroughputPoint, ThroughputSerie
 from cockpit.remote.local import LocalHost
 from cockpit.sglang.metrics import reading, samples
 from tests.conftest import FIXTURES, until
+from tests.http_answers import answering
 
 DATA = Path(__file__).parents[1] / "data"
 NAMES = {
@@ -78,29 +79,19 @@ async def test_a_sample_that_is_no_finite_number_is_skipped_and_the_poll_goes_on
     """A server (or whatever answers on its port) that says NaN or 1e400 (float() reads it as
     infinity) had its first reading end the session's metrics poll: a count cannot be rounded."""
     answers = [
-        'sglang:num_running_reqs{tp_rank="0"} NaN\nsglang:gen_throughput{tp_rank="0"} 12.5\n'
-        'sglang:num_queue_reqs{tp_rank="0"} 1e400\nsglang:token_usage{tp_rank="0"} -Inf\n',
-        'sglang:num_running_reqs{tp_rank="0"} 2\nsglang:gen_throughput{tp_rank="0"} 40.5\n',
+        b'sglang:num_running_reqs{tp_rank="0"} NaN\nsglang:gen_throughput{tp_rank="0"} 12.5\n'
+        b'sglang:num_queue_reqs{tp_rank="0"} 1e400\nsglang:token_usage{tp_rank="0"} -Inf\n',
+        b'sglang:num_running_reqs{tp_rank="0"} 2\nsglang:gen_throughput{tp_rank="0"} 40.5\n',
     ]
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        body = answers.pop(0).encode() if answers else b""
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
     points: list[ThroughputPoint] = []
-    errors: list[str] = []
-    poll = asyncio.create_task(MetricsPoller(LocalHost(), port, interval_s=0.01).run(points.append, errors.append))
-    try:
-        await until(lambda: len(points) >= 2 or poll.done(), 10)
-        assert not poll.done(), poll.exception()
-    finally:
-        poll.cancel()
-        server.close()
+    async with answering(answers) as port:
+        poller = MetricsPoller(LocalHost(), port, interval_s=0.01)
+        poll = asyncio.create_task(poller.run(points.append, lambda sentence: None))
+        try:
+            await until(lambda: len(points) >= 2 or poll.done(), 10)
+            assert not poll.done(), poll.exception()
+        finally:
+            poll.cancel()
     first, second = points[:2]
     assert (first.running_req, first.gen_throughput, first.queued, first.token_usage) == (None, 12.5, None, None)
     assert (second.running_req, second.gen_throughput) == (2, 40.5)

@@ -14,7 +14,8 @@ from cockpit.load.passive import ServerInfoPoller, ThroughputPoint, ThroughputSe
 from cockpit.load.runner import LoadConfig, Runner
 from cockpit.remote.local import LocalHost
 from cockpit.systemd.entry import JournalEntry
-from tests.conftest import FIXTURES, free_port
+from tests.conftest import FIXTURES, free_port, until
+from tests.http_answers import answering
 
 DECODE = (
     "[2026-11-30 06:23:49{rank}] Decode batch, #running-req: {running}, #token: 900, token usage: 0.01, "
@@ -232,3 +233,19 @@ async def test_an_older_server_is_asked_at_get_server_info() -> None:
         server.close()
         await server.wait_closed()
     assert asked == ["/server_info", "/get_server_info", "/get_server_info"]
+
+
+async def test_a_server_info_nested_too_deep_is_no_json_and_the_poll_goes_on() -> None:
+    """json.loads raises RecursionError past about a thousand levels: the poll of a server that
+    answered so ended for the session."""
+    errors: list[str] = []
+    async with answering([b"[" * 100_000 + b"]" * 100_000]) as port:
+        poll = asyncio.create_task(
+            ServerInfoPoller(LocalHost("gpu-3"), port, interval_s=0.01).run(lambda p: None, errors.append)
+        )
+        try:
+            await until(lambda: errors or poll.done(), 10)
+            assert not poll.done(), poll.exception()
+        finally:
+            poll.cancel()
+    assert errors[0] == "/server_info on gpu-3 did not answer with JSON"

@@ -260,6 +260,19 @@ def test_the_python_roots_hold_their_own_files_only() -> None:
     assert not PACKAGE_DIRS.holds("/root/site-packages")  # a file named like the directory
 
 
+async def test_a_service_python_that_prints_json_nested_too_deep_gives_no_roots(tmp_path: Path) -> None:
+    """The service's own interpreter says where it imports from; one that printed a list nested
+    100,000 deep raised RecursionError out of reading the unit's deployment."""
+    from cockpit.remote.local import LocalHost
+    from cockpit.systemd.remote_unit import service_python
+
+    python = tmp_path / "python3"
+    python.write_text("#!/bin/sh\nprintf '%0100000d' 0 | tr 0 '['\nprintf '%0100000d\\n' 0 | tr 0 ']'\n")
+    python.chmod(0o755)
+    found = await service_python(LocalHost(), str(python))
+    assert (found.purelib, found.roots) == (None, PACKAGE_DIRS)  # only site-packages, as with no answer
+
+
 def test_a_hostile_description_parses(tmp_path: Path) -> None:
     text = "Id=a.service\nDescription=bad \x1e\x1b[2J\x00 text\nActiveState=active\nSubState=running\nMainPID=12\n"
     [status] = parse_show(text, "lab")
