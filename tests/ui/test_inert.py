@@ -43,7 +43,8 @@ def terminal_bytes(app: CockpitApp) -> str:
 
 def assert_inert(raw: str) -> None:
     found = NOT_TEXTUALS.search(raw)
-    assert found is None, f"a control sequence reached the terminal: {raw[max(0, found.start() - 40) : found.end() + 40]!r}"
+    near = raw[max(0, found.start() - 40) : found.end() + 40] if found else ""
+    assert found is None, f"a control sequence reached the terminal: {near!r}"
 
 
 def hostile_entries() -> list[JournalEntry]:

@@ -130,7 +130,7 @@ def test_prepend_puts_older_records_first_and_keeps_numbers_sorted() -> None:
 def test_display_text_shows_what_a_terminal_would() -> None:
     assert display_text("Loading  10%\rLoading  50%\rLoading 100%") == "Loading 100%"
     assert display_text("a\tb") == "a       b"
-    assert display_text("bell\x07") == "bell\ufffd"
+    assert display_text("bell\x07 \x1b]2;title\x07") == "bell\\x07 \\x1b]2;title\\x07"  # shown, never acted on
 
 
 def test_a_windows_lines_are_not_walked_by_the_cyclic_collector() -> None:
