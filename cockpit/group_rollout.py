@@ -119,7 +119,9 @@ async def restart_group(
     flags: tuple[dict, dict] = ({}, {}),
 ) -> Attempt:
     """Stop all, check all stopped, start node 0 then the others, watch to the group's ready;
-    `flags`: node 0's before and after, where an edit was written first."""
+    `flags`: node 0's before and after, where an edit was written first. A read-only node
+    refuses before any node is stopped (one stopped alone would leave the others waiting)."""
+    _refuse_read_only(nodes, "no node of the group was stopped or started")
     attempt = log.new(
         flags_before=flags[0],
         flags_after=flags[1],
@@ -129,7 +131,7 @@ async def restart_group(
     )
     started = time.monotonic()
     try:
-        await asyncio.gather(*(n.control.act("stop", n.target.unit) for n in nodes))
+        await stop_group(nodes)
         await _all_stopped(nodes)
         for n in nodes:
             await n.control.daemon_reload()
@@ -140,6 +142,17 @@ async def restart_group(
     attempt.seconds = round(time.monotonic() - started, 2)
     log.save(attempt)
     return attempt
+
+
+def _refuse_read_only(nodes: Sequence[GroupNode], what: str) -> None:
+    for n in nodes:
+        n.host.refuse_changes(what)
+
+
+async def stop_group(nodes: Sequence[GroupNode]) -> None:
+    """Every node stopped at once; a read-only node refuses before any node is stopped."""
+    _refuse_read_only(nodes, "no node of the group was stopped")
+    await asyncio.gather(*(n.control.act("stop", n.target.unit) for n in nodes))
 
 
 async def _all_stopped(nodes: Sequence[GroupNode]) -> None:

@@ -53,14 +53,13 @@ async def apply(
     catalog: Catalog | None,
     log: AttemptLog,
     note: str = "",
-    read_only: bool = False,
     timeout: float = 900.0,
     on_entries: Callable[[list[JournalEntry]], None] | None = None,
     feed: UnitFeed | None = None,
     address: tuple[str, int] | None = None,
 ) -> Attempt:
-    """Write `edited` over `loaded` (refused when the host's files changed meanwhile), restart,
-    watch, and record the attempt whatever happens."""
+    """Write `edited` over `loaded` (refused when the host's files changed meanwhile, or when the
+    host is read-only here), restart, watch, and record the attempt whatever happens."""
     changed = edited.changed()
     previous = {p: loaded.texts[p] for p in changed}
     attempt = log.new(
@@ -73,8 +72,6 @@ async def apply(
     )
     started = time.monotonic()
     try:
-        if read_only or cfg.read_only:
-            raise CockpitError(f"{cfg.name} is read-only here: nothing was written")
         attempt.backups = await write_files(host, cfg, target.unit, changed, previous)
         watch = await restart_and_watch(
             host,

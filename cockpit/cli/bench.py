@@ -98,23 +98,28 @@ def table(levels: list[LevelResult]) -> str:
 
 @contextlib.asynccontextmanager
 async def _endpoint(args: argparse.Namespace) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """The URL to load and what identifies the server, reached directly or through SSH."""
+    """The URL to load and what identifies the server, reached directly or through SSH (where a
+    read-only host refuses it)."""
+    read_only = getattr(args, "read_only", False)
     if args.url:
+        if read_only:
+            raise UsageError("--read-only refuses every load run: no load was sent")
         yield args.url.rstrip("/"), {}
         return
     if not args.unit and not args.deployment:
         raise UsageError("--unit is needed with --host")
     from cockpit.cli.target import session_of, targets_of
+    from cockpit.load.runner import forwarded
     from cockpit.sglang.deployment import read_deployment
 
     cfg, nodes = targets_of(args)
-    async with session_of(cfg, nodes[0][1]) as session:  # a launch over nodes serves from node 0 alone
+    async with session_of(cfg, nodes[0][1], read_only=read_only) as session:  # a launch over nodes: node 0 serves
         target = session.target
         assert target is not None
         # The unit must exist (a missing one is an error, never a run against whatever listens on the port).
         found = await read_deployment(session.host, target, catalogs=session.catalogs, python=False)
         addr, port = found.address
-        async with session.host.forward_port(addr, port) as local:
+        async with forwarded(session.host, addr, port) as local:
             parts = urlsplit(target.url)
             yield (
                 urlunsplit((parts.scheme, f"127.0.0.1:{local}", parts.path, "", "")).rstrip("/"),

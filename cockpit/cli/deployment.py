@@ -75,7 +75,7 @@ async def _run(args: argparse.Namespace) -> tuple[dict, bool]:
     from cockpit.systemd.group_write import write_group
 
     cfg = config_mod.load(getattr(args, "config", None))
-    async with session_of(cfg, None) as session:
+    async with session_of(cfg, None, read_only=getattr(args, "read_only", False)) as session:
         said: dict = {"deployment": args.name}
         if args.deployment_command == "set":
             writes = await _writes(args, session)

@@ -24,6 +24,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--deployment", metavar="NAME", help="a [deployments] entry: the stacks of every node's unit")
     p.add_argument("--all-threads", action="store_true", help="every thread of each process, not its main thread alone")
     p.add_argument("--json", action="store_true", help="every process, thread and frame as JSON")
+    p.add_argument(
+        "--root-ptrace",
+        action="store_true",
+        help="on a read-only host with sudo = true, let py-spy run there as root through sudo (it pauses each "
+        "process of the unit while it reads it)",
+    )
 
 
 async def _stacks(args: argparse.Namespace) -> int:
@@ -34,15 +40,19 @@ async def _stacks(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from cockpit.cli.target import session_of, targets_of
+    from cockpit.systemd.stacks import RootPtraceRefused
     from cockpit.traceback.stack_dump import headline, rank_of, thread_text
 
     cfg, nodes = targets_of(args)
 
     async def capture(target: Target) -> StackCapture:
-        async with session_of(cfg, target, read_only=True) as session:
-            return await session.stacks()
+        async with session_of(cfg, target, read_only=getattr(args, "read_only", False)) as session:
+            return await session.stacks(root_ptrace=args.root_ptrace)
 
-    captures = await asyncio.gather(*(capture(target) for _, target in nodes))
+    try:
+        captures = await asyncio.gather(*(capture(target) for _, target in nodes))
+    except RootPtraceRefused as e:
+        raise RootPtraceRefused(f"{e}; give --root-ptrace to run it anyway") from None
     if args.json:
         dumps = [
             {

@@ -4,14 +4,18 @@ Per concurrency level: a warm-up, then N requests created up front and run under
 semaphore of that size, each a random prompt of `input_len` words with `max_tokens`,
 `ignore_eos` and `stream_options.include_usage`. Timing is taken on each SSE chunk as it
 arrives; parsing is kept to what the metrics need so the client stays out of the way.
+
+A server on a host is reached through `forwarded`, which a read-only host refuses: a load run is
+a change to the host (its server's queue, its GPUs' work), and `--read-only` promises none.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -20,6 +24,7 @@ import msgspec
 import yarl
 
 from cockpit.load.results import LevelResult, RequestResult
+from cockpit.remote.base import Host
 
 _VOCAB = (
     "alpha",
@@ -85,6 +90,15 @@ class LoadConfig:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@contextlib.asynccontextmanager
+async def forwarded(host: Host, addr: str, port: int) -> AsyncIterator[int]:
+    """A local port reaching the server at addr:port as `host` sees it, for a load run; refused
+    before anything is opened when the host is read-only here."""
+    host.refuse_changes("no load was sent")
+    async with host.forward_port(addr, port) as local:
+        yield local
 
 
 def prompt(rng: random.Random, words: int) -> str:

@@ -22,6 +22,11 @@ class HostError(CockpitError):
     """A host could not be reached or refused us; the message names the host and the cause."""
 
 
+class ReadOnlyError(CockpitError):
+    """A change refused because the host is read-only here (`--read-only`, or `read_only = true`).
+    Not a HostError: nothing failed on the host, and no caller may take it for a host's answer."""
+
+
 class HostKeyUnknown(HostError):
     """The host's key is in no known_hosts file: the user may trust it after seeing it."""
 
@@ -117,6 +122,9 @@ class Host(abc.ABC):
     """One host. Implementations share one connection among all their users."""
 
     name: str
+    # Set by the pool that hands the host out (the session's --read-only, or the host's own
+    # read_only = true): the parts that change a host each ask it (`refuse_changes`) themselves.
+    read_only: bool = False
 
     @abc.abstractmethod
     async def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = 30.0) -> RunResult:
@@ -159,6 +167,12 @@ class Host(abc.ABC):
         self, method: str, host: str, port: int, path: str, *, body: bytes | None = None, timeout: float = 5.0
     ) -> tuple[int, bytes]:
         """An HTTP/1.1 request to host:port as the remote host sees it (its loopback included)."""
+
+    def refuse_changes(self, what: str) -> None:
+        """ReadOnlyError when the host is read-only here: called where a change is made (the write
+        contract, the unit control, the load runner, root's ptrace), never left to the caller."""
+        if self.read_only:
+            raise ReadOnlyError(f"{self.name} is read-only here: {what}")
 
     forwarded_by: str | None = None  # what carried the last forward_port, for the run's record
 

@@ -1,5 +1,8 @@
 """One Host object, hence one connection, per host name, shared by every pane and command.
 
+Each host handed out is read-only when the pool's owner says so (`--read-only`) or the host's
+config does (`read_only = true`): the host then refuses every change itself, whoever asks.
+
 `ssh_configs` gives the ssh_config files beyond the user's own (the session's names the running labs'),
 so this layer needs to know nothing of where they come from."""
 
@@ -22,8 +25,10 @@ class HostPool:
         trust_prompt: TrustPrompt | None = None,
         on_state: Callable[[str, str, str | None], None] | None = None,
         ssh_configs: SshConfigs = lambda: (),
+        read_only: bool = False,
     ) -> None:
         self.config = config
+        self.read_only = read_only
         self.ssh_configs = ssh_configs
         self.trust_prompt = trust_prompt
         self.on_state = on_state
@@ -48,6 +53,7 @@ class HostPool:
                 on_state=functools.partial(self.on_state, name) if self.on_state else None,
                 ssh_configs=self.ssh_configs,
             )
+        host.read_only = self.read_only or cfg.read_only
         self._hosts[name] = host
         return host
 

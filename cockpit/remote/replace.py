@@ -14,6 +14,7 @@ place, so on a full disk it left a unit cut at 4,096 bytes. Both paths therefore
 
 On any failure the target is untouched and the temp file removed; temp files that earlier
 failures left (a dropped connection mid-write) are removed at the next write of that file.
+A read-only host (`Host.read_only`) refuses before anything is sent.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ async def replace_file(
 ) -> None:
     """Replace `path` with `data` by the steps above. `expect`: the bytes the file must still
     hold (None: it must not exist); `before_rename` is a test's hook into the last window."""
+    host.refuse_changes(f"{path} was not written")
     await remove_stale_temps(host, path, sudo)
     tmp = temp_path(path)
     try:

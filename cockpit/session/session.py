@@ -183,7 +183,9 @@ class Session:
         self.backlog = backlog
         self.listener = Listener()
         configs = ssh_configs or (lambda: [str(p) for p in lab_ssh_configs()])  # the labs up at each connect
-        self.pool = HostPool(config, trust_prompt=trust_prompt, on_state=self._host_state, ssh_configs=configs)
+        self.pool = HostPool(
+            config, trust_prompt=trust_prompt, on_state=self._host_state, ssh_configs=configs, read_only=read_only
+        )
         self.sources = SourceCache()
         self.catalogs = CatalogCache()
         self.architectures = ArchitectureCache()  # each release's model classes, for the model checks
@@ -483,9 +485,6 @@ class Session:
         from cockpit.group_rollout import GroupNode
 
         assert self.group is not None
-        refused = [node for node, t in self.nodes if self.read_only or self.config.host(t.host).read_only]
-        if refused:
-            raise CockpitError(f"{', '.join(refused)} {'is' if len(refused) == 1 else 'are'} read-only here")
         return [GroupNode(node, t, self.pool.get(t.host), self.config.host(t.host)) for node, t in self.nodes]
 
     async def restart_group(self, note: str = "", flags: tuple[dict, dict] = ({}, {})) -> Attempt:
@@ -684,8 +683,10 @@ class Session:
         return self.deployment.address if self.deployment is not None else None
 
     def changes_refused(self) -> bool:
-        """Read-only: `--read-only`, or the host's `read_only = true`."""
-        return self.read_only or (self.target is not None and self.config.host(self.target.host).read_only)
+        """Read-only: `--read-only`, or the host's `read_only = true` (on a deployment, any node's:
+        a change to the group changes every node)."""
+        targets = [t for _, t in self.nodes] or ([self.target] if self.target is not None else [])
+        return self.read_only or any(self.config.host(t.host).read_only for t in targets)
 
     # -- what a front end does with the unit --------------------------------------------------
 
@@ -701,15 +702,13 @@ class Session:
         from cockpit.systemd.control import UnitControl
 
         if self.group is None:
-            control = UnitControl(self.host, self.host_config, read_only=self.read_only)
-            await control.act(action, self.target.unit)
+            await UnitControl(self.host, self.host_config).act(action, self.target.unit)
         elif action == "stop":
-            controls = [
-                (UnitControl(self.pool.get(t.host), self.config.host(t.host), read_only=self.read_only), t.unit)
-                for _, t in self.nodes
-            ]
+            from cockpit.group_rollout import stop_group
+
+            nodes = self._group_nodes()
             async with self._changing_group():
-                await asyncio.gather(*(control.act("stop", unit) for control, unit in controls))
+                await stop_group(nodes)
         else:
             await self.restart_group()
 
@@ -850,7 +849,6 @@ class Session:
             catalog=self.deployment.catalog if self.deployment else None,
             log=AttemptLog(target.host, target.unit),
             note=note,
-            read_only=self.read_only,
             feed=self if self.live else None,
             address=self.address,
         )
@@ -864,7 +862,7 @@ class Session:
         on_request: Callable[[int, RequestResult], None],
     ) -> tuple[list[LevelResult], Path]:
         """The target's load profile through a forward to the server; the record is saved."""
-        from cockpit.load.runner import LoadConfig, Runner, run_record, server_args  # aiohttp: only now
+        from cockpit.load.runner import LoadConfig, Runner, forwarded, run_record, server_args  # aiohttp: only now
         from cockpit.systemd.readiness import server_info
 
         target = self.target
@@ -884,7 +882,7 @@ class Session:
             levels.append(level)
             on_level(level)
 
-        async with host.forward_port(addr, port) as local:
+        async with forwarded(host, addr, port) as local:
             config = LoadConfig(
                 url=f"http://127.0.0.1:{local}",
                 concurrency=profile.concurrency,
@@ -949,16 +947,18 @@ class Session:
         """Another host through the same pool (a command about a host and no unit)."""
         return self.pool.get(name)
 
-    async def stacks(self) -> StackCapture:
+    async def stacks(self, root_ptrace: bool = False) -> StackCapture:
         """Every process of the unit's running start, where it is now (py-spy dump): kept for the
-        incident note. A CockpitError when the unit runs nothing, a HostError when py-spy cannot."""
+        incident note. A CockpitError when the unit runs nothing, a HostError when py-spy cannot,
+        RootPtraceRefused when it would run as root on a read-only host and `root_ptrace` (the
+        user's yes) was not given."""
         from cockpit.systemd import stacks
 
         assert self.target is not None
         status = self.status or await fetch(self.host, self.target.unit)
         if status.running_invocation is None or not status.control_group:
             raise CockpitError(f"{self.target.unit} is {status.active_state}: no process to dump")
-        found = await stacks.read(self.host, status.control_group, sudo=self.host_config.sudo)
+        found = await stacks.read(self.host, status.control_group, sudo=self.host_config.sudo, root_ptrace=root_ptrace)
         self.last_stacks = stacks.StackCapture(time.time(), found)
         return self.last_stacks
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
-from cockpit.remote.base import Host, RunResult
+from cockpit.remote.base import Host, ReadOnlyError, RunResult
 from cockpit.remote.sudo import explain_failure, privileged
 
 ACTIONS = ("start", "stop", "restart", "reset-failed")
@@ -18,17 +18,13 @@ class ControlError(CockpitError):
     pass
 
 
-class ReadOnlyError(CockpitError):
-    pass
-
-
 class UnitControl:
     """The changing systemctl verbs for one host; refuses everything on a read-only host."""
 
     def __init__(self, host: Host, config: HostConfig, read_only: bool = False) -> None:
         self.host = host
         self.config = config
-        self.read_only = read_only or config.read_only
+        self.read_only = read_only or config.read_only or host.read_only  # the pool's say, whoever made this
 
     async def _systemctl(self, *args: str, timeout: float = 120.0) -> RunResult:
         if self.read_only:

@@ -98,6 +98,7 @@ async def write_files(
     bytes once more right before its rename: an edit someone made on the host meanwhile is
     either refused or, if it landed in the last instant, at least in no way lost silently
     (systemd has no lock; the modal says this check is best-effort)."""
+    host.refuse_changes("nothing was written")
     on_disk: dict[str, bytes] = {}
     for path in new:
         try:

@@ -46,7 +46,10 @@ class GroupWriteFailed(CockpitError):
 
 async def write_group(writes: Sequence[NodeWrite]) -> dict[str, list[str]]:
     """Each node's changed files, node 0 first; returns each node's backups. When a node's write
-    fails, the nodes before it get their old texts back and GroupWriteFailed names the node."""
+    fails, the nodes before it get their old texts back and GroupWriteFailed names the node. A
+    read-only node refuses before any node is written."""
+    for w in writes:
+        w.host.refuse_changes("nothing was written on any node")
     done: list[NodeWrite] = []
     backups: dict[str, list[str]] = {}
     for w in writes:

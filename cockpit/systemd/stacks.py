@@ -5,6 +5,9 @@ it (SGLang's own py-spy dump at that moment fails where py-spy is missing, sglan
 while it hangs, one stack per rank says which collective each waits in. One round trip: the
 cgroup's members (cockpit.systemd.processes.MEMBERS), each one's title, then `py-spy dump
 --json` of each (with `sudo -n` on a host that manages units through sudo).
+
+Through sudo that is root's ptrace of every process of the unit (py-spy pauses each while it
+reads it), so on a read-only host it runs only when the user said yes to it (`root_ptrace`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from cockpit.remote.base import Host, HostError
+from cockpit.remote.base import Host, HostError, ReadOnlyError
 from cockpit.remote.sudo import privileged
 from cockpit.systemd.process_facts import NO_TOOL, PID_MARK, SEP
 from cockpit.systemd.processes import MEMBERS, unreadable
@@ -32,6 +35,10 @@ while read -r pid; do
 done < "$procs"
 """
 )
+
+
+class RootPtraceRefused(ReadOnlyError):
+    """py-spy would run as root on a read-only host: a question for the user, not a failure."""
 
 
 @dataclass(frozen=True)
@@ -98,8 +105,15 @@ def _thread(raw: dict) -> ThreadStack:
     return ThreadStack(str(raw.get("thread_name") or raw.get("thread_id")), bool(raw.get("active")), frames)
 
 
-async def read(host: Host, control_group: str, *, sudo: bool = False) -> list[ProcessStack]:
-    """Every member's stack; HostError with one sentence when py-spy is missing or cannot run."""
+async def read(host: Host, control_group: str, *, sudo: bool = False, root_ptrace: bool = False) -> list[ProcessStack]:
+    """Every member's stack; HostError with one sentence when py-spy is missing or cannot run,
+    RootPtraceRefused when it would run through sudo on a read-only host and `root_ptrace` was
+    not given."""
+    if sudo and host.read_only and not root_ptrace:
+        raise RootPtraceRefused(
+            f"{host.name} is read-only here, and py-spy would run there as root through sudo (a ptrace that "
+            "pauses each process of the unit while it reads it): nothing was run"
+        )
     spy_prefix = " ".join(privileged(sudo, []))
     result = await host.run(["sh", "-c", SCRIPT, "sh", control_group, "", spy_prefix], timeout=60)
     if result.returncode == NO_TOOL:

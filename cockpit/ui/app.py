@@ -715,13 +715,21 @@ class CockpitApp(App[None]):
     @work(exclusive=True, group="stacks", exit_on_error=False)
     async def action_stacks(self) -> None:
         """Where every process of the unit is (py-spy on the host), one folded row per rank; kept
-        by the session for the incident note."""
+        by the session for the incident note. As root on a read-only host only once asked."""
+        from cockpit.systemd.stacks import RootPtraceRefused
+
         target = self.target
         if target is None:
             return
         self.notify(f"dumping the stacks of {target.unit}'s processes (py-spy)…", timeout=3)
         try:
-            capture = await self.session.stacks()
+            try:
+                capture = await self.session.stacks()
+            except RootPtraceRefused as e:
+                asked = ConfirmModal(f"py-spy as root on {target.host}?", f"{e}.\n\nRun it anyway?", confirm="Run")
+                if not await self.push_screen_wait(asked):
+                    return
+                capture = await self.session.stacks(root_ptrace=True)
         except CockpitError as e:
             self.notify(f"stacks: {e}", severity="error", timeout=15)
             return
