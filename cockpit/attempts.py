@@ -49,8 +49,10 @@ class Attempt:
 
 
 class AttemptLog:
-    def __init__(self, host: str, unit: str, root: Path | None = None) -> None:
-        self.path = (root or state_dir("attempts")) / safe_name(host) / f"{safe_name(unit)}.jsonl"
+    def __init__(self, host: str, unit: str, root: Path | None = None, *, key: str | None = None) -> None:
+        """`key`: the file's name where `unit` alone does not say whose timeline it is (a
+        deployment's name, which two configs may give to launches on different hosts)."""
+        self.path = (root or state_dir("attempts")) / safe_name(host) / f"{safe_name(key or unit)}.jsonl"
         self.host = host
         self.unit = unit
 

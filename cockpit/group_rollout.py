@@ -15,6 +15,7 @@ what must agree between the nodes), then written to all or none (cockpit.systemd
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -104,9 +105,14 @@ def carried(loaded: Unit, edited: Unit) -> Callable[[Unit], Unit]:
     return edit
 
 
-def attempt_log(deployment: str) -> AttemptLog:
-    """The deployment's own timeline, beside its units' (`deployment:NAME` in place of a host)."""
-    return AttemptLog(f"deployment:{deployment}", deployment)
+def attempt_log(deployment: str, targets: Sequence[Target]) -> AttemptLog:
+    """The deployment's own timeline, beside its units' (`deployment:NAME` in place of a host),
+    keyed by its nodes (each one's host and unit): two users' `k26` on different hosts once
+    shared one file."""
+    nodes = "\n".join(f"{t.host}\t{t.unit}" for t in targets)
+    return AttemptLog(
+        f"deployment:{deployment}", deployment, key=f"{deployment}-{hashlib.sha256(nodes.encode()).hexdigest()[:16]}"
+    )
 
 
 async def restart_group(
@@ -156,15 +162,19 @@ async def stop_group(nodes: Sequence[GroupNode]) -> None:
 
 
 async def _all_stopped(nodes: Sequence[GroupNode]) -> None:
-    """Every node's cgroup empty: no process of the last start left to hold a GPU or a port."""
+    """Every node's cgroup empty: no process of the last start left to hold a GPU or a port. A
+    node whose cgroup cannot be read is not stopped: node 0 started beside it would be a launch
+    that waits on a peer still running the last one (an unreachable node once counted as stopped)."""
     deadline = time.monotonic() + STOPPED_WITHIN_S
     while True:
         left = []
         for n in nodes:
             try:
                 members = await processes.read(n.host, None, n.target.unit)
-            except HostError:
-                continue  # no cgroup: nothing left
+            except processes.NoCgroup:
+                continue  # nothing left
+            except HostError as e:
+                raise CockpitError(f"{n.node} could not be read after its stop, so no node was started: {e}") from None
             if members.titles:
                 left.append(f"{n.node}: PID {', '.join(map(str, sorted(members.titles)))}")
         if not left:

@@ -88,9 +88,9 @@ async def _run(args: argparse.Namespace) -> tuple[dict, bool]:
             said["written"] = True
             if not args.restart:
                 return said, True
-        attempt: Attempt = await restart_group(
-            _nodes(args, session), attempt_log(args.name), session.catalogs, timeout=args.timeout
-        )
+        nodes = _nodes(args, session)
+        log = attempt_log(args.name, [n.target for n in nodes])
+        attempt: Attempt = await restart_group(nodes, log, session.catalogs, timeout=args.timeout)
         said["attempt"] = attempt.to_json()
         return said, attempt.outcome == "ready"
 
@@ -102,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         said, ok = asyncio.run(_run(args))
-    except GroupWriteFailed as e:  # a node refused the write: the others were put back
-        print(f"cockpit: nothing changed: {e}", file=sys.stderr)
+    except GroupWriteFailed as e:  # a node refused the write: the nodes that held new text were put back
+        print(f"cockpit: {'nothing changed' if e.unchanged else 'not every node is as it was'}: {e}", file=sys.stderr)
         return 1
     except CockpitError as e:
         print(f"cockpit: {e}", file=sys.stderr)

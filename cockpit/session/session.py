@@ -495,7 +495,8 @@ class Session:
         nodes = self._group_nodes()
         assert self.group is not None
         async with self._changing_group():
-            return await restart_group(nodes, attempt_log(self.group), self.catalogs, note=note, flags=flags)
+            log = attempt_log(self.group, [t for _, t in self.nodes])
+            return await restart_group(nodes, log, self.catalogs, note=note, flags=flags)
 
     async def group_writes(self, loaded: Unit, edited: Unit) -> tuple[list[NodeWrite], list[Finding]]:
         """Node 0's edit carried to every node's unit as read now (each keeps its --node-rank),
@@ -819,7 +820,7 @@ class Session:
         if self.group is not None:
             from cockpit.group_rollout import attempt_log
 
-            return attempt_log(self.group).load()
+            return attempt_log(self.group, [t for _, t in self.nodes]).load()
         assert self.target is not None
         return AttemptLog(self.target.host, self.target.unit).load()
 

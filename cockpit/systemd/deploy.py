@@ -12,6 +12,7 @@ restart, and a watch until the ready line and a 200 from /health, or the crash.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import posixpath
 import secrets
 import time
@@ -23,7 +24,7 @@ from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.remote.replace import FileChanged, replace_file
-from cockpit.remote.sudo import explain_failure, privileged
+from cockpit.remote.sudo import privileged
 from cockpit.systemd import journal
 from cockpit.systemd.control import ControlError, UnitControl
 from cockpit.systemd.entry import JournalEntry
@@ -95,9 +96,10 @@ async def write_files(
     the text the edit started from; returns where the texts on disk were backed up.
 
     The backup is made from the bytes read at write time, and the file is compared with those
-    bytes once more right before its rename: an edit someone made on the host meanwhile is
-    either refused or, if it landed in the last instant, at least in no way lost silently
-    (systemd has no lock; the modal says this check is best-effort)."""
+    bytes once more right before its rename, under the file's lock: another cockpit's edit is
+    refused, and one made by hand in the last instant is at least in no way lost silently (the
+    modal says this check is best-effort). Once a file is renamed, nothing after it (pruning old
+    backups) can make its write a failed one."""
     host.refuse_changes("nothing was written")
     on_disk: dict[str, bytes] = {}
     for path in new:
@@ -116,7 +118,7 @@ async def write_files(
     for path, text in new.items():
         backup = backup_name(path, stamp)
         try:
-            await replace_file(host, backup, on_disk[path], sudo=cfg.sudo, expect=None)
+            await replace_file(host, backup, on_disk[path], sudo=cfg.sudo)  # a name no other write has
             await replace_file(
                 host, path, encode(text), sudo=cfg.sudo, expect=on_disk[path], before_rename=before_rename
             )
@@ -125,20 +127,24 @@ async def write_files(
         except HostError as e:
             raise ControlError(str(e)) from None
         backups.append(backup)
-        await _prune(host, cfg, path)
+        await _prune(host, cfg, path, backup)
     return backups
 
 
-async def _prune(host: Host, cfg: HostConfig, path: str) -> None:
-    """Keep the last BACKUPS_KEPT backups of `path`."""
+async def _prune(host: Host, cfg: HostConfig, path: str, keep: str) -> None:
+    """Keep the last BACKUPS_KEPT backups of `path`, `keep` (this write's) always among them, the
+    others newest first by the host's own mtimes: their names carry the clock of whichever jump
+    box wrote them, and one running ahead made the backup just written the first to go. Best
+    effort: the write is done, and the next one prunes again."""
     directory, name = posixpath.split(path)
-    listed = await host.run(["find", directory, "-maxdepth", "1", "-name", f"{name}{BACKUP_TAG}*"], timeout=30)
-    old = sorted(listed.text.split())[:-BACKUPS_KEPT]
-    if old:
-        argv = privileged(cfg.sudo, ["rm", "-f", "--", *old])
-        result = await host.run(argv, timeout=30)
-        if not result.ok:
-            raise ControlError(explain_failure(host.name, cfg.user, argv, result))
+    with contextlib.suppress(HostError, ValueError):
+        backups = ["-type", "f", "-name", f"{name}{BACKUP_TAG}*"]
+        listed = await host.run(["find", directory, "-maxdepth", "1", *backups, "-printf", "%T@ %p\\0"], timeout=30)
+        found = [record.split(" ", 1) for record in listed.text.split("\0") if " " in record]
+        others = sorted(((float(mtime), p) for mtime, p in found if p != keep), reverse=True)
+        old = [p for _, p in others[BACKUPS_KEPT - 1 :]]
+        if listed.ok and old:
+            await host.run(privileged(cfg.sudo, ["rm", "-f", "--", *old]), timeout=30)
 
 
 class UnitFeed(Protocol):

@@ -4,8 +4,10 @@ The nodes of one SGLang launch must run the same flags but `--node-rank`; a chan
 node 0 and refused on node 1 (a read-only unit directory, a full disk, an edit someone made
 there) would leave the next restart with two different launches. So the nodes are written in
 order, each by the single-unit write contract (cockpit.systemd.deploy: a backup, a temp file
-and an atomic rename), and when one node's write fails the nodes already written get their old
-text back, by the same contract, before anything restarts.
+and an atomic rename), and when one node's write fails every node that holds the new text gets
+its old text back, by the same contract, before anything restarts. Which nodes those are is read
+from the hosts, not inferred from which write raised: a node whose write failed after a rename
+(its unit renamed, a drop-in refused) holds new text too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from functools import cached_property
 from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
-from cockpit.remote.replace import FileChanged, replace_file
+from cockpit.remote.replace import FileChanged, current, replace_file
 from cockpit.systemd.deploy import write_files
 from cockpit.systemd.unit import Unit, encode
 
@@ -41,38 +43,46 @@ class NodeWrite:
 
 
 class GroupWriteFailed(CockpitError):
-    """A node's write failed: the nodes written before it were put back (or say why not)."""
+    """A node's write failed: every node that held the new text was put back (or it says why not)."""
+
+    def __init__(self, sentence: str, unchanged: bool) -> None:
+        super().__init__(sentence)
+        self.unchanged = unchanged  # every node's files as they were, as read from the hosts
 
 
 async def write_group(writes: Sequence[NodeWrite]) -> dict[str, list[str]]:
     """Each node's changed files, node 0 first; returns each node's backups. When a node's write
-    fails, the nodes before it get their old texts back and GroupWriteFailed names the node. A
-    read-only node refuses before any node is written."""
+    fails, every node tried so far is read and put back where it holds new text, and
+    GroupWriteFailed names the node. A read-only node refuses before any node is written."""
     for w in writes:
         w.host.refuse_changes("nothing was written on any node")
-    done: list[NodeWrite] = []
     backups: dict[str, list[str]] = {}
-    for w in writes:
+    for i, w in enumerate(writes):
         try:
             backups[w.node] = await write_files(w.host, w.cfg, w.edited.name, w.new, w.old)
         except CockpitError as e:
-            put_back = await _put_back(done)
-            raise GroupWriteFailed(f"{w.node}: {e}. {put_back}") from None
-        done.append(w)
+            said, unchanged = await _put_back(writes[: i + 1])
+            raise GroupWriteFailed(f"{w.node}: {e}. {said}", unchanged) from None
     return backups
 
 
-async def _put_back(done: Sequence[NodeWrite]) -> str:
-    """The old texts onto the nodes already written, each refused if someone changed it since."""
-    if not done:
-        return "Nothing was written on any node."
+async def _put_back(tried: Sequence[NodeWrite]) -> tuple[str, bool]:
+    """Each file of the nodes tried that holds its new text gets its old text back (refused if
+    someone changed it since); what was done, and whether every file is now as it was."""
     back, stuck = [], []
-    for w in reversed(done):
+    for w in reversed(tried):
+        wrote = False
         try:
             for path, text in w.old.items():
-                await replace_file(w.host, path, encode(text), sudo=w.cfg.sudo, expect=encode(w.new[path]))
-            back.append(w.node)
+                if await current(w.host, path) == encode(w.new[path]):
+                    wrote = True
+                    await replace_file(w.host, path, encode(text), sudo=w.cfg.sudo, expect=encode(w.new[path]))
         except (FileChanged, HostError) as e:
-            stuck.append(f"{w.node} keeps the new text ({e}; its backup holds the old one)")
+            stuck.append(f"{w.node} may keep new text ({e}; its backup holds the old one)")
+            continue
+        if wrote:
+            back.append(w.node)
+    if not back and not stuck:
+        return "Nothing was written on any node.", True
     said = f"Put back as they were: {', '.join(reversed(back))}." if back else ""
-    return " ".join(p for p in (said, *(s + "." for s in stuck)) if p)
+    return " ".join(p for p in (said, *(s + "." for s in stuck)) if p), not stuck

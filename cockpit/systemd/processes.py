@@ -35,6 +35,14 @@ while read -r pid; do files="$files /proc/$pid/cmdline"; done < "$procs"
 )
 
 
+NO_CGROUP = 3  # MEMBERS' exit status when the cgroup has no cgroup.procs: it holds no process
+
+
+class NoCgroup(HostError):
+    """The host answered that the cgroup is gone: the unit has no process. Unlike any other
+    HostError, which says only that the host could not be read."""
+
+
 @dataclass(frozen=True)
 class UnitProcesses:
     """The members of a unit's cgroup at one moment: PID -> title."""
@@ -66,11 +74,12 @@ def parse(text: str) -> UnitProcesses:
 
 async def read(host: Host, control_group: str | None, unit: str = "") -> UnitProcesses:
     """The members of `control_group`, or of `unit`'s cgroup as systemd names it on the host now
-    (asked beside `systemctl show`, not after it). HostError when the host cannot say (no such
-    cgroup: the unit has no processes)."""
+    (asked beside `systemctl show`, not after it). NoCgroup when the host says there is no such
+    cgroup (the unit has no processes); HostError when the host cannot say."""
     result = await host.run(["sh", "-c", SCRIPT, "sh", control_group or "", unit], timeout=10)
     if not result.ok:
-        raise unreadable(host, control_group or f"{unit}'s cgroup", result)
+        error = unreadable(host, control_group or f"{unit}'s cgroup", result)
+        raise NoCgroup(str(error)) if result.returncode == NO_CGROUP else error
     return parse(result.text)
 
 

@@ -130,7 +130,7 @@ async def test_the_group_restarts_as_one_attempt(lab: LabHandle, node1: LabHandl
         GroupNode(node, Target(host.name, unit), host, host.config)
         for node, host, unit in zip(("n0", "n1"), hosts, NODES, strict=True)
     ]
-    log = attempt_log("mn")
+    log = attempt_log("mn", [n.target for n in nodes])
     try:
         with two_nodes(lab, node1):
             lab.wait_for(lambda: "ready to roll" in journal(lab, NODES[0]), 60, "node 0's first start")

@@ -135,3 +135,23 @@ async def test_stop_goes_on_without_a_task_that_ignores_its_cancel_and_says_wher
     )
     release.set()
     await stuck
+
+
+def test_a_deployments_timeline_is_its_nodes_not_its_name() -> None:
+    """Two configs' `k26` on different hosts: each its own timeline (they once shared one file)."""
+    from cockpit.config import DeploymentConfig, UnitConfig
+    from cockpit.group_rollout import attempt_log
+
+    def k26(*hosts: str) -> Config:
+        units = {
+            f"k26-node{i}": UnitConfig(f"k26-node{i}", h, f"sglang-k26-node{i}.service") for i, h in enumerate(hosts)
+        }
+        return Config(units=units, deployments={"k26": DeploymentConfig("k26", tuple(units))})
+
+    mine, theirs = (
+        RecordedSession(k26("gpu-a", "gpu-b"), None, group="k26"),
+        RecordedSession(k26("gpu-c", "gpu-d"), None, group="k26"),
+    )
+    attempt_log("k26", [t for _, t in mine.nodes]).new(flags_before={}, flags_after={}, texts={}, previous_texts={})
+    assert [a.number for a in mine.attempts()] == [1]
+    assert theirs.attempts() == []

@@ -1,7 +1,8 @@
 """The write contract under attack: a full unit directory (as root over SFTP, and through sudo),
 a read-only one, an edit that lands inside the write window, a connection reset mid-write, the
-temp files of earlier failures, and backups on a sudo host. In every case the unit on disk is the
-old text or the new one, never half, and nothing is lost silently."""
+temp files of earlier failures, backups on a sudo host and under a jump box's clock running
+ahead, and two cockpits writing one unit at once. In every case the unit on disk is the old text
+or the new one, never half, and nothing is lost silently."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
 from cockpit.lab.lab import Lab
-from cockpit.remote.replace import replace_file
+from cockpit.remote.replace import FileChanged, replace_file
 from cockpit.remote.ssh import SSHHost
 from cockpit.systemd.deploy import BACKUPS_KEPT, ChangedOnHost, write_files
 from tests.conftest import LabHandle
@@ -158,5 +159,67 @@ async def test_backups_on_a_sudo_host_are_pruned_and_never_share_a_name(target: 
         kept = [lab.ssh("cat", n).stdout for n in sorted(names)]
         assert kept == ([TEXT] + texts)[-BACKUPS_KEPT - 1 : -1]  # the newest ten, in order
         assert lab.ssh("stat", "-c", "%U %a", UNIT).stdout.strip() == "root 644"
+    finally:
+        await host.close()
+
+
+async def test_the_backup_of_a_write_is_kept_and_the_oldest_by_the_hosts_clock_goes(target: LabHandle) -> None:
+    """Ten backups whose names carry a jump box's clock years ahead: the one just made sorted
+    first by name and was pruned at once. By the host's own mtimes, the oldest of the others goes."""
+    lab = target
+    ahead = [f"{UNIT}.cockpit-bak.20990101T0000{i:02d}.000000-0000000{i % 10}" for i in range(BACKUPS_KEPT)]
+    lab.ssh("sh", "-c", " && ".join(f"touch -d '-1 hour' {name}" for name in ahead))
+    lab.ssh("touch", "-d", "-3 hours", ahead[5])  # the oldest on the host, not by its name
+    host = _hosts(lab)["root"]
+    try:
+        [backup] = await write_files(host, host.config, NAME, {UNIT: BIGGER}, {UNIT: TEXT})
+        names = lab.ssh("sh", "-c", f"ls {UNIT}.cockpit-bak.*").stdout.split()
+        assert sorted(names) == sorted([backup, *ahead[:5], *ahead[6:]])
+        assert lab.ssh("cat", backup).stdout == TEXT
+    finally:
+        await host.close()
+
+
+@pytest.mark.parametrize("who", ["root", "sudo"])
+async def test_two_cockpits_writing_one_unit_never_both_succeed(target: LabHandle, who: str) -> None:
+    """Two writers (two connections, as two cockpits) that read the same text, held until both are
+    in the last window, then let go together: ten times. Each time one writes and the other is
+    refused, and the unit holds the one that wrote (before the lock both said yes and one was lost)."""
+    lab = target
+    writers = [_hosts(lab)[who], _hosts(lab)[who]]
+    both = asyncio.Barrier(2)
+
+    async def write(host: SSHHost, text: str) -> None:
+        await replace_file(
+            host, UNIT, text.encode(), sudo=host.config.sudo, expect=TEXT.encode(), before_rename=both.wait
+        )
+
+    try:
+        for round_ in range(10):
+            lab.ssh("tee", UNIT, input=TEXT)
+            texts = [TEXT + f"# round {round_}, writer {w}\n" for w in (0, 1)]
+            results = await asyncio.gather(*map(write, writers, texts), return_exceptions=True)
+            won = [w for w, r in enumerate(results) if r is None]
+            assert len(won) == 1 and all(isinstance(r, FileChanged) for r in results if r is not None), results
+            assert lab.ssh("cat", UNIT).stdout == texts[won[0]]
+        assert _leftovers(lab) == []  # no temp file and no lock left behind
+    finally:
+        for host in writers:
+            await host.close()
+
+
+async def test_a_lock_is_honoured_and_a_dead_cockpits_lock_goes_after_a_minute(target: LabHandle) -> None:
+    lab = target
+    lock = f"{DIR}/.{NAME}.lock.cockpit-tmp"
+    host = _hosts(lab)["sudo"]
+    try:
+        lab.ssh("sh", "-c", f": > {lock}")  # another cockpit's, in its last window now
+        with pytest.raises(ChangedOnHost, match=f"another cockpit is writing {UNIT} on {host.name}"):
+            await write_files(host, host.config, NAME, {UNIT: BIGGER}, {UNIT: TEXT})
+        assert lab.ssh("cat", UNIT).stdout == TEXT
+        lab.ssh("touch", "-d", "-5 min", lock)  # its cockpit died in the window
+        await write_files(host, host.config, NAME, {UNIT: BIGGER}, {UNIT: TEXT})
+        assert lab.ssh("cat", UNIT).stdout == BIGGER
+        assert _leftovers(lab) == []
     finally:
         await host.close()
