@@ -34,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
         "--real-sglang",
         action="store_true",
         help="a service Python where SGLang (0.5.23) really imports, with CPU torch: the pre-flight's dry "
-        "run gives SGLang's own verdict there (a second image, built once: about 4 min, 6 GB)",
+        "run gives SGLang's own verdict there, and sglang-real-tp1.service and sglang-real-tp2.service serve "
+        "a tiny model with SGLang itself once started (a second image, built once: about 4 min, 6 GB)",
     )
     up.add_argument(
         "--nodes",
@@ -71,12 +72,21 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
     for verb in (crash, hang, dead):
         verb.add_argument("--name", default=None)
         verb.add_argument("--port", type=int, default=30000, help="the stand-in's --port (default 30000)")
+    generate = lab_sub.add_parser(
+        "generate",
+        help="ask a real SGLang of a --real-sglang lab for tokens (its /generate, greedy) and print its answer; "
+        "start its unit first (`cockpit lab ssh -- systemctl start sglang-real-tp1.service`)",
+    )
+    generate.add_argument("--name", default=None)
+    generate.add_argument("--port", type=int, default=30010, help="30010: sglang-real-tp1.service; 30020: tp 2")
+    generate.add_argument("--tokens", type=int, default=8, help="how many tokens to generate (default 8)")
+    generate.add_argument("text", help="the prompt (the tiny model knows 61 English words; others are <unk>)")
     demo = lab_sub.add_parser("demo", help="boot the lab and open the cockpit on its sglang-demo.service")
     demo.add_argument("--name", default=None)
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.lab.lab import DEFAULT_SGLANG, Lab, running_labs
+    from cockpit.lab.lab import DEFAULT_SGLANG, REAL_UNITS, Lab, running_labs
     from cockpit.lab.paths import DEFAULT_NAME
 
     lab = Lab(args.name or DEFAULT_NAME)
@@ -116,6 +126,15 @@ def run(args: argparse.Namespace) -> int:
             )
             print(f"  ssh -F {info.ssh_config} {info.name}")
             print(f"  cockpit --host {info.name} --unit sglang-demo.service")
+            if info.real_sglang:
+                print(
+                    "and SGLang 0.5.23 itself on the CPU, a tiny random-weight Llama, stopped until you start it "
+                    "(about 3 GB and 30 s of both cores; tp 2 about 4 GB):"
+                )
+                for unit, port in REAL_UNITS.items():
+                    print(f"  cockpit lab ssh --name {info.name} -- systemctl start {unit}")
+                    print(f"  cockpit --host {info.name} --unit {unit}")
+                    print(f"  cockpit lab generate --name {info.name} --port {port} 'what is the model ?'")
         return 0
     if args.lab_command == "down":
         for each in [lab, *(Lab(f"{lab.name}-n{rank}") for rank in range(1, args.nodes))]:
@@ -159,6 +178,11 @@ def run(args: argparse.Namespace) -> int:
             else f"the stand-in's detokenizer on {lab.name} is dead now: /health still answers 200, no request "
             "gets its answer, and /health_generate says 503 after 20 s"
         )
+        return 0
+    if args.lab_command == "generate":
+        from cockpit.lab.lab import generate
+
+        print(json.dumps(generate(lab, args.text, args.port, args.tokens)))
         return 0
     if args.lab_command == "demo":
         from cockpit.lab.lab import demo_config

@@ -5,8 +5,9 @@ changed recipe builds a new image and an unchanged one is never rebuilt; each bo
 throw-away overlay of it. The SGLang source it shows comes from cockpit.sglang.releases.
 
 The real-SGLang flavour adds, on top of that image, a service Python where one SGLang release
-really imports (its wheel and the pinned CPU-runnable part of what it imports, torch
-included): there the pre-flight's dry run gives SGLang's own verdict instead of "not run".
+really imports and serves on the CPU (its wheel and the pinned CPU-runnable part of what it
+imports, torch included): there the pre-flight's dry run gives SGLang's own verdict instead of
+"not run", and the lab's real units (guest/real-sglang/, installed at boot) serve a tiny model.
 """
 
 from __future__ import annotations
@@ -91,15 +92,16 @@ class Recipe:
         return replace(self, real_sglang=None)
 
 
-REAL_SGLANG = ("0.5.23",)  # releases with a lock of what their argument resolution imports
+REAL_SGLANG = ("0.5.23",)  # releases with a lock of what their resolution and their server import
 
 
 def real_sglang_lock(version: str) -> Path:
-    """The pinned packages the service Python needs besides SGLang to resolve its arguments."""
+    """The pinned packages the service Python needs besides SGLang to resolve its arguments and
+    to serve on a CPU."""
     if version not in REAL_SGLANG:
         raise UsageError(
             f"the real-SGLang lab has SGLang {' or '.join(REAL_SGLANG)}, not {version}: "
-            "a release needs its own lock of what its argument resolution imports"
+            "a release needs its own lock of what its argument resolution and its server import"
         )
     return HERE / f"real-sglang-{version}.txt"
 

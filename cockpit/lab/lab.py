@@ -407,25 +407,45 @@ def demo_config(name: str = DEFAULT_NAME) -> Config:
     return parse_config(DEMO_CONFIG.read_text().replace(DEFAULT_NAME, name), DEMO_CONFIG)
 
 
-FAULT_SCRIPT = """
+POST_SCRIPT = """
 import sys, urllib.request
-port, fault, body = sys.argv[1], sys.argv[2], sys.argv[3].encode()
-request = urllib.request.Request(f"http://127.0.0.1:{port}/standin/{fault}", data=body, method="POST")
+port, path, body = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+request = urllib.request.Request(
+    f"http://127.0.0.1:{port}{path}", data=body, method="POST", headers={"Content-Type": "application/json"}
+)
 print(urllib.request.urlopen(request, timeout=60).read().decode())
 """
 FAULTS = ("crash", "hang", "kill-detokenizer", "flood")  # the stand-in's POST /standin/<fault>
+# The real-SGLang image's own servers (guest/real-sglang/), installed at boot and left stopped:
+# each start takes gigabytes and both cores for half a minute. Unit -> the port it serves on.
+REAL_UNITS = {"sglang-real-tp1.service": 30010, "sglang-real-tp2.service": 30020}
+
+
+def post(lab: Lab, port: int, path: str, body: dict[str, object], what: str) -> dict[str, object]:
+    """POST `body` as JSON to a server of the lab on its loopback (where units listen, out of the
+    jump box's reach) and what it answered; `what` names the server in the one-sentence error."""
+    argv = ["python3", "-c", POST_SCRIPT, str(port), path, json.dumps(body)]
+    proc = subprocess.run(lab.ssh_argv("root", argv), capture_output=True, text=True, timeout=90)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise CockpitError(f"{what} on {lab.name} (port {port}) did not answer {path}: {last}")
+    answer = json.loads(proc.stdout)
+    return answer if isinstance(answer, dict) else {}
 
 
 def fault(lab: Lab, what: str, port: int = 30000, **params: object) -> dict[str, object]:
     """Ask the lab's stand-in for one of its FAULTS (`POST /standin/<what>`, `params` as its JSON
     body: `flood` takes `lines`); what it answered."""
-    argv = ["python3", "-c", FAULT_SCRIPT, str(port), what, json.dumps(params)]
-    proc = subprocess.run(lab.ssh_argv("root", argv), capture_output=True, text=True, timeout=90)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
-        raise CockpitError(f"the stand-in on {lab.name} (port {port}) did not take the {what}: {last}")
-    answer = json.loads(proc.stdout)
-    return answer if isinstance(answer, dict) else {}
+    return post(lab, port, f"/standin/{what}", params, f"the stand-in (asked for a {what})")
+
+
+def generate(
+    lab: Lab, text: str, port: int = REAL_UNITS["sglang-real-tp1.service"], tokens: int = 8
+) -> dict[str, object]:
+    """SGLang's native `/generate` on a real server of the lab: `tokens` new tokens, greedy; its answer
+    (`text`, `output_ids`, `meta_info`)."""
+    body: dict[str, object] = {"text": text, "sampling_params": {"max_new_tokens": tokens, "temperature": 0}}
+    return post(lab, port, "/generate", body, "SGLang")
 
 
 def crash(lab: Lab, port: int = 30000) -> int:

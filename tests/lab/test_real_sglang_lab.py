@@ -1,7 +1,12 @@
 """The real-SGLang lab (`cockpit lab up --real-sglang`): SGLang 0.5.23 really imports in the service
 Python, so the pre-flight's dry run runs end to end through the cockpit's own path (over SSH, in
-the unit's Python) and gives SGLang's own verdict; and the stand-in dies with SGLang's own
-traceback instead of a replay. Its image is a second one (about 6 GB, built once and cached)."""
+the unit's Python) and gives SGLang's own verdict; the stand-in dies with SGLang's own traceback
+instead of a replay; and SGLang itself serves: the lab's tp 1 and tp 2 units start on the CPU, on
+its tiny random-weight Llama, to SGLang's own ready line, answer /generate with tokens, the app
+and `cockpit status` read them ready, and no name of the lab's import-only sgl_kernel is called
+(each says `cockpit lab: sgl_kernel.NAME called` in the journal when it is). One start of each,
+one after the other: a start takes 3 to 4 GB and both cores for half a minute and more. Its image
+is a second one (about 6 GB, built once and cached)."""
 
 from __future__ import annotations
 
@@ -15,9 +20,13 @@ from collections.abc import Iterator
 import pytest
 
 from cockpit.config import Config
+from cockpit.lab.lab import REAL_UNITS, Lab, generate
 from cockpit.targets import Target
+from cockpit.traceback.model import Line
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.flags import FlagsPane
+from cockpit.ui.panes.journal import JournalView
+from cockpit.ui.panes.status import StatusPane
 from tests.conftest import TEST_LAB, LabHandle, until
 from tests.lab.standin_units import standin_unit
 from tests.unit.test_preflight import COCKPIT
@@ -32,8 +41,6 @@ SEED = (
 
 @pytest.fixture(scope="module")
 def real_lab() -> Iterator[LabHandle]:
-    from cockpit.lab.lab import Lab
-
     name = f"{TEST_LAB}-r"
     handle = Lab(name)
     info = handle.up(progress=lambda m: print(m, file=sys.stderr), real_sglang=True)
@@ -184,3 +191,95 @@ async def test_a_dropped_dry_run_ends_its_probe_on_the_host(real_lab: LabHandle)
         await until(lambda: not probes(), 3, "the dropped probe to end")
     finally:
         await host.close()
+
+
+READY = "The server is fired up and ready to roll!"
+STAND_IN_CALLED = "cockpit lab: sgl_kernel."
+START_S = 240  # 17 to 36 s idle here, 60 to 70 s on a loaded machine (NOTES); tp 2 takes longer
+
+
+def journal(lab: LabHandle, unit: str) -> str:
+    """The unit's lines: each real unit starts once in this module, so those of that start."""
+    return lab.ssh("journalctl", "-u", unit, "-o", "cat", "--no-pager").stdout
+
+
+def wait_ready(lab: LabHandle, unit: str) -> None:
+    """Polled on the host, once a second, in one SSH session: both cores are the server's now."""
+    script = (
+        f'for i in $(seq {START_S}); do journalctl -u "$1" -o cat | grep -qF "$2" && exit 0; '
+        'systemctl -q is-failed "$1" && exit 2; sleep 1; done; exit 1'
+    )
+    waited = lab.ssh("sh", "-c", script, "sh", unit, READY, check=False, timeout=START_S + 30)
+    assert waited.returncode == 0, f"{unit} never said it was ready: {journal(lab, unit)[-3000:]}"
+
+
+def end(lab: LabHandle, unit: str) -> None:
+    """Every process of the unit at once, so the next start has the memory and the cores: a plain
+    stop spends 5 s in SGLang's crash diagnostics (tests/data/sglang-0.5.23/real-tp1-stop.jsonl)."""
+    lab.ssh("systemctl", "kill", "--signal=SIGKILL", unit, check=False)
+    lab.wait_for(lambda: lab.ssh("systemctl", "is-active", unit, check=False).stdout.strip() != "active", 30)
+
+
+def assert_no_stand_in_called(lab: LabHandle, unit: str) -> None:
+    """The unit's `import sgl_kernel` is the lab's stand-in, and none of its names was called."""
+    environment = lab.ssh("systemctl", "show", "-p", "Environment", "--value", unit).stdout.split()
+    probe = "import sgl_kernel; print(sgl_kernel.__file__)"
+    found = lab.ssh("env", *environment, "/opt/sglang/venv/bin/python", "-c", probe).stdout.strip()
+    assert found == "/opt/cockpit-lab/guest/sgl_kernel_stub/sgl_kernel.py", found
+    lines = journal(lab, unit)
+    assert READY in lines and STAND_IN_CALLED not in lines, lines[-3000:]
+
+
+def assert_generates(lab: LabHandle, port: int) -> None:
+    answer = generate(Lab(lab.name), "what is the model ?", port, tokens=8)
+    ids, meta = answer["output_ids"], answer["meta_info"]
+    assert isinstance(ids, list) and isinstance(meta, dict), answer
+    assert len(ids) == 8 and all(0 <= i < 64 for i in ids), answer  # the tiny model's 64 words
+    assert meta["completion_tokens"] == 8 and str(answer["text"]).strip(), answer
+
+
+@pytest.mark.timeout(480)
+async def test_tp1_serves_in_the_app_and_calls_no_sgl_kernel_stand_in(real_lab: LabHandle) -> None:
+    lab, unit = real_lab, "sglang-real-tp1.service"
+    lab.ssh("systemctl", "start", unit)
+    try:
+        app = CockpitApp(Config(), Target(lab.name, unit))
+        async with app.run_test(size=(150, 40)):
+            pane = app.query_one(StatusPane)
+            await until(lambda: pane.status is not None and pane.status.ready, START_S, lambda: pane.status)
+            assert "ready ✓" in str(pane.render()), str(pane.render())
+            view = app.query_one(JournalView)
+            await until(
+                lambda: any(isinstance(r, Line) and READY in r.text for r in view.model.records),
+                10,
+                "SGLang's ready line in the journal pane",
+            )
+        assert_generates(lab, REAL_UNITS[unit])
+        assert_no_stand_in_called(lab, unit)
+    finally:
+        end(lab, unit)
+
+
+@pytest.mark.timeout(480)
+def test_tp2_reaches_ready_and_calls_no_sgl_kernel_stand_in(real_lab: LabHandle) -> None:
+    lab, unit = real_lab, "sglang-real-tp2.service"
+    lab.ssh("systemctl", "start", unit)
+    try:
+        wait_ready(lab, unit)
+        lines = journal(lab, unit)
+        assert " TP0] Load weight end." in lines and " TP1] Load weight end." in lines, lines[-3000:]
+        assert_generates(lab, REAL_UNITS[unit])
+        status = subprocess.run(
+            [COCKPIT, "status", "--host", lab.name, "--unit", unit, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        told = json.loads(status.stdout)
+        assert status.returncode == 0 and told["readiness"] == "ready", status.stdout + status.stderr
+        titles = {p["title"] for p in told["processes"]}
+        assert {"sglang::scheduler_TP0", "sglang::scheduler_TP1", "sglang::detokenizer"} <= titles, titles
+        assert_no_stand_in_called(lab, unit)
+    finally:
+        end(lab, unit)
