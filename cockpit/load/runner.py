@@ -23,6 +23,7 @@ import aiohttp
 import msgspec
 import yarl
 
+from cockpit.errors import CockpitError
 from cockpit.load.results import LevelResult, RequestResult
 from cockpit.remote.base import Host
 
@@ -52,6 +53,10 @@ _VOCAB = (
 _JSON = {"Content-Type": "application/json"}
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
+# What a server's answer that is not the shape the API promises raises while it is read: bad or
+# too deeply nested JSON (msgspec.DecodeError is a ValueError; RecursionError past ~1,000
+# levels), and fields of another type. A request, not the run, fails on one.
+_MALFORMED = (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError)
 
 
 class _SendClock:
@@ -135,10 +140,17 @@ class Runner:
             return levels
 
     async def _model(self, session: aiohttp.ClientSession) -> str:
-        async with session.get(self.config.url.rstrip("/") + "/v1/models") as resp:
+        url = self.config.url.rstrip("/") + "/v1/models"
+        async with session.get(url) as resp:
             resp.raise_for_status()
-            data = await resp.json()
-        return data["data"][0]["id"]
+            body = await resp.read()
+        try:
+            model = _decode(body)["data"][0]["id"]
+        except _MALFORMED:
+            model = None
+        if not isinstance(model, str):
+            raise CockpitError(f"{url} named no model (data[0].id): give the model's name with --model")
+        return model
 
     async def run_level(self, session: aiohttp.ClientSession, model: str, concurrency: int) -> LevelResult:
         sem = asyncio.Semaphore(concurrency)
@@ -240,12 +252,7 @@ class Runner:
             result.e2e_s = time.perf_counter() - sent.t
         except asyncio.CancelledError:
             raise
-        except (
-            aiohttp.ClientError,
-            asyncio.TimeoutError,
-            ValueError,
-            KeyError,
-        ) as e:  # msgspec.DecodeError is a ValueError
+        except (aiohttp.ClientError, asyncio.TimeoutError, *_MALFORMED) as e:
             result.error = f"{type(e).__name__}: {e}"[:200]
             return result
         if usage_tokens is not None:
