@@ -18,12 +18,12 @@ UseDNS no
 CONF
 
 # `operator`: the non-root path. Reads the journal; may change units only through sudo -n:
-# systemctl, and the cockpit's write contract (install to a temp file, mv onto the unit, rm of
-# its temp files and old backups).
+# systemctl, the cockpit's write contract (install to a temp file, mv onto the unit, rm of
+# its temp files and old backups), and kill (the write modal's k: signals, never a root shell).
 useradd --create-home --shell /bin/bash --gid operator --groups systemd-journal operator
 passwd --lock operator >/dev/null
 cat > /etc/sudoers.d/operator <<'CONF'
-operator ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/install, /usr/bin/mv, /usr/bin/rm
+operator ALL=(root) NOPASSWD: /usr/bin/systemctl, /usr/bin/install, /usr/bin/mv, /usr/bin/rm, /usr/bin/kill
 CONF
 chmod 0440 /etc/sudoers.d/operator
 

@@ -49,6 +49,7 @@ from cockpit.systemd import gpu_use, processes
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.journal import tail
+from cockpit.systemd.process_end import Ending, Identity
 from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show, with_file_check
 from cockpit.systemd.suppression import Suppression, SuppressionScan
@@ -807,12 +808,13 @@ class Session:
         assert self.target is not None
         return Viewpoint(self.target.unit, self._running, frozenset(self.invocations - {self._running}))
 
-    async def end_processes(self, pids: list[int]) -> list[int]:
-        """End processes by PID (SIGTERM, then SIGKILL): the PIDs that survived."""
+    async def end_processes(self, identities: list[Identity]) -> Ending:
+        """End processes as they were listed (SIGTERM, then SIGKILL; one whose PID is another
+        process's now is not signalled)."""
         from cockpit.systemd.control import UnitControl
 
         control = UnitControl(self.host, self.host_config, read_only=self.changes_refused())
-        return await control.end_processes(pids)
+        return await control.end_processes(identities)
 
     def attempts(self) -> list[Attempt]:
         """The unit's timeline; for a deployment opened, the deployment's own (its group

@@ -24,6 +24,7 @@ from cockpit.sglang.preflight import ERROR, WARNING, Finding, given_flags
 from cockpit.sglang.ranks import node_rank, number, ranks_on_node
 from cockpit.systemd import gpu_use, listeners
 from cockpit.systemd.gpu_use import GpuUse, by_pid, held_on
+from cockpit.systemd.process_end import holder
 from cockpit.systemd.process_facts import Viewpoint
 
 RULE = "gpu-held-by-other"
@@ -68,6 +69,7 @@ def findings_of(
         age = f", running {duration(first.age_s)}" if first.age_s is not None else ""
         owner = first.owner(view)
         said = f"PID {pid} ({first.name}) holds {memory} of {view.unit} on {host}{age}; owner: {owner}"
+        offered = holder(pid, first.name, memory, first, view)
         if short:
             findings.append(
                 Finding(
@@ -79,6 +81,7 @@ def findings_of(
                     "RuntimeError",
                     f"End PID {pid} (the write modal offers it), or lower --mem-fraction-static.",
                     pid=pid,
+                    holder=offered,
                 )
             )
         else:
@@ -96,6 +99,7 @@ def findings_of(
                     None,
                     f"End PID {pid} if it should not be there (the write modal offers it).",
                     pid=pid,
+                    holder=offered,
                 )
             )
     return findings
@@ -131,6 +135,7 @@ def port_findings(
                     if h.pid is not None
                     else f"Find it with `sudo ss -ltnp 'sport = :{port}'`, or give {flag} another port.",
                     pid=h.pid,
+                    holder=holder(h.pid, h.name, f"{h.address}:{port}", h, view) if h.pid is not None else None,
                 )
             )
     return findings

@@ -24,6 +24,7 @@ from cockpit.sglang.explain import explain_traceback
 from cockpit.sglang.flags import Catalog, Flag, on_cuda
 from cockpit.sglang.rule_families import violations
 from cockpit.sglang.rules import eagle_violation
+from cockpit.systemd.process_end import Holder
 from cockpit.systemd.unit_args import Item, parse_items
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -46,9 +47,12 @@ class Finding:
     fix: str | None = None
     pid: int | None = None  # the process a host finding is about (one holding a GPU's memory)
     node: str | None = None  # the node of a multi-node deployment it is about ([units] entry)
+    holder: Holder | None = None  # that process as the write modal offers to end it (not in the JSON: `pid` is)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        del out["holder"]
+        return out
 
 
 @dataclass

@@ -9,9 +9,10 @@ from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, ReadOnlyError, RunResult
 from cockpit.remote.sudo import explain_failure, privileged
+from cockpit.systemd import process_end
+from cockpit.systemd.process_end import END_GRACE_S, Ending, Identity
 
 ACTIONS = ("start", "stop", "restart", "reset-failed")
-END_GRACE_S = 10.0  # SIGTERM, then SIGKILL this long after for a process still there
 
 
 class ControlError(CockpitError):
@@ -44,23 +45,10 @@ class UnitControl:
     async def daemon_reload(self) -> None:
         await self._systemctl("daemon-reload")
 
-    async def end_processes(self, pids: list[int], grace_s: float = END_GRACE_S) -> list[int]:
-        """SIGTERM to each PID, SIGKILL `grace_s` later to those still there; the PIDs that
-        survived both (none, normally). By PID only: never a pattern, never a process group."""
+    async def end_processes(self, identities: list[Identity], grace_s: float = END_GRACE_S) -> Ending:
+        """SIGTERM to each process that is still the one listed, SIGKILL `grace_s` later to
+        those still there (cockpit.systemd.process_end: by identity, never by a bare PID, a
+        pattern or a process group)."""
         if self.read_only:
             raise ReadOnlyError(f"{self.config.name} is read-only here: no process was ended")
-        listed = " ".join(str(int(p)) for p in pids)
-        script = (
-            f"kill -TERM {listed} || true; i=0; alive='{listed}'; "
-            f"while [ $i -lt {int(grace_s * 10)} ]; do still=''; "
-            'for p in $alive; do [ -e "/proc/$p" ] && still="$still $p"; done; '
-            'alive=$still; [ -z "$alive" ] && exit 0; sleep 0.1; i=$((i+1)); done; '
-            "kill -KILL $alive 2>/dev/null; sleep 0.5; left=''; "
-            'for p in $alive; do [ -e "/proc/$p" ] && left="$left $p"; done; echo $left'
-        )
-        argv = privileged(self.config.sudo, ["sh", "-c", script])
-        result = await self.host.run(argv, timeout=grace_s + 30)
-        said = result.text.strip()
-        if not result.ok or (said and not said.replace(" ", "").isdigit()):
-            raise ControlError(explain_failure(self.config.name, self.config.user, argv, result))
-        return [int(p) for p in said.split()]
+        return await process_end.end(self.host, self.config, identities, grace_s)

@@ -63,6 +63,7 @@ class GpuProcess(Owned):
     ppid: int | None = None
     age_s: float | None = None
     invocation: str | None = None  # systemd's INVOCATION_ID in its environment
+    start_ticks: int | None = None  # /proc/PID/stat's starttime: with the PID, which process it is
 
 
 @dataclass
@@ -114,6 +115,7 @@ def parse(text: str) -> GpuUse:
                 ppid=known.ppid,
                 age_s=known.age_s,
                 invocation=known.invocation,
+                start_ticks=known.start_ticks,
             )
         )
     return GpuUse(gpus, processes)

@@ -36,6 +36,7 @@ class PortHolder(Owned):
     ppid: int | None = None
     age_s: float | None = None
     invocation: str | None = None
+    start_ticks: int | None = None
 
     def owner(self, view: Viewpoint) -> str:
         return super().owner(view) if self.pid is not None else "a process this login may not see"
@@ -70,6 +71,7 @@ def parse(text: str) -> list[PortHolder]:
                     known.ppid,
                     known.age_s,
                     known.invocation,
+                    known.start_ticks,
                 )
             )
     return holders

@@ -49,30 +49,35 @@ class Viewpoint:
 
 
 class Owned:
-    """Whose a process is, for a record that holds its facts as `cgroup`, `ppid` and
-    `invocation` (a GPU process, a listener, the facts alone)."""
+    """Whose a process is, for a record that holds its facts as `cgroup`, `ppid`, `invocation`
+    and `start_ticks` (a GPU process, a listener, the facts alone)."""
 
     cgroup: str | None
     ppid: int | None
     invocation: str | None
+    start_ticks: int | None
 
     @property
     def unit(self) -> str | None:
         return unit_of(self.cgroup) if self.cgroup is not None else None
 
+    def _earlier_start(self, view: Viewpoint) -> bool:
+        """A process of an earlier start of the view's unit, in its cgroup or out of it."""
+        ours = self.invocation is not None and (self.invocation in view.earlier or self.unit == view.unit)
+        return ours and self.invocation != view.invocation
+
     def owner(self, view: Viewpoint) -> str:
         """Whose the process is, said from the view's unit."""
         if self.cgroup is None:
             return "gone, or not readable here"
-        ours = self.invocation is not None and (self.invocation in view.earlier or self.unit == view.unit)
-        if ours and self.invocation != view.invocation:
+        if self._earlier_start(view):
             parent = "PID 1's child" if self.ppid == 1 else f"child of {self.ppid}"
             left = "" if self.unit == view.unit else f", out of its cgroup (now {self.cgroup})"
             return f"{parent} from {view.unit}'s earlier invocation {str(self.invocation)[:12]}{left}"
         if self.unit is None:
             return f"no unit (cgroup {self.cgroup})"
-        if self.unit != view.unit:
-            return f"unit {self.unit}"
+        if (other := self.other_unit(view)) is not None:
+            return f"unit {other}"
         if view.invocation is None:
             return f"left in {view.unit}'s cgroup while it is not running"
         return view.unit
@@ -81,6 +86,14 @@ class Owned:
         """Not a process of the unit's running start: a restart of the unit leaves it be."""
         return self.owner(view) != view.unit
 
+    def other_unit(self, view: Viewpoint) -> str | None:
+        """The unit other than the view's whose cgroup holds the process now: ending it takes
+        a part of that running unit away (TP0 of another server takes the server down). None
+        for a process in no unit, in the view's unit, or left over from its earlier start."""
+        if self.cgroup is None or self.unit in (None, view.unit) or self._earlier_start(view):
+            return None
+        return self.unit
+
 
 @dataclass(frozen=True)
 class Facts(Owned):
@@ -88,6 +101,7 @@ class Facts(Owned):
     ppid: int | None = None
     age_s: float | None = None
     invocation: str | None = None
+    start_ticks: int | None = None  # /proc/PID/stat's starttime: with the PID, which process it is
 
 
 async def probe(host: Host, script: str, tool: str) -> str | None:
@@ -116,16 +130,17 @@ def number(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _stat(line: str, uptime: float | None, ticks: int | None) -> tuple[int | None, float | None]:
-    """(ppid, age in s) from a /proc/PID/stat line; the name field can hold spaces and ')'."""
+def _stat(line: str, uptime: float | None, ticks: int | None) -> tuple[int | None, int | None, float | None]:
+    """(ppid, start in clock ticks after boot, age in s) from a /proc/PID/stat line; the name
+    field can hold spaces and ')'."""
     if ")" not in line:
-        return None, None
+        return None, None, None
     fields = line.rsplit(")", 1)[1].split()
     if len(fields) < 20:
-        return None, None
+        return None, None, None
     ppid, start = number(fields[1]), number(fields[19])
     age = uptime - start / ticks if uptime is not None and ticks and start is not None else None
-    return ppid, (max(age, 0.0) if age is not None else None)
+    return ppid, start, (max(age, 0.0) if age is not None else None)
 
 
 def parse_facts(text: str) -> dict[int, Facts]:
@@ -147,7 +162,7 @@ def parse_facts(text: str) -> dict[int, Facts]:
         pid = number(lines[0]) if lines else None
         if pid is None:
             continue
-        ppid, age = _stat(lines[1] if len(lines) > 1 else "", uptime, ticks)
+        ppid, start, age = _stat(lines[1] if len(lines) > 1 else "", uptime, ticks)
         cgroup = next((ln.split("::", 1)[1] for ln in lines[2:] if ln.startswith("0::")), None)
-        facts[pid] = Facts(cgroup, ppid, age, invocations.get(pid))
+        facts[pid] = Facts(cgroup, ppid, age, invocations.get(pid), start)
     return facts

@@ -33,6 +33,7 @@ from cockpit.sglang.health import Readiness
 from cockpit.sglang.preflight import WARNING, Finding
 from cockpit.systemd.control import END_GRACE_S
 from cockpit.systemd.gpu_use import GpuUse
+from cockpit.systemd.process_end import Holder
 from cockpit.systemd.status import UnitStatus
 from cockpit.targets import Target, all_targets
 from cockpit.timeouts import within
@@ -57,7 +58,7 @@ from cockpit.ui.screens.runs import RunPicker
 from cockpit.ui.screens.stacks import StacksScreen
 from cockpit.ui.screens.startup import StartupScreen
 from cockpit.ui.screens.trust import trust_modal
-from cockpit.ui.screens.write import GroupWriteModal, WriteModal
+from cockpit.ui.screens.write import GroupWriteModal, WriteModal, takes_down
 from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
 
 if TYPE_CHECKING:
@@ -557,42 +558,49 @@ class CockpitApp(App[None]):
         def confirmed(yes: bool | None) -> None:
             if yes:
                 self.run_attempt(loaded, edited, "")
-            elif modal.end_pids:
-                self.confirm_end(
-                    target, modal.end_pids, [f for f in held if f.pid in modal.end_pids], loaded, edited, findings
-                )
+            elif modal.end_chosen:
+                self.confirm_end(target, modal.end_chosen, loaded, edited, findings)
 
         self.push_screen(modal, confirmed)
 
     def confirm_end(
-        self, target: Target, pids: list[int], about: list[Finding], loaded: Any, edited: Any, findings: list[Finding]
+        self, target: Target, chosen: list[Holder], loaded: Any, edited: Any, findings: list[Finding]
     ) -> None:
-        body = "\n".join(f.message for f in about) + (
-            f"\n\nSends SIGTERM to {', '.join(map(str, pids))}, then SIGKILL to any still there "
-            f"{END_GRACE_S:.0f} s later, by PID on {target.host}; then the write modal opens again."
+        listed = "\n".join(f"PID {h.pid} ({h.name}): {h.holds}; owner: {h.owner}" for h in chosen)
+        warnings = "".join(f"\n⚠ {takes_down(h)}." for h in chosen if h.other_unit)
+        body = (
+            f"{listed}\n{warnings}\n\nSends SIGTERM to each, then SIGKILL to any still there {END_GRACE_S:.0f} s "
+            f"later, on {target.host}. Right before each signal the host reads the process's start time and "
+            "cgroup again: a PID that is another process's now is not signalled. Then the write modal opens again."
         )
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.end_then_write(target, pids, loaded, edited, findings)
+                self.end_then_write(target, chosen, loaded, edited, findings)
             else:
                 self.open_write(target, loaded, edited, findings)
 
-        self.push_screen(ConfirmModal(f"End {len(pids)} process(es) on {target.host}?", body, confirm="End"), confirmed)
+        title = f"End {len(chosen)} process(es) on {target.host}?"
+        self.push_screen(ConfirmModal(title, body, confirm="End"), confirmed)
 
     @work(exclusive=True, group="write", exit_on_error=False)
     async def end_then_write(
-        self, target: Target, pids: list[int], loaded: Any, edited: Any, findings: list[Finding]
+        self, target: Target, chosen: list[Holder], loaded: Any, edited: Any, findings: list[Finding]
     ) -> None:
         try:
-            survived = await self.session.end_processes(pids)
+            ending = await self.session.end_processes([h.identity for h in chosen if h.identity is not None])
         except CockpitError as e:
             self.notify(str(e), title="ending the processes failed", severity="error", timeout=10)
             return
-        if survived:
-            self.notify(f"still there after SIGKILL: {' '.join(map(str, survived))}", severity="error", timeout=10)
-        else:
-            self.notify(f"ended {' '.join(map(str, pids))} on {target.host}", timeout=4)
+        if ending.changed:
+            pids = " ".join(map(str, ending.changed))
+            said = f"not signalled: PID {pids} is no longer the process listed (another start time or cgroup)"
+            self.notify(said, severity="error", timeout=10)
+        if ending.survived:
+            said = f"still there after SIGKILL: {' '.join(map(str, ending.survived))}"
+            self.notify(said, severity="error", timeout=10)
+        if ending.ended:
+            self.notify(f"ended {' '.join(map(str, ending.ended))} on {target.host}", timeout=4)
         self.open_write(target, loaded, edited, findings)
 
     def on_attempts_pane_rollback(self, event: AttemptsPane.Rollback) -> None:

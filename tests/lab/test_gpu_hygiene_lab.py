@@ -1,6 +1,7 @@
 """GPU hygiene against the lab, through the real cockpit: a process started outside the unit
 that holds memory on its GPUs (the nvidia-smi stand-in reports it) is named by PID in
-`cockpit preflight --json`, in `cockpit status --json`, and in the write modal, which ends it."""
+`cockpit preflight --json`, in `cockpit status --json`, and in the write modal, which ends the
+ones chosen, each only while it is still the process it listed (its start time and cgroup)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from textual.widgets import SelectionList, Static
 
-from cockpit.config import Config
+from cockpit.config import Config, HostConfig
+from cockpit.remote.ssh import SSHHost
 from cockpit.systemd import gpu_use
+from cockpit.systemd.control import UnitControl
+from cockpit.systemd.process_end import Ending, Identity
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.confirm import ConfirmModal
@@ -61,34 +66,138 @@ def test_preflight_and_status_name_the_holder_by_pid(lab: LabHandle, holder: int
         assert gpu["used_mib"] == min(sum(p["used_mib"] for p in procs.values()), gpu["total_mib"])
 
 
-async def test_the_write_modal_names_the_holder_and_ends_it(lab: LabHandle, holder: int) -> None:
+async def _write_modal(app: CockpitApp, pilot, after: WriteModal | None = None) -> WriteModal:
+    """The write modal on screen (a new one, where `after` is the one before)."""
+    end = time.monotonic() + 30
+    while not isinstance(app.screen, WriteModal) or app.screen is after:
+        assert time.monotonic() < end, "no write modal"
+        await pilot.pause(0.1)
+    await pilot.pause()
+    return app.screen
+
+
+async def _open_write(app: CockpitApp, pilot, target: Target) -> WriteModal:
+    await until(lambda: app.session.unit is not None and app.session.status is not None, 30)
+    loaded = app.session.unit
+    app.open_write(target, loaded, loaded.set_flag("--log-level", "info"), [])
+    return await _write_modal(app, pilot)
+
+
+async def _end_chosen(app: CockpitApp, pilot, modal: WriteModal) -> WriteModal:
+    """k, then y in the confirmation: the write modal opens again once they are ended."""
+    await pilot.press("k")
+    await until(lambda: isinstance(app.screen, ConfirmModal), 10)
+    await pilot.press("y")
+    return await _write_modal(app, pilot, after=modal)
+
+
+async def test_the_write_modal_lists_another_units_holder_unchosen_and_ends_it_when_chosen(
+    lab: LabHandle, holder: int
+) -> None:
     target = Target(lab.name, UNIT)
     app = CockpitApp(Config(), target)
     async with app.run_test(size=(140, 48)) as pilot:
-        await until(lambda: app.session.unit is not None and app.session.status is not None, 30)
-        loaded = app.session.unit
-        app.open_write(target, loaded, loaded.set_flag("--log-level", "info"), [])
-
-        async def modal() -> WriteModal:
-            await until(lambda: isinstance(app.screen, WriteModal), 30, "no write modal")
-            await pilot.pause()
-            return app.screen
-
-        first = await modal()
-        assert first.holders == [holder]
+        first = await _open_write(app, pilot, target)
+        assert [h.pid for h in first.holders] == [holder]
         assert any(f"PID {holder}" in f.message and f.severity == "error" for f in first.findings)
+        choices = first.query_one("#holders", SelectionList)
+        assert choices.selected == []  # it is part of a running unit: not chosen for the operator
         await pilot.press("k")
-        await until(lambda: isinstance(app.screen, ConfirmModal), 10)
-        await pilot.press("y")
-        again = await modal()
-        end = time.monotonic() + 30
-        while again is first:
-            assert time.monotonic() < end
-            again = await modal()
+        await pilot.pause()
+        assert app.screen is first  # nothing chosen, nothing ended
+        choices.select(holder)
+        await pilot.pause()
+        warning = str(first.query_one("#holders-warning", Static).render())
+        assert (
+            f"ends PID {holder} (/usr/bin/sleep) of cockpit-test-holder.service, a running unit: that unit goes down"
+            in warning
+        )
+        again = await _end_chosen(app, pilot, first)
         assert again.holders == [] and not [f for f in again.findings if f.rule == "gpu-held-by-other"]
         gone = lab.ssh("test", "-e", f"/proc/{holder}", check=False)
         assert gone.returncode == 1  # the process is gone from the host
         await pilot.press("n")  # nothing is written
+
+
+LOOSE = """exec >/dev/null 2>&1 </dev/null
+for root in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup; do
+  [ -e "$root/cgroup.procs" ] && mkdir -p "$root/cockpit-loose" && echo $$ > "$root/cockpit-loose/cgroup.procs"
+done
+echo $$ > /run/cockpit-loose.pid
+exec env COCKPIT_STANDIN_GPU_MIB=70000 sleep 600
+"""
+# In a unit of its own: remount /proc/sys writable in a mount namespace of its own (nspawn
+# mounts it read-only), say the last PID handed out was $1 - 1, and fork `sleep`: it gets $1.
+REUSE = """mount -o remount,rw /proc/sys && echo $(($1 - 1)) > /proc/sys/kernel/ns_last_pid || exit
+{ sleep 600 & } ; echo $! > /run/cockpit-innocent.pid; wait"""
+INNOCENT = "cockpit-test-innocent.service"
+
+
+@pytest.fixture
+def loose_holder(lab: LabHandle) -> Iterator[int]:
+    """`sleep 600` holding 70000 MiB on each of the 8 GPUs in a cgroup of no unit, as a rank that
+    outlived a crash is: the write modal chooses it at first."""
+    lab.ssh("setsid", "-f", "sh", "-c", LOOSE)
+    lab.wait_for(lambda: lab.ssh("test", "-s", "/run/cockpit-loose.pid", check=False).returncode == 0)
+    pid = int(lab.ssh("cat", "/run/cockpit-loose.pid").stdout)
+    yield pid
+    lab.ssh("sh", "-c", "kill -9 $(cat /sys/fs/cgroup/unified/cockpit-loose/cgroup.procs)", check=False)
+    lab.ssh("rm", "-f", "/run/cockpit-loose.pid", "/run/cockpit-innocent.pid", check=False)
+    lab.ssh("systemctl", "stop", INNOCENT, check=False)
+
+
+def _hand_on(lab: LabHandle, pid: int) -> None:
+    """End `pid` and give its number to an innocent `sleep` in a unit of its own (PID reuse,
+    forced where it would otherwise take the kernel going round pid_max)."""
+    lab.ssh("kill", "-9", str(pid))
+    lab.wait_for(lambda: lab.ssh("test", "-e", f"/proc/{pid}", check=False).returncode == 1)
+    for _ in range(5):  # another fork in the lab may take the number first
+        lab.ssh("systemd-run", f"--unit={INNOCENT}", "--collect", "unshare", "-m", "sh", "-c", REUSE, "sh", str(pid))
+        lab.wait_for(lambda: lab.ssh("test", "-s", "/run/cockpit-innocent.pid", check=False).returncode == 0)
+        if int(lab.ssh("cat", "/run/cockpit-innocent.pid").stdout) == pid:
+            return
+        lab.ssh("systemctl", "stop", INNOCENT)
+        lab.ssh("rm", "-f", "/run/cockpit-innocent.pid")
+    raise AssertionError(f"PID {pid} could not be handed to a new process")
+
+
+async def test_a_pid_another_process_took_after_the_listing_is_not_signalled(lab: LabHandle, loose_holder: int) -> None:
+    target = Target(lab.name, UNIT)
+    app = CockpitApp(Config(), target)
+    async with app.run_test(size=(140, 48)) as pilot:
+        first = await _open_write(app, pilot, target)
+        assert any(f"PID {loose_holder} (/usr/bin/sleep)" in f.message for f in first.findings), first.findings
+        _hand_on(lab, loose_holder)  # between the listing and k, the PID became an innocent sleep's
+        await _end_chosen(app, pilot, first)  # the loose holder is chosen at first
+        innocent = lab.ssh("cat", f"/proc/{loose_holder}/cmdline", check=False)
+        assert innocent.stdout.split("\0")[0] == "sleep", "the innocent process was ended"
+        unit = lab.ssh("systemctl", "show", "-p", "MainPID", "--value", INNOCENT).stdout.strip()
+        assert unit != "0"  # its unit still runs
+        said = [n.message for n in app._notifications]
+        assert any(f"not signalled: PID {loose_holder} is no longer the process listed" in m for m in said), said
+        await pilot.press("n")
+
+
+async def test_a_sudo_login_ends_a_root_process_by_sudo_kill_after_the_same_check(
+    lab: LabHandle, loose_holder: int
+) -> None:
+    """The README's sudo host: kill, not a root shell, is what the login may run as root."""
+    root = SSHHost(HostConfig(name=lab.name))
+    config = HostConfig(name=f"{lab.name}-operator", user="operator", sudo=True)
+    operator = SSHHost(config)
+    try:
+        listed = next(p for p in (await gpu_use.read(root)).processes if p.pid == loose_holder)
+        assert listed.start_ticks is not None and listed.cgroup == "/cockpit-loose"
+        identity = Identity(loose_holder, listed.start_ticks, listed.cgroup)
+        control = UnitControl(operator, config)
+        stale = Identity(loose_holder, listed.start_ticks + 1, listed.cgroup)  # as a PID reused would read
+        assert await control.end_processes([stale]) == Ending(changed=[loose_holder])
+        assert lab.ssh("test", "-e", f"/proc/{loose_holder}", check=False).returncode == 0
+        assert await control.end_processes([identity]) == Ending(ended=[loose_holder])
+        assert lab.ssh("test", "-e", f"/proc/{loose_holder}", check=False).returncode == 1
+    finally:
+        await root.close()
+        await operator.close()
 
 
 @pytest.fixture
@@ -148,7 +257,9 @@ async def test_an_orphan_crash_is_named_after_the_stop_and_before_the_next_start
         )
         # The automatic restart reaches ready beside them; ending them frees their memory.
         await until(lambda: session.status.invocation_id != crashed and session.status.ready, 60, "no new start")
-        assert await session.end_processes(orphans) == []
+        listed = {f.pid: f.holder for f in findings if f.holder is not None}
+        identities = [listed[pid].identity for pid in orphans]
+        assert await session.end_processes(identities) == Ending(ended=orphans)
         use = await gpu_use.read(session.host)
         assert not {p.pid for p in use.processes} & set(orphans)
     finally:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Label, Static
+from textual.widgets import Button, Label, SelectionList, Static
+from textual.widgets.selection_list import Selection
 
 from cockpit.sglang.preflight import ERROR, Finding
 from cockpit.systemd.group_write import NodeWrite
+from cockpit.systemd.process_end import Holder
 from cockpit.systemd.unit import Unit
 from cockpit.ui.screens.confirm import YesNoModal
 
@@ -87,11 +90,39 @@ class GroupWriteModal(YesNoModal):
                 yield Button("Cancel (n)", id="no")
 
 
-class WriteModal(YesNoModal):
-    """y writes, n cancels; k (shown only when processes outside the unit hold its GPUs) closes
-    it with `end_pids` set, and the app asks to end them and opens it again."""
+def holders_of(findings: list[Finding]) -> list[Holder]:
+    """The processes the findings are about, one per PID (a process on the GPUs and the port is
+    one), in PID order."""
+    by_pid: dict[int, Holder] = {}
+    for f in findings:
+        if f.holder is None:
+            continue
+        seen = by_pid.get(f.holder.pid)
+        by_pid[f.holder.pid] = f.holder if seen is None else replace(seen, holds=f"{seen.holds}; {f.holder.holds}")
+    return [by_pid[pid] for pid in sorted(by_pid)]
 
-    BINDINGS = [Binding("k", "end", "End the GPU holders", id="write.end")]
+
+def takes_down(holder: Holder) -> str:
+    """What ending the holder does to another unit, in words; empty when it is part of none."""
+    if holder.other_unit is None:
+        return ""
+    return f"ends PID {holder.pid} ({holder.name}) of {holder.other_unit}, a running unit: that unit goes down"
+
+
+def _choice(holder: Holder) -> Selection[int]:
+    line = Text(f"PID {holder.pid} {holder.name} · {holder.holds} · {holder.owner}")
+    if holder.identity is None:
+        line.append(" · its start or cgroup could not be read here: not offered", "dim")
+    default = holder.identity is not None and holder.other_unit is None
+    return Selection(line, holder.pid, default, disabled=holder.identity is None)
+
+
+class WriteModal(YesNoModal):
+    """y writes, n cancels. Where processes outside the unit hold what it needs, each is listed
+    with a choice (chosen at first: those that are part of no running unit), and k closes the
+    modal with `end_chosen` set: the app asks to end them and opens it again."""
+
+    BINDINGS = [Binding("k", "end", "End the chosen holders", id="write.end")]
 
     def __init__(self, host: str, unit: str, loaded: Unit, edited: Unit, findings: list[Finding], sudo: bool) -> None:
         super().__init__()
@@ -103,8 +134,8 @@ class WriteModal(YesNoModal):
             findings,
             sudo,
         )
-        self.holders = sorted({f.pid for f in findings if f.pid is not None})
-        self.end_pids: list[int] = []
+        self.holders = holders_of(findings)
+        self.end_chosen: list[Holder] = []
 
     def compose(self) -> ComposeResult:
         errors = [f for f in self.findings if f.severity == ERROR]
@@ -132,11 +163,30 @@ class WriteModal(YesNoModal):
                 for f in held:
                     notes.append(f"⚠ {f.message}\n", "yellow")
                 yield Static(notes, classes="dialog-body")
+            if self.holders:
+                yield Label("End which? (space chooses, k ends the chosen)", markup=False)
+                yield SelectionList[int](*map(_choice, self.holders), id="holders")
+                # what is chosen at first is part of no running unit: nothing to warn of yet
+                yield Static("", id="holders-warning", classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):
                 yield write_button(bool(errors), "Write and restart (y)")
                 if self.holders:
-                    yield Button(f"End PID {' '.join(map(str, self.holders))} (k)", id="end", variant="warning")
+                    yield Button("End the chosen (k)", id="end", variant="warning")
                 yield Button("Cancel (n)", id="no")
+
+    def on_mount(self) -> None:
+        if self.holders:
+            self.query_one("#holders", SelectionList).focus()  # space chooses; Enter never writes
+        else:
+            super().on_mount()
+
+    def chosen(self) -> list[Holder]:
+        picked = set(self.query_one("#holders", SelectionList).selected) if self.holders else set()
+        return [h for h in self.holders if h.pid in picked]
+
+    def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged) -> None:
+        said = "".join(f"⚠ {takes_down(h)}.\n" for h in self.chosen() if h.other_unit)
+        self.query_one("#holders-warning", Static).update(Text(said, "red"))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "end":
@@ -145,6 +195,11 @@ class WriteModal(YesNoModal):
             super().on_button_pressed(event)
 
     def action_end(self) -> None:
-        if self.holders:
-            self.end_pids = list(self.holders)
-            self.dismiss(False)
+        if not self.holders:
+            return
+        chosen = self.chosen()
+        if not chosen:
+            self.notify("nothing is chosen: space chooses a process in the list", severity="warning")
+            return
+        self.end_chosen = chosen
+        self.dismiss(False)
