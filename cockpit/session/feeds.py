@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from cockpit.remote.base import Host, HostError
 from cockpit.systemd import processes
-from cockpit.systemd.readiness import GENERATE, Probe, probe
+from cockpit.systemd.readiness import GENERATE, Probe, own_probe
 from cockpit.systemd.status import UnitNotFound, UnitStatus, fetch, with_file_check
 
 POLL_S = 1.0
@@ -53,8 +53,8 @@ class StatusPoll:
     answer may have changed (not ready yet, a new invocation, or READY_RECHECK_S since the last
     ask): `/health_generate`, and the unit's processes by title. The health check runs beside the
     poll, so a slow server never makes the status itself late. It asks nothing while it does not
-    know where the server listens (`url_host_port` None): another server on the default port
-    would answer for this one.
+    know where the server listens (`url_host_port` None), and only where the unit's own cgroup
+    listens (readiness.own_probe): another server on the default port would answer for this one.
 
     Each good read goes to `on_status` (its `checked_at` is when it was read); a failure goes
     to `on_problem(kind, sentence)` with kind "missing" (systemd knows no such unit now) or
@@ -160,7 +160,7 @@ class StatusPoll:
         forgets = self._forgets
         try:
             answer, members_now = await asyncio.gather(
-                probe(self.host, *address, GENERATE, timeout=READY_TIMEOUT_S), members()
+                own_probe(self.host, self.unit, *address, GENERATE, timeout=READY_TIMEOUT_S), members()
             )
         finally:
             self._health = None

@@ -4,7 +4,9 @@ A round asks each host one remote command over its one connection: the `sglang*`
 systemd knows (and the configured ones), their status with their ExecStart, the GPU table,
 and `/health` of each running unit that serves the API, asked on the host itself (bash's
 /dev/tcp, all at once, each bounded by HEALTH_TIMEOUT_S) at the address its command line gave
-in the round before. A unit seen serving for the first time, or at a new address, is asked in
+in the round before, where the round before saw the unit's own cgroup listen there (the
+host's listeners are read in the same command; another unit's server on SGLang's default port
+would answer for it). A unit seen serving for the first time, or at a new address, is asked in
 a second command of that round. Each node of rank > 0 has its processes counted instead (its
 `/health` is SGLang's dummy). Asking `/health` over a channel of the connection per unit, as a
 first version did, cost the jump box 7 to 10 ms of CPU per host per round for eight units;
@@ -31,8 +33,9 @@ from cockpit.sglang.endpoint import serving_address
 from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY, STARTING, Signals, assess
 from cockpit.sglang.nodes_status import BROKEN, group_readiness
 from cockpit.sglang.ranks import node_rank, ranks_on_node
-from cockpit.systemd import processes
-from cockpit.systemd.readiness import HEALTH, Probe
+from cockpit.systemd import listeners, processes
+from cockpit.systemd.process_facts import SEP as FACTS_SEP
+from cockpit.systemd.readiness import HEALTH, Probe, port_check
 from cockpit.systemd.status import PROPERTIES, UnitStatus, parse_show
 from cockpit.targets import Target, all_targets
 
@@ -47,10 +50,11 @@ BUSY_MIB = 1024  # a GPU with more memory taken than this is in use
 PROBE_FAILED = {124: f"no answer within {HEALTH_TIMEOUT_S:g} s", 127: "not asked: the host has no bash"}
 
 # sh -c SCRIPT fleet MODE N UNIT... (UNIT ADDR PORT)...: MODE `all` lists and shows the units (the
-# N configured ones too, even where the pattern does not match them), reads the GPU table, and
-# after the probes prints each unit's ExecStart; `probes` only asks each (UNIT ADDR PORT)'s
-# /health. A probe's line is one write (atomic on the pipe), so the probes run at once and print
-# as they end.
+# N configured ones too, even where the pattern does not match them), reads the GPU table and the
+# listeners (ss's --cgroup names each one's cgroup at no more cost; an older ss is asked through
+# listeners.SCRIPT, which reads each PID's; nothing where the host has no ss), and after the
+# probes prints each unit's ExecStart; `probes` only asks each (UNIT ADDR PORT)'s /health. A
+# probe's line is one write (atomic on the pipe), so the probes run at once and print as they end.
 #
 # A unit's text cannot forge another unit or key. systemctl prints ExecStart's argv as it is, a
 # newline included, and lists a Description's lines (a transient unit's may hold newlines) on
@@ -74,6 +78,9 @@ if [ "$mode" = all ]; then
   fi
   echo {SEP}
   nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits 2>/dev/null
+  echo {SEP}
+  {{ ss -Hltnp --cgroup && printf '\036\n'; }} 2>/dev/null || ( {listeners.SCRIPT} ) 2>/dev/null
+  echo  # the facts' last record ends in a NUL: the separator below starts a line of its own
 fi
 echo {SEP}
 probe() {{
@@ -231,7 +238,7 @@ class FleetReader:
         try:
             host = self.host_of(name)
             known = self._serving.get(name, {})
-            shown, gpus, answers, execs = sections(await self._ask(host, "all", wanted, known), 3)
+            shown, gpus, listened, answers, execs = sections(await self._ask(host, "all", wanted, known), 4)
             statuses = {s.unit: s for s in parse_show(shown, name) if s.unit}
             commands = exec_starts(execs)
             flags = {u: exec_flags(commands.get(u, "")) for u in statuses}
@@ -240,12 +247,17 @@ class FleetReader:
                 for u, s in statuses.items()
                 if s.active_state == "active" and node_rank(flags[u]) == 0
             }
-            probes = parse_probes(answers, {u: a for u, a in known.items() if serving.get(u) == a})
-            new = {u: a for u, a in serving.items() if u not in probes}
+            # Asked only where the unit's own cgroup listens: another server's answer is not its.
+            holders = listeners.parse(listened) if FACTS_SEP in listened else None  # None: no ss
+            checks = {u: port_check(holders, u, *a) for u, a in serving.items()}
+            own = {u: a for u, a in serving.items() if checks[u].ask}
+            probes = parse_probes(answers, {u: a for u, a in known.items() if own.get(u) == a})
+            new = {u: a for u, a in own.items() if u not in probes}
             if new:  # first seen serving, or at a new address: asked now rather than a round late
                 probes.update(parse_probes(sections(await self._ask(host, "probes", (), new), 1)[1], new))
-            self._serving[name] = serving
-            units = await asyncio.gather(*(self._unit(host, s, flags[u], probes.get(u)) for u, s in statuses.items()))
+            self._serving[name] = own
+            said = {u: check.said(probes.get(u)) for u, check in checks.items()}
+            units = await asyncio.gather(*(self._unit(host, s, flags[u], said.get(u)) for u, s in statuses.items()))
         except (CockpitError, OSError, ValueError, IndexError) as e:
             return HostRound(name, error=str(e) or type(e).__name__, seconds=time.monotonic() - began)
         return HostRound(name, sorted(units, key=lambda u: u.unit), parse_gpus(gpus), seconds=time.monotonic() - began)

@@ -168,7 +168,7 @@ def assess(
     if probe is None:
         return Readiness(STARTING, "health not asked yet")
     if probe.ok:  # an earlier `Health check failed` that answers again now: ready (the line stays in the journal)
-        return Readiness(READY, f"{probe.path} answered 200" + ("" if journal else "; its journal was not read"))
+        return Readiness(READY, probe.words() + ("" if journal else "; its journal was not read"))
     if probe.timed_out:
         silent = ""
         if signals.last_line_at is not None:

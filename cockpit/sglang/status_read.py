@@ -16,7 +16,7 @@ from cockpit.sglang.health import WATCHED_PATTERN, HealthScan, assess
 from cockpit.sglang.ranks import node_rank, ranks_on_node
 from cockpit.systemd import gpu_use, journal, processes
 from cockpit.systemd.gpu_use import GpuUse
-from cockpit.systemd.readiness import GENERATE, HEALTH, Probe, probe
+from cockpit.systemd.readiness import GENERATE, HEALTH, Probe, own_probe
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
 
@@ -44,15 +44,17 @@ async def read_status(
         status = await fetch(host, target.unit)
 
         async def answer() -> tuple[Probe | None, int | None, bool]:
-            """The health answer, where it listens (the config's url, or the unit's own flags);
-            how many scheduler ranks those flags put on this node; whether it is a node of rank
-            > 0 (whose /health is a dummy, not asked)."""
+            """The health answer, where it listens (the config's url, or the unit's own flags)
+            and only if the unit's own cgroup listens there; how many scheduler ranks those
+            flags put on this node; whether it is a node of rank > 0 (whose /health is a dummy,
+            not asked)."""
             found = await read_deployment(host, target, catalogs=catalogs, status=status, python=False)
             flags = found.unit.flag_values() if found.unit else {}
             ranks = ranks_on_node(flags) if found.unit else None
             if node_rank(flags) > 0:
                 return None, ranks, True
-            return await probe(host, *found.address, GENERATE if generate else HEALTH, timeout=10), ranks, False
+            path = GENERATE if generate else HEALTH
+            return await own_probe(host, target.unit, *found.address, path, timeout=10), ranks, False
 
         scan, schedulers, read_journal, worker = HealthScan(), None, False, False
         if status.active_state == "active":

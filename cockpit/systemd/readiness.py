@@ -7,16 +7,25 @@ generates one token through the scheduler and the detokenizer and waits up to 20
 output: 200, else 503 and its `Health check failed` line. Only that one tells a hung or a
 half-dead server from a healthy one, and it costs a token and a second (it sleeps 1 s before
 its first look), so it is asked sparingly.
+
+A port answers for whoever listens on it: SGLang's default 30000 is every server's that gives
+no --port, so a unit running `sleep` read ready on another unit's server. So an endpoint is
+asked only where the unit's own cgroup listens (`own_probe`: the host's listeners read first);
+where another process listens the probe says whose it is instead, and where whose it is cannot
+be read (no `ss`, a listener this login may not see without `ss --cgroup`) an answer says so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cockpit.remote.base import Host, HostError
+from cockpit.systemd import listeners
+from cockpit.systemd.listeners import PortHolder
 
 HEALTH, GENERATE = "/health", "/health_generate"
 
@@ -27,7 +36,9 @@ class Probe:
 
     path: str
     status: int | None
-    detail: str = ""  # "no answer within 10 s", "nothing listens on 127.0.0.1:30000", ...
+    # Why there was no status ("no answer within 10 s", "not asked: PID 62 (python) of
+    # x.service listens on 127.0.0.1:30000, not y.service"); with one, what is not known of it.
+    detail: str = ""
 
     @property
     def ok(self) -> bool:
@@ -39,7 +50,9 @@ class Probe:
 
     def words(self) -> str:
         """`/health_generate answered 503`, `/health_generate: no answer within 10 s`."""
-        return f"{self.path} answered {self.status}" if self.status is not None else f"{self.path}: {self.detail}"
+        if self.status is None:
+            return f"{self.path}: {self.detail}"
+        return f"{self.path} answered {self.status}" + (f" ({self.detail})" if self.detail else "")
 
 
 async def probe(host: Host, addr: str, port: int, path: str = HEALTH, timeout: float = 5.0) -> Probe:
@@ -54,6 +67,54 @@ async def probe(host: Host, addr: str, port: int, path: str = HEALTH, timeout: f
     if status == 404 and path == GENERATE:
         return await probe(host, addr, port, HEALTH, timeout)
     return Probe(path, status)
+
+
+@dataclass(frozen=True)
+class PortCheck:
+    """Whether a unit's endpoint is to be asked, by who listens on its port; `note` says why not,
+    or, where it is asked, what is not known of whose the answer is."""
+
+    ask: bool
+    note: str = ""
+
+    def noted(self, answer: Probe) -> Probe:
+        """The answer, with what is not known of it."""
+        return replace(answer, detail="; ".join(d for d in (answer.detail, self.note) if d)) if self.note else answer
+
+    def said(self, answer: Probe | None, path: str = HEALTH) -> Probe | None:
+        """What the endpoint said for the unit (None: not asked yet), or why it is not the
+        unit's to give."""
+        if not self.ask:
+            return Probe(path, None, self.note)
+        return self.noted(answer) if answer is not None else None
+
+
+def port_check(holders: Sequence[PortHolder] | None, unit: str, addr: str, port: int) -> PortCheck:
+    """Is `unit`'s own cgroup what listens on addr:port? `holders`: the host's listeners (None
+    where it has no `ss`)."""
+    unknown = f"whose listener on {addr}:{port} answered could not be read"
+    if holders is None:
+        return PortCheck(True, f"{unknown}: the host has no ss")
+    there = [h for h in holders if h.port == port and h.takes(addr)]
+    if not there:
+        return PortCheck(False, f"nothing listens on {addr}:{port}")
+    if any(h.unit == unit for h in there):
+        return PortCheck(True)
+    if any(h.cgroup is None for h in there):
+        return PortCheck(True, unknown)
+    return PortCheck(False, f"{there[0].who()} listens on {addr}:{port}, not {unit}")
+
+
+async def own_probe(host: Host, unit: str, addr: str, port: int, path: str = HEALTH, timeout: float = 5.0) -> Probe:
+    """`probe`, asked only where `unit`'s own cgroup listens (port_check, on the listeners read
+    now); otherwise a Probe without a status that says who listens there."""
+    try:
+        check = port_check(await listeners.listening(host), unit, addr, port)
+    except HostError as e:
+        check = PortCheck(True, f"whose listener on {addr}:{port} answered could not be read ({e})")
+    if check.ask:
+        return check.noted(await probe(host, addr, port, path, timeout))
+    return Probe(path, None, check.note)
 
 
 async def is_ready(host: Host, addr: str, port: int, timeout: float = 5.0) -> bool:

@@ -5,6 +5,7 @@ session (what the app shows) and the headless commands."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -106,5 +107,56 @@ async def test_a_dead_detokenizer_under_a_200_health_reads_degraded(lab: LabHand
         told = json.loads(status.stdout)
         assert status.returncode == 1 and told["readiness"] == DEGRADED, told
         assert told["readiness_reason"].startswith("sglang::detokenizer is gone")
+    finally:
+        await session.close()
+
+
+SLEEPER = "sglang-sleeper.service"  # in the fleet's `sglang*`, serving nothing
+
+
+@pytest.fixture
+def sleeper(lab: LabHandle) -> Iterator[int]:
+    """A unit running `sleep` with no --port while the demo's stand-in serves SGLang's default
+    port 30000; the stand-in's main PID."""
+    lab.ssh("tee", f"/etc/systemd/system/{SLEEPER}", input="[Service]\nExecStart=/bin/sleep infinity\n")
+    lab.ssh("systemctl", "daemon-reload")
+    lab.ssh("systemctl", "start", SLEEPER)
+    try:
+        yield int(lab.ssh("systemctl", "show", "-p", "MainPID", "--value", "sglang-demo.service").stdout)
+    finally:
+        lab.ssh("systemctl", "stop", SLEEPER, check=False)
+        lab.ssh("rm", "-f", f"/etc/systemd/system/{SLEEPER}", check=False)
+        lab.ssh("systemctl", "daemon-reload", check=False)
+
+
+async def test_another_units_server_on_the_default_port_is_not_the_units_readiness(
+    lab: LabHandle, sleeper: int
+) -> None:
+    """cockpit status, the fleet and the app all say whose port 30000 is, and none says ready."""
+    from cockpit.remote.pool import HostPool
+    from cockpit.sglang.fleet import STARTING, FleetReader
+
+    whose = f"PID {sleeper} (python) of sglang-demo.service listens on 127.0.0.1:30000, not {SLEEPER}"
+    argv = [COCKPIT, "status", "--host", lab.name, "--unit", SLEEPER, "--json"]
+    out = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, timeout=90)
+    assert out.returncode == 1, out.stdout + out.stderr
+    told = json.loads(out.stdout)
+    assert told["readiness"] == "starting" and whose in told["readiness_reason"], told
+    assert told["health"]["status"] is None
+    pool = HostPool(Config())
+    try:
+        [host] = await FleetReader(pool.get).round({lab.name: [SLEEPER]})
+    finally:
+        await pool.close()
+    fleet = host.unit(SLEEPER)
+    assert fleet is not None and (fleet.trouble, fleet.reason) == (STARTING, told["readiness_reason"])
+    assert host.unit("sglang-demo.service").trouble == READY  # its own server is asked, and ready
+    session = Session(Config(), Target(lab.name, SLEEPER))
+    session.start()
+    try:
+        await until(lambda: session.status is not None and session.status.health is not None, 30, "no health")
+        said = told["readiness_reason"].replace("/health:", "/health_generate:", 1)  # what the app asks
+        # after the start-up phase a young start is in (`in imports for 2 s; `)
+        assert session.status.readiness == "starting" and session.status.readiness_reason.endswith(said)
     finally:
         await session.close()

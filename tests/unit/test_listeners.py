@@ -52,3 +52,53 @@ def test_the_ports_a_node_binds() -> None:
         5000: "--dist-init-addr",
     }
     assert ports_of({"--dist-init-addr": "10.0.0.1:5000", "--node-rank": "1"}) == {30000: "--port"}
+
+
+DATA = Path(__file__).parents[1] / "data"
+# `ss -Hltnp --cgroup` with the facts, as root and as the lab's operator read it, the demo's
+# stand-in on 127.0.0.1:30000 (PID 65) and a squatter on 127.0.0.2:30000 (PID 112).
+AS_ROOT = listeners.parse((DATA / "listeners-cgroup-root-lab.txt").read_text())
+AS_OPERATOR = listeners.parse((DATA / "listeners-cgroup-operator-lab.txt").read_text())
+
+
+def test_ss_cgroup_says_whose_a_listener_is_where_its_pid_is_not_shown() -> None:
+    demo = next(h for h in AS_OPERATOR if h.address == "127.0.0.1" and h.port == 30000)
+    assert demo.pid is None and demo.unit == "sglang-demo.service"
+    assert demo.owner(VIEW) == "a process of sglang-demo.service this login may not see"
+    # The unit's own server, seen by a login that is not root, is not a port held by another.
+    found = port_findings(AS_OPERATOR, {}, VIEW, "lab")
+    assert [(f.pid, "port-squatter.service" in f.message) for f in found] == [(None, True)]
+
+
+def test_a_unit_is_asked_its_health_only_where_its_own_cgroup_listens() -> None:
+    from cockpit.systemd.readiness import port_check
+
+    for seen in (AS_ROOT, AS_OPERATOR):
+        assert port_check(seen, "sglang-demo.service", "127.0.0.1", 30000).ask
+        sleeper = port_check(seen, "sleeper.service", "127.0.0.1", 30000)
+        assert not sleeper.ask and sleeper.note.endswith(
+            "of sglang-demo.service listens on 127.0.0.1:30000, not sleeper.service"
+        )
+        squatted = port_check(seen, "sglang-demo.service", "127.0.0.2", 30000)  # the squatter's address
+        assert not squatted.ask and "port-squatter.service listens on 127.0.0.2:30000" in squatted.note
+        assert port_check(seen, "x.service", "127.0.0.1", 30001).note == "nothing listens on 127.0.0.1:30001"
+    assert port_check(AS_ROOT, "sleeper.service", "127.0.0.1", 30000).note.startswith("PID 65 (python) of sglang-demo")
+    assert port_check(AS_ROOT, "a.service", "127.0.0.3", 22).ask is False  # [::] and 0.0.0.0 take any address
+
+
+def test_where_whose_a_port_is_cannot_be_read_the_answer_says_so() -> None:
+    from cockpit.systemd.readiness import HEALTH, Probe, port_check
+
+    old_ss = listeners.parse("LISTEN 0      5      127.0.0.1:30000 0.0.0.0:*\n")  # no --cgroup, no PID: not root
+    for check in (
+        port_check(old_ss, "a.service", "127.0.0.1", 30000),
+        port_check(None, "a.service", "127.0.0.1", 30000),
+    ):
+        assert check.ask
+        said = check.said(Probe(HEALTH, 200))
+        assert said is not None and said.ok
+        assert said.words().startswith(
+            "/health answered 200 (whose listener on 127.0.0.1:30000 answered could not be read"
+        )
+    refused = port_check(AS_ROOT, "sleeper.service", "127.0.0.1", 30000).said(Probe(HEALTH, 200))
+    assert refused is not None and refused.status is None and "not sleeper.service" in refused.words()

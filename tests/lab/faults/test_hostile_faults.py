@@ -63,9 +63,10 @@ def test_a_control_byte_in_the_description_is_shown_not_a_crash(fault_lab: LabHa
         text=True,
         timeout=60,
     )
-    assert out.stderr == "" and out.returncode == 0  # the lab's stand-in answers the default /health
+    assert out.stderr == "" and out.returncode == 1  # not ready: port 30000 is the lab's stand-in's, not its own
     data = json.loads(out.stdout)
     assert data["description"] == hostile_unit and data["active_state"] == "active"
+    assert "of sglang-demo.service listens on 127.0.0.1:30000, not hostile.service" in data["readiness_reason"]
 
 
 async def test_the_app_shows_the_status_of_a_unit_with_a_hostile_description(
