@@ -135,6 +135,6 @@ async def server_info(host: Host, addr: str, port: int, timeout: float = 5.0) ->
         return None
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None

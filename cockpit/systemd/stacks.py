@@ -92,7 +92,7 @@ def parse(text: str) -> list[ProcessStack]:
         pid, title = int(pid_text), title.strip()
         try:
             threads = [_thread(t) for t in json.loads(dump)]
-        except (ValueError, TypeError, KeyError, AttributeError):
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
             said = dump.strip().splitlines()
             out.append(ProcessStack(pid, title, error=said[-1] if said else "py-spy printed nothing"))
             continue

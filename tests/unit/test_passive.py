@@ -249,3 +249,10 @@ async def test_a_server_info_nested_too_deep_is_no_json_and_the_poll_goes_on() -
         finally:
             poll.cancel()
     assert errors[0] == "/server_info on gpu-3 did not answer with JSON"
+
+
+async def test_the_incident_and_bench_read_of_server_info_takes_a_deep_answer_for_none() -> None:
+    from cockpit.systemd.readiness import server_info
+
+    async with answering([b"[" * 100_000 + b"]" * 100_000]) as port:
+        assert await server_info(LocalHost("gpu-3"), "127.0.0.1", port) is None

@@ -100,3 +100,14 @@ async def test_a_cgroup_with_no_members_file_is_one_sentence() -> None:
         "the processes of /system.slice/no-such-cockpit-test.service on jump: "
         "no cgroup.procs for /system.slice/no-such-cockpit-test.service"
     )
+
+
+def test_a_dump_nested_too_deep_to_decode_is_that_process_s_error_not_the_whole_dump() -> None:
+    """A py-spy on the host is the host's: an answer nested past the decoder's recursion raised
+    RecursionError out of the whole dump."""
+    from cockpit.systemd.process_facts import PID_MARK, SEP
+
+    deep = "[" * 100_000 + "]" * 100_000
+    [hostile, fine] = stacks.parse(f"{PID_MARK}7\nevil\n{SEP}\n{deep}\n{PID_MARK}8\nok\n{SEP}\n[]\n")
+    assert hostile.error is not None and hostile.threads == []
+    assert (fine.pid, fine.error, fine.threads) == (8, None, [])
