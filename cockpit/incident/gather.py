@@ -163,6 +163,7 @@ async def gather(
     incident.suppressions = SuppressionScan(unit).feed(entries)
     startups = StartupScan()
     startups.feed(entries)
+    startups.unit_started(status.invocation_id, status.exec_main_start)
     incident.startups = startups.paired(StartupMemory(host.name, unit))
     use = await gpu_use.read_or_say(host)
     running = status.running_invocation

@@ -18,7 +18,7 @@ from typing import Any
 from cockpit.attempts import UNSET
 from cockpit.incident.model import Incident
 from cockpit.printable import printable
-from cockpit.sglang.startup import headline, table
+from cockpit.sglang.startup import facts, headline, table
 from cockpit.traceback import Traceback
 from cockpit.traceback.groups import group
 from cockpit.traceback.stack_dump import headline as stack_headline
@@ -213,7 +213,10 @@ def _render_startups(incident: Incident, w) -> None:
     if not incident.startups:
         return
     w("## Start-up\n")
-    w("Each start in the period, latest first: every phase, rank by rank, in seconds (journald's stamps).\n")
+    w(
+        "Each start in the period, latest first: every phase from the unit's start, rank by rank, in seconds "
+        "(journald's stamps).\n"
+    )
     for startup in incident.startups:
         timeline = startup.timeline
         w(f"### {cell(headline(incident.unit, timeline))}\n")
@@ -224,6 +227,9 @@ def _render_startups(incident: Incident, w) -> None:
             for row in rows[1:]:
                 w("| " + " | ".join(cell(c) for c in row) + " |")
             w("")
+        for fact in facts(timeline):
+            w(f"- {cell(fact)}")
+        w("")
     w("")
 
 

@@ -43,7 +43,7 @@ from cockpit.sglang.health import DOWN, STARTING, HealthScan, Readiness, assess
 from cockpit.sglang.nodes_status import BROKEN, group_readiness
 from cockpit.sglang.preflight import Finding, given_flags
 from cockpit.sglang.ranks import node_rank, ranks_on_node
-from cockpit.sglang.startup import NAMES, Startup, StartupMemory, StartupScan
+from cockpit.sglang.startup import Startup, StartupMemory, StartupScan, under_way
 from cockpit.sglang.status_read import read_status
 from cockpit.systemd import gpu_use, processes
 from cockpit.systemd.entry import JournalEntry
@@ -563,12 +563,12 @@ class Session:
             worker_node=unit is not None and node_rank(unit.flag_values()) > 0,
         )
         reason = told.reason
+        self.startups.unit_started(status.invocation_id, status.exec_main_start)
         timeline = self.startups.starts.get(status.invocation_id or "")
         if told.state == STARTING and timeline is not None:
-            now = timeline.current()
+            now = under_way(timeline)
             if now is not None:  # where a long start is: "in load weight for 412 s (TP3 slowest so far)"
-                phase, rank, seconds = now
-                reason = f"in {NAMES[phase]} for {seconds:.0f} s ({rank or 'rank 0'} slowest so far); {reason}"
+                reason = f"{now}; {reason}"
         status = replace(status, readiness=told.state, readiness_reason=reason)
         up = status.running_invocation
         if self._running is not None and up != self._running and self.live:

@@ -12,7 +12,13 @@ The formats, from the source of SGLang 0.5.9 and 0.5.23 and the 0.4.x lines in t
 - `Decode batch{ [iter]}, key: value, ...` (0.4.x: `Decode batch.` and no accept rate), with
   the pool's keys varying by model (`#token`/`token usage`, or `#full token`/`full token
   usage` for hybrid models) and optional keys (accept len/rate, disaggregation queues, MFU);
-- `Prefill batch{ [iter]}, ...` likewise (0.4.x: `Prefill batch.`, ending at `#queue-req`).
+- `Prefill batch{ [iter]}, ...` likewise (0.4.x: `Prefill batch.`, ending at `#queue-req`);
+  a graph's key names the device (`cuda graph`, `cpu graph` on a CPU, `npu graph`);
+- start-up facts: 0.5.23's main process prints its arguments as a dict (`server_args={'model_path':
+  ...}`; older releases and the argument resolution `server_args=ServerArgs(model_path=...)`), each
+  rank its KV cache (`KV Cache is allocated. dtype: torch.bfloat16, #tokens: 16384, K size: 0.00
+  GB, V size: 0.00 GB`), and the main process SGLang's own account of the start (`Engine startup
+  timings (s): load_weight=0.04, ..., cuda_graph={prefill=0.00, ...}, tokenizer_e2e=9.40`).
 Stats lines are therefore read as `key: value` pairs rather than matched field by field, so
 an extra or reordered key never loses the line; every pair is kept in `fields`.
 
@@ -38,6 +44,8 @@ _STARTS = (
     "Load weight ",
     "KV Cache is allocated",
     "Memory pool end",
+    "Engine startup timings",
+    "server_args=",
     CAPTURE_START,
     "max_total_num_tokens=",
     "Scheduler hit an exception",
@@ -52,6 +60,11 @@ READY_TEXT = "The server is fired up and ready to roll!"  # http_server.py, ever
 _HEAD = re.compile(rf"\[({STAMP}){RANKS}\] (?:([A-Z]+) ([\w.]+:\d+): )?")
 _CAPTURE = re.compile(r"Capture (.+? graph) (begin|end)\b", re.IGNORECASE)
 _ASSIGN = re.compile(r"([A-Za-z_][\w ]*?)=(\[[^\]]*\]|[^,\s]+(?: [A-Za-z]+\b)?)")
+_TIMING = re.compile(r"(\w+)=(\d+(?:\.\d+)?)")
+_GRAPH_TIMINGS = re.compile(r"cuda_graph=\{([^}]*)\}")
+# A scalar argument of the server_args line, as a dict (`'tp_size': 1`) or as ServerArgs(tp_size=1):
+# strings, numbers, None and booleans; lists and dicts are not read.
+_ARGUMENT = re.compile(r"""(?:'(\w+)': |\b(\w+)=)('[^']*'|-?[\w.]+)(?=[,)}])""")
 
 
 @dataclass(slots=True)
@@ -128,12 +141,17 @@ MilestoneKind = Literal[
     "graph_capture_begin",
     "graph_capture_end",
     "max_total_num_tokens",
+    "engine_timings",
+    "server_args",
 ]
 
 
 @dataclass(slots=True)
 class Milestone:
-    """A start-up step; `values` holds the line's `key=value` pairs (`avail mem` -> `9.80 GB`)."""
+    """A start-up step or fact; `values` holds the line's `key=value` pairs (`avail mem` -> `9.80
+    GB`); the KV cache line's `key: value` pairs (`#tokens` -> `16384`); SGLang's own timings in
+    seconds (`load_weight` -> `0.04`, `cuda_graph decode` -> `12.31`); the scalar arguments of the
+    server_args line (`tp_size` -> `1`, `speculative_algorithm` -> `None`)."""
 
     stamp: str
     rank: str
@@ -187,6 +205,8 @@ MILESTONES: tuple[tuple[str, MilestoneKind], ...] = (
     ("Load weight end", "load_weight_end"),
     ("Memory pool end", "memory_pool_end"),
     ("max_total_num_tokens=", "max_total_num_tokens"),
+    ("Engine startup timings", "engine_timings"),  # 0.5.23, the main process, once the ranks are up
+    ("server_args=", "server_args"),
 )
 
 
@@ -211,7 +231,7 @@ def parse(line: str) -> LogEvent | None:
             return ErrorMarker(stamp, rank, error, message)
     for marker, milestone in MILESTONES:
         if message.startswith(marker):
-            return Milestone(stamp, rank, milestone, message, dict(_ASSIGN.findall(message)))
+            return Milestone(stamp, rank, milestone, message, _values(milestone, message))
     capture = _CAPTURE.match(message)
     if capture is None:
         return None  # "Capture cuda graph bs [...]" and the like: not a milestone
@@ -220,8 +240,27 @@ def parse(line: str) -> LogEvent | None:
     return Milestone(stamp, rank, kind, message, values)
 
 
+def _values(kind: MilestoneKind, message: str) -> dict[str, str]:
+    """The facts of a start-up line, each kind written its own way."""
+    if kind == "kv_cache_allocated":  # `KV Cache is allocated. dtype: torch.bfloat16, #tokens: 16384, ...`
+        return _pairs(message, message.find(". "))
+    if kind == "engine_timings":
+        graphs = _GRAPH_TIMINGS.search(message)
+        if graphs is None:
+            return dict(_TIMING.findall(message))
+        rest = message[: graphs.start()] + message[graphs.end() :]
+        return {**dict(_TIMING.findall(rest)), **{f"cuda_graph {k}": v for k, v in _TIMING.findall(graphs.group(1))}}
+    if kind == "server_args":
+        values: dict[str, str] = {}
+        for quoted, bare, value in _ARGUMENT.findall(message):
+            values.setdefault(quoted or bare, value.strip("'"))  # the first: a nested dict's key comes later
+        return values
+    return dict(_ASSIGN.findall(message))
+
+
 def _pairs(message: str, skip: int) -> dict[str, str]:
-    """`, key: value, key: value` after the `Decode batch` / `Prefill batch` words."""
+    """`, key: value, key: value` after the first words (`Decode batch`, `Prefill batch`,
+    `KV Cache is allocated.`), which end at `skip`."""
     if message.startswith(" [", skip):  # the iteration number of SGLANG_LOG_FORWARD_ITERS
         skip = message.find("]", skip) + 1
     fields = {}

@@ -2,12 +2,23 @@
 the passive series' first source where it has one (cockpit.load.passive).
 
 SGLang's scheduler metrics carry the labels `model_name, engine_type, tp_rank, pp_rank,
-moe_ep_rank[, dp_rank]` (0.5.23's names: tests/shared/fixtures/sglang/logs/). Every TP rank of a
-data-parallel rank reports the same batch where `--enable-metrics-for-all-schedulers` is on, and
-only the last pipeline stage generates: a reading takes TP rank 0 of the last stage of each DP
-rank, sums the counts over DP ranks and averages the shares. The `cache_hit_rate` gauge is reset
-by the decode logger and reads 0 in 0.5.23, so the prefix-cache hit rate is the counters'
-`cached_tokens_total / prompt_tokens_total`, over the interval between two readings.
+moe_ep_rank[, dp_rank]` (0.5.23's names: tests/shared/fixtures/sglang/logs/; a real server's
+answers: tests/data/sglang-0.5.23/real-*-metrics*.txt). Every TP rank of a data-parallel rank
+reports the same batch where `--enable-metrics-for-all-schedulers` is on, and only the last
+pipeline stage generates: a reading takes TP rank 0 of the last stage of each DP rank, sums the
+counts over DP ranks and averages the shares.
+
+Two things a real 0.5.23 does that a reading must not take at face value:
+- `spec_accept_length` and `spec_accept_rate` are exported at 0.0 by a server without speculative
+  decoding (and by a speculative one before its first decode batch, which has no figure yet):
+  the accept figures are read only where the server says it speculates (one of its spec gauges
+  above zero).
+- the prefix cache's counter is the tokenizer's `cached_tokens_total{cache_source="device"}`
+  (`host`, `storage`; `total` for a request that came without the split), exported only from the
+  first cache hit on (prometheus_client's multiprocess mode writes no sample nobody set). Beside
+  `prompt_tokens_total` its absence is 0 cached tokens. The `cache_hit_rate` gauge is reset by the
+  decode logger and reads 0, so the prefix-cache hit rate is the counters' `cached_tokens_total /
+  prompt_tokens_total`, over the interval between two readings.
 """
 
 from __future__ import annotations
@@ -20,6 +31,8 @@ from dataclasses import dataclass
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 PREFIX = "sglang:"
+# A server that speculates says so in one of these once it has decoded (0.5.23 adds the last two).
+SPECULATING = ("spec_accept_length", "spec_num_steps", "spec_num_draft_tokens")
 
 
 @dataclass(frozen=True)
@@ -60,10 +73,10 @@ class Reading:
     running: float | None
     queued: float | None
     token_usage: float | None
-    accept_len: float | None
+    accept_len: float | None  # speculative decoding only
     accept_rate: float | None
     prompt_tokens: float | None  # counters, for the cache hit rate between two readings
-    cached_tokens: float | None
+    cached_tokens: float | None  # every cache source; 0 before the first hit, where prompts were counted
 
     def cache_hit_rate(self, before: Reading | None) -> float | None:
         """Cached over prompt tokens since `before` (since the server started, without one)."""
@@ -100,14 +113,16 @@ def reading(text: str, at: float) -> Reading | None:
         values = by_name.get(name)
         return sum(values) / len(values) if values else None
 
+    speculating = any(value > 0 for name in SPECULATING for value in by_name.get(name, ()))
+    prompt, cached = total("prompt_tokens_total"), total("cached_tokens_total")
     return Reading(
         at,
         total("gen_throughput"),
         total("num_running_reqs"),
         total("num_queue_reqs"),
         mean("token_usage"),
-        mean("spec_accept_length"),
-        mean("spec_accept_rate"),
-        total("prompt_tokens_total"),
-        total("cached_tokens_total"),  # every source: device, host, storage
+        mean("spec_accept_length") if speculating else None,
+        mean("spec_accept_rate") if speculating else None,
+        prompt,
+        cached if cached is not None or prompt is None else 0.0,
     )

@@ -13,20 +13,28 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from datetime import datetime, timezone
 
 import pytest
+from textual.widgets import Label
 
 from cockpit.config import Config
+from cockpit.incident import render
 from cockpit.lab.lab import REAL_UNITS, Lab, generate
+from cockpit.load.passive import ThroughputPoint
 from cockpit.targets import Target
 from cockpit.traceback.model import Line
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.flags import FlagsPane
 from cockpit.ui.panes.journal import JournalView
 from cockpit.ui.panes.status import StatusPane
+from cockpit.ui.panes.throughput import SparkRow
+from cockpit.ui.screens.startup import StartupScreen
 from tests.conftest import TEST_LAB, LabHandle, until
 from tests.lab.standin_units import standin_unit
 from tests.unit.test_preflight import COCKPIT
@@ -281,5 +289,128 @@ def test_tp2_reaches_ready_and_calls_no_sgl_kernel_stand_in(real_lab: LabHandle)
         titles = {p["title"] for p in told["processes"]}
         assert {"sglang::scheduler_TP0", "sglang::scheduler_TP1", "sglang::detokenizer"} <= titles, titles
         assert_no_stand_in_called(lab, unit)
+    finally:
+        end(lab, unit)
+
+
+PROMPT = "what is the model ?"  # five words of the tiny model's tokenizer
+
+
+def unit_start(lab: LabHandle, unit: str) -> tuple[str, float]:
+    """The unit's invocation and systemd's own ExecMainStartTimestamp, to the microsecond."""
+    shown = lab.ssh("systemctl", "show", "--timestamp=us+utc", "-p", "InvocationID,ExecMainStartTimestamp", unit).stdout
+    props = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+    at = datetime.strptime(props["ExecMainStartTimestamp"], "%a %Y-%m-%d %H:%M:%S.%f %Z")
+    return props["InvocationID"], at.replace(tzinfo=timezone.utc).timestamp()
+
+
+def stamp_of(lab: LabHandle, unit: str, invocation: str, text: str) -> float:
+    """journald's own stamp of the first line of the start holding `text`."""
+    out = lab.ssh("journalctl", "-u", unit, f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "json").stdout
+    entries = [json.loads(line) for line in out.splitlines()]
+    return next(int(e["__REALTIME_TIMESTAMP"]) / 1e6 for e in entries if text in str(e.get("MESSAGE", "")))
+
+
+@pytest.mark.timeout(480)
+async def test_a_real_tp1_start_is_timed_from_the_units_start_with_its_imports(real_lab: LabHandle) -> None:
+    """Issue 25, item 6: the real main process prints its first line seconds after systemd's
+    Started and the scheduler imports for more before `Init parallel begin.`; the timeline (the
+    app's readiness while it starts, `p`, the incident note) has an imports phase from systemd's
+    ExecMainStartTimestamp, and its phases add up to the time from there to the ready line, as
+    systemd and journald stamped them in this run."""
+    lab, unit = real_lab, "sglang-real-tp1.service"
+    app = CockpitApp(Config(), Target(lab.name, unit))
+    try:
+        async with app.run_test(size=(150, 40)) as pilot:
+            pane = app.query_one(StatusPane)
+            await until(lambda: pane.status is not None, 60, "the unit's status")
+            lab.ssh("systemctl", "start", unit)
+            reasons: list[str] = []
+
+            def ready() -> bool:
+                status = pane.status
+                if status is not None and status.readiness == "starting":
+                    reasons.append(status.readiness_reason)
+                return status is not None and bool(status.ready) and status.invocation_id is not None
+
+            await until(ready, START_S, lambda: (pane.status, reasons[-3:]))
+            assert any(re.match(r"in imports for \d+ s; ", r) for r in reasons), reasons
+            invocation, started = unit_start(lab, unit)
+            began = stamp_of(lab, unit, invocation, "Init parallel begin.")
+            ready_at = stamp_of(lab, unit, invocation, READY)
+            await until(lambda: app.session.timeline() is not None, 10)
+            await pilot.press("p")
+            screen = app.screen
+            assert isinstance(screen, StartupScreen)
+            timeline = screen.timeline
+            assert timeline.invocation == invocation
+            assert timeline.started_at is not None and abs(timeline.started_at - started) < 0.01, (timeline, started)
+            imports = timeline.seconds("", "imports")
+            assert imports is not None and abs(imports - (began - started)) < 0.01, (imports, began - started)
+            assert imports > 5  # 14 to 33 s here: the most of a real start
+            durations = timeline.durations()
+            assert list(durations)[0] == "imports" and "warm_up" in durations, durations
+            assert abs(sum(durations.values()) - (ready_at - started)) < 1, (durations, ready_at - started)
+            shown = "\n".join(str(w.render()) for w in screen.query(Label))
+            said = re.search(r"ready (\d+\.\d) s after the unit's start", shown)
+            assert said is not None and abs(float(said[1]) - (ready_at - started)) < 0.1, (shown, ready_at - started)
+            assert "KV cache: 16,384 tokens (dtype torch.bfloat16" in shown and "SGLang's own timings: " in shown, shown
+            note = render(await app.session.incident())
+            section = note[note.index("## Start-up") :]
+            assert "| imports | rank 0 " in section and "after the unit's start" in section, section[:2000]
+    finally:
+        end(lab, unit)
+
+
+@pytest.mark.timeout(480)
+async def test_the_server_row_of_a_real_plain_server(real_lab: LabHandle) -> None:
+    """Issue 25, item 2: a real 0.5.23 without speculative decoding exports its accept gauges at
+    0.0, and its prefix-cache counter only from the first hit: the server row says no accept
+    figure, a hit rate of 0% while nothing was cached, and, over the poll that holds a repeat of
+    a prompt, the share of its prompt tokens the radix cache served as the server answered it."""
+    lab, unit = real_lab, "sglang-real-tp1.service"
+    port = REAL_UNITS[unit]
+    lab.ssh("systemctl", "start", unit)
+    app = CockpitApp(Config(), Target(lab.name, unit))
+    try:
+        async with app.run_test(size=(150, 40)):
+            session = app.session
+            await until(lambda: session.status is not None and session.status.ready, START_S, lambda: session.status)
+            app.action_throughput()
+            row = app.query_one("#row-passive", SparkRow)
+
+            async def polled_after(done: float) -> ThroughputPoint:
+                """The first /metrics reading after a request was answered (the server counts it
+                before it answers): its interval holds that request and nothing after it."""
+
+                def fresh() -> bool:
+                    latest = app.session.passive.latest
+                    return latest is not None and latest.source == "metrics" and latest.time > done
+
+                await until(fresh, 30, lambda: list(app.session.passive)[-3:])
+                point = app.session.passive.latest
+                assert point is not None
+                return point
+
+            first = await asyncio.to_thread(generate, Lab(lab.name), PROMPT, port, 8)
+            assert first["meta_info"]["cached_tokens"] == 0, first  # type: ignore[index]
+            point = await polled_after(time.time())
+            assert point.accept_len is None and point.accept_rate is None, point
+            assert row.row_name == "server (/metrics)" and "accept" not in row.shown, row.shown
+            assert row.shown.endswith("prefix cache hit 0%"), row.shown
+            again = await asyncio.to_thread(generate, Lab(lab.name), PROMPT, port, 8)
+            meta = again["meta_info"]
+            assert isinstance(meta, dict) and meta["cached_tokens"] > 0, again  # the radix cache: 4 of 5 here
+            point = await polled_after(time.time())
+            truth = meta["cached_tokens"] / meta["prompt_tokens"]
+            assert point.cache_hit_rate == truth, (point, meta)
+            assert row.shown.endswith(f"prefix cache hit {100 * truth:.0f}%") and "accept" not in row.shown, row.shown
+        metrics = lab.ssh(
+            "python3",
+            "-c",
+            f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/metrics').read().decode())",
+        ).stdout
+        assert 'sglang:cached_tokens_total{cache_source="device",' in metrics, metrics[-3000:]
+        assert re.search(r"^sglang:spec_accept_length\{.*\} 0\.0$", metrics, re.M), metrics[-3000:]
     finally:
         end(lab, unit)

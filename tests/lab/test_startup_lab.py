@@ -14,7 +14,7 @@ from cockpit.config import Config
 from cockpit.incident import render
 from cockpit.session import Listener, Session
 from cockpit.sglang.health import READY, STARTING
-from cockpit.sglang.startup import PHASES
+from cockpit.sglang.startup import RANK_PHASES
 from cockpit.systemd.status import UnitStatus
 from cockpit.targets import Target
 from tests.conftest import LabHandle, until
@@ -51,11 +51,19 @@ async def test_a_tp8_start_phase_by_phase_and_one_that_dies(lab: LabHandle, star
         timeline = found.timeline
         assert sorted(timeline.ranks) == [f"TP{r}" for r in range(8)]
         said = dict(ELAPSED.findall(lab.ssh("journalctl", "-u", start_unit, "-o", "cat").stdout))
+        started = timeline.started_at
+        assert started is not None and timeline.ready_at is not None
         for rank, phases in timeline.ranks.items():
-            assert all(phases.seconds(p) for p in PHASES), (rank, phases)
+            assert all(phases.seconds(p) for p in ("init", "load_weight", "memory_pool", "cuda_graph")), (rank, phases)
+            # from the unit's start, with no gap: the rank's phases add up to its part of the start
+            done = phases.done_at()
+            assert (
+                done is not None and abs(sum(phases.seconds(p) or 0.0 for p in RANK_PHASES) - (done - started)) < 1e-6
+            )
             # the measurer (journald's stamps of the two lines) against the rank's own figure
             assert abs(phases.seconds("load_weight") - float(said[rank])) < 0.5, (rank, phases, said[rank])
         assert any(re.match(r"in (distributed init|load weight|memory pool|CUDA graphs) for \d+ s", r) for r in reasons)
+        assert abs(sum(timeline.durations().values()) - (timeline.ready_at - started)) < 1, timeline.durations()
 
         lab.ssh("mkdir", "-p", f"/etc/systemd/system/{start_unit}.d")
         lab.ssh(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -356,3 +357,57 @@ def test_the_0_5_9_graph_capture_lines() -> None:
         20.15,
     )
     assert (end.kind, end.number("mem usage"), end.number("avail mem")) == ("graph_capture_end", 0.69, 19.46)
+
+
+def _real_messages(name: str) -> list[str]:
+    """The text lines of a real SGLang 0.5.23 journal (tests/data/sglang-0.5.23/)."""
+    path = Path(__file__).parents[1] / "data" / "sglang-0.5.23" / name
+    return [m for line in path.read_text().splitlines() if isinstance(m := json.loads(line)["MESSAGE"], str)]
+
+
+def test_a_real_0_5_23_on_a_cpu_says_cpu_graph() -> None:
+    """Its batch lines name the graph after the device (`cpu graph: False`), and a server without
+    speculative decoding prints no accept figures."""
+    got = [e for m in _real_messages("real-tp1-repeat.jsonl") if (e := parse(m)) is not None]
+    assert [type(e) for e in got] == [PrefillStats, DecodeStats, PrefillStats, DecodeStats, DecodeStats]
+    decode, hit = got[1], got[2]
+    assert (decode.running_req, decode.tokens, decode.gen_throughput, decode.queue_req) == (1, 39, 1.61, 0)
+    assert (decode.graph, decode.accept_len, decode.accept_rate) == (False, None, None)
+    assert decode.fields["cpu graph"] == "False" and "cuda graph" not in decode.fields
+    assert (hit.new_token, hit.cached_token, hit.graph, hit.input_throughput) == (1, 4, False, 0.25)
+
+
+def test_the_facts_of_a_real_0_5_23_start() -> None:
+    """The server_args dict, each rank's KV cache, and SGLang's own start-up timings."""
+    got = {
+        e.kind: e.values
+        for m in _real_messages("real-tp2-start.jsonl")
+        if isinstance(e := parse(m), Milestone) and e.kind in ("server_args", "kv_cache_allocated", "engine_timings")
+    }
+    args = got["server_args"]
+    assert len(args) > 400 and (args["tp_size"], args["mem_fraction_static"]) == ("2", "0.95")
+    assert (args["model_path"], args["speculative_algorithm"], args["device"]) == ("/models/tiny-llama", "None", "cpu")
+    assert got["kv_cache_allocated"] == {
+        "dtype": "torch.bfloat16",
+        "#tokens": "16384",
+        "K size": "0.00 GB",
+        "V size": "0.00 GB",
+    }
+    assert got["engine_timings"] == {
+        "load_weight": "0.02",
+        "kv_cache_allocation": "0.53",
+        "scheduler_e2e": "2.56",
+        "tokenizer_e2e": "25.28",
+        **{f"cuda_graph {g}": "0.00" for g in ("prefill", "decode", "target_verify")},
+        **{f"cuda_graph {g}": "0.00" for g in ("draft_prefill", "draft_decode", "draft_extend")},
+    }
+
+
+def test_the_arguments_line_of_older_releases() -> None:
+    line = (
+        "[2026-01-01 00:00:00] server_args=ServerArgs(model_path='/m', tp_size=8, mem_fraction_static=0.88, "
+        "lora_paths=[1, 2])"
+    )
+    event = parse(line)
+    assert isinstance(event, Milestone) and event.kind == "server_args"
+    assert event.values == {"model_path": "/m", "tp_size": "8", "mem_fraction_static": "0.88"}  # lists are not read

@@ -55,6 +55,7 @@ class Request:
     arrived: float = field(default_factory=time.monotonic)
     first_at: float | None = None  # when its first token went out
     done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    streaming: bool = False  # asked for a stream: /metrics counts its tokens under is_streaming="true"
 
     def text_for(self, start: int, count: int) -> str:
         return "".join(" " + WORDS[(start + i) % len(WORDS)] for i in range(count))
@@ -95,6 +96,8 @@ class Engine:
         self.completed = 0
         self.aborted = 0
         self.total_tokens = 0
+        # /metrics' prompt_tokens_total and generation_tokens_total: ("prompt" | "generation", streaming) -> tokens
+        self.counted: collections.Counter[tuple[str, bool]] = collections.Counter()
         # What the stand-in itself delivered, request by request: (arrived, first token, last
         # token, tokens), its own clock. A test checks a measurer against this, not the settings.
         self.delivered: collections.deque[tuple[float, float, float, int]] = collections.deque(maxlen=100_000)
@@ -130,11 +133,13 @@ class Engine:
         cached = int(req.prompt_tokens * self.prefix_cache_hit)
         self.prompt_total += req.prompt_tokens
         self.cached_total += cached
+        self.counted["prompt", req.streaming] += req.prompt_tokens
         try:
             self.log.info(
                 f"Prefill batch, #new-seq: 1, #new-token: {req.prompt_tokens - cached}, #cached-token: {cached}, "
                 f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, "
-                f"#queue-req: {len(self.waiting)}, "
+                f"#queue-req: {len(self.waiting)}, #pending-token: 0, cuda graph: False, "
+                f"input throughput (token/s): {self.prefill_tokens_per_s:.2f}"
             )
             await asyncio.sleep(self.ttft_base_s + req.prompt_tokens / self.prefill_tokens_per_s)
         finally:
@@ -162,6 +167,7 @@ class Engine:
         text = req.text_for(req.generated, count)
         req.generated += count
         self.total_tokens += count
+        self.counted["generation", req.streaming] += count
         now = self.last_emit = time.monotonic()
         if req.first_at is None:
             req.first_at = now
@@ -230,6 +236,16 @@ class Engine:
         if self._steps % self.decode_log_interval == 0:
             self._log_decode()
 
+    @property
+    def accept_rate(self) -> float:
+        """Accepted drafts over proposed ones: the accept length less its bonus token, over the steps."""
+        return min(1.0, (self.accept_len - 1) / self.spec_steps) if self.spec_steps else 0.0
+
+    @property
+    def decoded(self) -> bool:
+        """A decode batch has been logged (SGLang sets its decode gauges only then)."""
+        return self._steps >= self.decode_log_interval
+
     def _usage(self) -> float:
         tokens = sum(r.prompt_tokens + r.generated for r in self.running)
         return tokens / MAX_TOTAL_NUM_TOKENS
@@ -242,8 +258,7 @@ class Engine:
         tokens = sum(r.prompt_tokens + r.generated for r in self.running)
         spec = ""
         if self.spec_steps:
-            rate = min(1.0, (self.accept_len - 1) / self.spec_steps)
-            spec = f"accept len: {self.accept_len:.2f}, accept rate: {rate:.2f}, "
+            spec = f"accept len: {self.accept_len:.2f}, accept rate: {self.accept_rate:.2f}, "
         self.log.info(
             f"Decode batch, #running-req: {len(self.running)}, #token: {tokens}, "
             f"token usage: {tokens / MAX_TOTAL_NUM_TOKENS:.2f}, {spec}cuda graph: True, "

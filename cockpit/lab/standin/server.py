@@ -27,6 +27,7 @@ from cockpit.lab.standin.log import Logger, rank_prefix
 from cockpit.lab.standin.nodes import Layout, MeetingFailed, meet
 from cockpit.lab.standin.nvidia_smi import GPUS, TOTAL_MIB
 from cockpit.lab.standin.settings import Settings
+from cockpit.lab.standin.worker import PHASES, phase_seconds
 
 STANDIN_LABEL = "cockpit lab stand-in (CPU program, not SGLang)"
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."  # SGLang's handler
@@ -89,7 +90,8 @@ class Standin:
     # -- start-up -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.log.info(f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in sorted(vars(self.args).items()))})")
+        began = time.perf_counter()
+        self.log.info(f"server_args={vars(self.args)!r}")  # 0.5.23's launch_server prints them as a dict
         self.log.info(f"Running {STANDIN_LABEL}: no model is loaded and no GPU is used.")
         host, port = getattr(self.args, "host", None) or "127.0.0.1", int(getattr(self.args, "port", None) or 30000)
         if self.layout.node_rank > 0:
@@ -107,6 +109,7 @@ class Standin:
             f"max_total_num_tokens={MAX_TOTAL_NUM_TOKENS}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
             f"max_running_requests={self.engine.max_running or 4096}, context_len=131072, available_gpu_mem=20.70 GB"
         )
+        self.log.info(self._startup_timings(time.perf_counter() - began))
         asyncio.get_running_loop().create_task(self.engine.run())
         self.log.plain(f"INFO:     Started server process [{os.getpid()}]")
         self.log.plain("INFO:     Waiting for application startup.")
@@ -115,12 +118,25 @@ class Standin:
         self.log.plain(f'INFO:     {host}:{port} - "GET /model_info HTTP/1.1" 200 OK')
         self.rank0.info(
             "Prefill batch, #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, "
-            "#running-req: 0, #queue-req: 0, "
+            "#running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: False, "
+            f"input throughput (token/s): {self.engine.prefill_tokens_per_s:.2f}"
         )
         self.log.plain(f'INFO:     {host}:{port} - "POST /generate HTTP/1.1" 200 OK')
         self.ready = True
         self.log.info("The server is fired up and ready to roll!")
         self._schedule_faults()
+
+    def _startup_timings(self, launched_s: float) -> str:
+        """0.5.23's account of a start once its ranks are up (entrypoints/engine.py): each figure
+        its slowest rank's (here the last, worker.phase_seconds), the decode graph the one captured;
+        `tokenizer_e2e` the main process's own, from its arguments to every rank up."""
+        step = phase_seconds(self.settings.startup_s, self.tp_size - 1)
+        return (
+            f"Engine startup timings (s): load_weight={step:.2f}, kv_cache_allocation={step:.2f}, "
+            f"scheduler_e2e={step * len(PHASES):.2f}, cuda_graph={{prefill=0.00, decode={step:.2f}, "
+            "target_verify=0.00, draft_prefill=0.00, draft_decode=0.00, draft_extend=0.00}, "
+            f"tokenizer_e2e={launched_s:.2f}"
+        )
 
     def _schedule_faults(self) -> None:
         """The faults the settings ask for, each its delay after the node is up (node 0: its
@@ -390,41 +406,39 @@ class Standin:
         return info
 
     def _metrics(self) -> str:
-        """Prometheus text as SGLang's prometheus_client writes it (0.5.23's names and labels,
-        tests/shared/fixtures/sglang/logs/prometheus-metric-names-0.5.23.tsv). `cache_hit_rate`
-        reads 0 as the real gauge does once the decode logger has reset it: the hit rate is the
-        counters' ratio."""
+        """Prometheus text as SGLang 0.5.23's prometheus_client writes it, for the families the
+        stand-in imitates, with the real server's names, labels and habits
+        (tests/data/sglang-0.5.23/real-tp1-metrics*.txt): the scheduler's gauges carry the rank
+        labels, the tokenizer's counters `engine_type, model_name` with `is_streaming` or
+        `cache_source`; the speculative gauges read 0.0 until a speculative server has decoded
+        (always, on a plain one); `cached_tokens_total` appears with the first cache hit, and
+        `cache_hit_rate` reads 0 as the real gauge does once the decode logger has reset it."""
         e = self.engine
-        labels = f'engine_type="unified",model_name="{self.model}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+        ranks = f'engine_type="unified",model_name="{self.model}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+        tokenizer = f'engine_type="unified",model_name="{self.model}"'
+        decoded = bool(e.spec_steps) and e.decoded
+        draft_tokens = getattr(self.args, "speculative_num_draft_tokens", None) or (e.spec_steps or 0) + 1
         gauges = [
             ("num_running_reqs", "The number of running requests.", len(e.running)),
             ("num_queue_reqs", "The number of requests in the waiting queue.", len(e.waiting)),
             ("gen_throughput", "The generation throughput (token/s).", e.last_gen_throughput),
             ("cache_hit_rate", "The prefix cache hit rate.", 0.0),
             ("token_usage", "The token usage.", e._usage()),
-        ]
-        if e.spec_steps:
-            rate = min(1.0, (e.accept_len - 1) / e.spec_steps)
-            gauges += [
-                (
-                    "spec_accept_length",
-                    "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
-                    e.accept_len,
-                ),
-                (
-                    "spec_accept_rate",
-                    "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
-                    rate,
-                ),
-            ]
-        counters = [
-            ("prompt_tokens", "Number of prefill tokens processed.", e.prompt_total, ""),
-            ("generation_tokens", "Number of generation tokens processed.", e.total_tokens, ""),
             (
-                "cached_tokens",
-                "Number of cached prompt tokens by source (device/host/storage).",
-                e.cached_total,
-                ',source="device"',
+                "spec_accept_length",
+                "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
+                e.accept_len if decoded else 0.0,
+            ),
+            (
+                "spec_accept_rate",
+                "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
+                e.accept_rate if decoded else 0.0,
+            ),
+            ("spec_num_steps", "Currently active speculative_num_steps.", (e.spec_steps or 0) if decoded else 0),
+            (
+                "spec_num_draft_tokens",
+                "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
+                draft_tokens if decoded else 0,
             ),
         ]
         out = []
@@ -432,13 +446,26 @@ class Standin:
             out += [
                 f"# HELP sglang:{name} {doc}",
                 f"# TYPE sglang:{name} gauge",
-                f"sglang:{name}{{{labels}}} {float(value)}",
+                f"sglang:{name}{{{ranks}}} {float(value)}",
             ]
-        for name, doc, value, extra in counters:
+        counters = [
+            ("prompt", "Number of prefill tokens processed."),
+            ("generation", "Number of generation tokens processed."),
+        ]
+        for kind, doc in counters:
+            samples = [(streaming, n) for (counted, streaming), n in sorted(e.counted.items()) if counted == kind]
+            if samples:
+                out += [f"# HELP sglang:{kind}_tokens_total {doc}", f"# TYPE sglang:{kind}_tokens_total counter"]
+                out += [
+                    f'sglang:{kind}_tokens_total{{engine_type="unified",is_streaming="{str(streaming).lower()}",'
+                    f'model_name="{self.model}"}} {float(n)}'
+                    for streaming, n in samples
+                ]
+        if e.cached_total:
             out += [
-                f"# HELP sglang:{name}_total {doc}",
-                f"# TYPE sglang:{name}_total counter",
-                f"sglang:{name}_total{{{labels}{extra}}} {float(value)}",
+                "# HELP sglang:cached_tokens_total Number of cached prompt tokens by source (device/host/storage).",
+                "# TYPE sglang:cached_tokens_total counter",
+                f'sglang:cached_tokens_total{{cache_source="device",{tokenizer}}} {float(e.cached_total)}',
             ]
         return "\n".join(out) + "\n"
 
@@ -494,7 +521,11 @@ class Standin:
                 parts.append(text)
 
         req = Request(
-            prompt_tokens=prompt_tokens, max_tokens=max_tokens, emit=emit, is_closed=writer.transport.is_closing
+            prompt_tokens=prompt_tokens,
+            max_tokens=max_tokens,
+            emit=emit,
+            is_closed=writer.transport.is_closing,
+            streaming=stream,
         )
         if stream:
             writer.write(

@@ -1,9 +1,8 @@
 """One tensor-parallel rank of the stand-in: logs the rank's start-up, then waits to crash.
 
 Run as `python -m cockpit.lab.standin.worker RANK TP_SIZE STREAMS STARTUP_S ARCH STATUS_FD WATCHDOG_S FAIL_IN [meet]`;
-reads `crash`, `orphan` or `hang` on stdin, reports `ready` on STATUS_FD. A crash raises through real
-frames of this file, logs it as SGLang's scheduler does (`Scheduler hit an exception: ...`), exits 1;
-an orphan leaves the cgroup and lives on; a hang blocks. Tests name the frames' line numbers.
+reads `crash`, `orphan` or `hang` on stdin, reports `ready` on STATUS_FD. A crash raises through real frames of this
+file, logs as SGLang's scheduler does, exits 1; an orphan leaves the cgroup; a hang blocks. Tests name its lines.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import sys
 import time
 import traceback
 
+from cockpit.lab.standin.engine import MAX_TOTAL_NUM_TOKENS
 from cockpit.lab.standin.log import Logger, connect_own_journal_stream, rank_prefix
 
 
@@ -22,14 +22,14 @@ class StandinCudaError(RuntimeError):
 
 def start_up(log: Logger, step: float, arch: str, fail_in: str) -> None:
     """One rank's start-up as SGLang 0.5.23 logs it (PHASES, below): each phase begun and ended
-    by the release's own lines (the memory pool has only its end), `step` seconds apiece here.
+    by the release's own lines (the memory pool: its KV cache, its end), `step` s apiece here.
     The cockpit's start-up timeline reads them; a rank told to fail in a phase raises there.
     (This function keeps its length: the crash below is recorded with its line numbers.)"""
     for phase, begin, end in PHASES:
         if begin:
             log.info(begin)
         load_phase(phase, step, phase == fail_in)
-        log.info(end.format(elapsed=step, arch=arch))
+        say(log, end, step, arch)
 
 
 def _launch_kernel(batch: int) -> None:
@@ -115,23 +115,45 @@ def watchdog(log: Logger, timeout: float) -> None:
     threading.Thread(target=fire, daemon=True).start()
 
 
-# (phase, first line or "", last line) of a rank's start-up in SGLang 0.5.23: distributed/bootstrap.py,
-# model_executor/model_runner.py, mem_cache/kv_cache_configurator.py, model_runner_components/cuda_graph_setup.py.
+# (phase, first line or "", last lines) of a rank's start-up in SGLang 0.5.23: distributed/bootstrap.py,
+# model_executor/model_runner.py, mem_cache/memory_pool.py and kv_cache_configurator.py,
+# model_runner_components/cuda_graph_setup.py (tests/data/sglang-0.5.23/real-tp1-start.jsonl).
 PHASES = (
-    ("init", "Init parallel begin.", "Init parallel ends. elapsed={elapsed:.2f} s"),
+    ("init", "Init parallel begin.", ("Init parallel ends. elapsed={elapsed:.2f} s",)),
     (
         "load_weight",
         "Load weight begin. avail mem=139.62 GB",
-        "Load weight end. elapsed={elapsed:.2f} s, type={arch}, avail mem=124.20 GB, mem usage=15.42 GB.",
+        ("Load weight end. elapsed={elapsed:.2f} s, type={arch}, avail mem=124.20 GB, mem usage=15.42 GB.",),
     ),
-    ("memory_pool", "", "Memory pool end. avail mem=21.49 GB"),
+    (
+        "memory_pool",
+        "",
+        (
+            f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {MAX_TOTAL_NUM_TOKENS}, K size: 51.35 GB, "
+            "V size: 51.35 GB",
+            "Memory pool end. avail mem=21.49 GB",
+        ),
+    ),
     (
         "cuda_graph",
         "Capture target decode CUDA graph begin. backend=flashinfer, num_tokens_per_req=1, avail mem=21.41 GB",
-        "Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 16, 24, 32], elapsed={elapsed:.2f} s, "
-        "mem usage=0.71 GB, avail mem=20.70 GB.",
+        (
+            "Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 16, 24, 32], elapsed={elapsed:.2f} s, "
+            "mem usage=0.71 GB, avail mem=20.70 GB.",
+        ),
     ),
 )
+
+
+def phase_seconds(startup_s: float, rank: int) -> float:
+    """Each phase's time on a rank: `startup_s` over the phases, the last rank slowest."""
+    return startup_s / len(PHASES) * (1 + 0.05 * rank)
+
+
+def say(log: Logger, lines: tuple[str, ...], step: float, arch: str) -> None:
+    """The lines that end a phase, each a record of its own."""
+    for line in lines:
+        log.info(line.format(elapsed=step, arch=arch))
 
 
 MEET = False  # the launch spans nodes: the init phase waits for the meeting (argv's "meet")
@@ -162,7 +184,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.reconfigure(line_buffering=False)
     log = Logger(rank_prefix(rank, tp_size))
     try:
-        start_up(log, startup_s / len(PHASES) * (1 + 0.05 * rank), arch, fail_in)  # the last rank is slowest
+        start_up(log, phase_seconds(startup_s, rank), arch, fail_in)
     except StandinCudaError:
         text = "".join(traceback.format_exception(*sys.exc_info()))
         log.info(f"Scheduler hit an exception: {text}")

@@ -1,5 +1,6 @@
-"""The start-up timeline of the unit's running start (or its latest): each phase, rank by rank,
-the slowest rank, the memory left, and the comparison with the last start that reached ready."""
+"""The start-up timeline of the unit's running start (or its latest): each phase from the unit's
+start, rank by rank, the slowest rank, the memory left, the comparison with the last start that
+reached ready, and what the start-up lines said beside (the KV cache, SGLang's own timings)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-from cockpit.sglang.startup import Remembered, Timeline, death, headline, table
+from cockpit.sglang.startup import Remembered, Timeline, death, facts, headline, table
 
 
 class StartupScreen(ModalScreen[None]):
@@ -32,8 +33,8 @@ class StartupScreen(ModalScreen[None]):
             yield Label(headline(self.unit, self.timeline) + " (Esc closes)", classes="dialog-title", markup=False)
             yield Static(grid if len(rows) > 1 else "SGLang has printed none of its start-up lines for this start.")
             end = death(self.timeline)
-            lines = [end] if end is not None else []
+            lines = [*([end] if end is not None else []), *facts(self.timeline)]
             if self.last is None:
                 lines.append("No earlier start that reached ready is known to compare with.")
-            if lines:
-                yield Label("\n".join(lines), classes="dialog-body", markup=False)
+            if lines:  # wrapped at the dialog's width: a fact runs longer than the table is wide
+                yield Label("\n".join(lines), classes="dialog-body", id="startup-facts", markup=False)
