@@ -40,8 +40,9 @@ async def _stacks(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from cockpit.cli.target import session_of, targets_of
+    from cockpit.systemd.processes import rank_of
     from cockpit.systemd.stacks import RootPtraceRefused
-    from cockpit.traceback.stack_dump import headline, rank_of, thread_text
+    from cockpit.traceback.stack_dump import headline, thread_text
 
     cfg, nodes = targets_of(args)
 

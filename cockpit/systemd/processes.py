@@ -1,6 +1,13 @@
 """Which processes a unit's cgroup holds now, each with its title (the first word of its command
 line, which a process may set: SGLang titles its schedulers `sglang::scheduler_TP3` and its
-detokenizer `sglang::detokenizer`).
+detokenizer `sglang::detokenizer`) and, for a scheduler, its rank.
+
+SGLang names in a scheduler's title only the parallel dimensions larger than 1
+(`configure_scheduler_process`, managers/scheduler.py): at tp 1 the scheduler is
+`sglang::scheduler`, with no `_TP0`, and its rank is TP0 all the same. Its cmdline is the title
+alone and `comm` its first 15 bytes (`sglang::schedul`); the multiprocessing resource tracker
+(`python -c from multiprocessing.resource_tracker import main;main(6)`) beside it is no rank
+(tests/data/sglang-0.5.23/real-tp1-processes.txt).
 
 One round trip: the cgroup's `cgroup.procs` (on a pure cgroup v2 host, in the unified hierarchy
 of a hybrid one, or in v1's `name=systemd` one) and every member's first command-line word with
@@ -10,7 +17,9 @@ one `grep -z -m1` over all of them: a process per member cost a millisecond or m
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from cockpit.remote.base import Host, HostError, RunResult
 
@@ -35,6 +44,19 @@ while read -r pid; do files="$files /proc/$pid/cmdline"; done < "$procs"
 )
 
 
+_SCHEDULER_TITLE = re.compile(r"sglang::scheduler((?:_[A-Z_]+\d+)*)(?:\s|$)")
+
+
+def rank_of(title: str) -> str:
+    """`sglang::scheduler_DP1_TP3 ...` -> `DP1 TP3`; `sglang::scheduler` -> `TP0` (a title without
+    a TP part is tp rank 0: SGLang leaves the part out at tp 1); "" for any other process."""
+    m = _SCHEDULER_TITLE.match(title)
+    if m is None:
+        return ""
+    parts = m.group(1).replace("_", " ").split()
+    return " ".join(parts if any(p.startswith("TP") for p in parts) else [*parts, "TP0"])
+
+
 NO_CGROUP = 3  # MEMBERS' exit status when the cgroup has no cgroup.procs: it holds no process
 
 
@@ -54,6 +76,10 @@ class UnitProcesses:
 
     def titled(self, prefix: str) -> dict[int, str]:
         return {pid: title for pid, title in self.titles.items() if title.startswith(prefix)}
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """`[{"pid", "title", "rank"}]`, rank None for a process that is no scheduler."""
+        return [{"pid": pid, "title": title, "rank": rank_of(title) or None} for pid, title in self.titles.items()]
 
 
 def parse(text: str) -> UnitProcesses:

@@ -124,9 +124,7 @@ class UnitStatus:
         d["drop_in_paths"] = list(self.drop_in_paths)
         d["last_exit"] = self.last_exit
         d["uptime_s"] = self.uptime()
-        d["processes"] = (
-            [{"pid": pid, "title": title} for pid, title in self.processes.titles.items()] if self.processes else None
-        )
+        d["processes"] = self.processes.to_json() if self.processes else None
         return d
 
 

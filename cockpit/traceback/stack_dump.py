@@ -14,19 +14,13 @@ import re
 import time
 
 from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.processes import rank_of
 from cockpit.systemd.stacks import ProcessStack, StackFrame, ThreadStack
 from cockpit.traceback.journal_rows import JournalRows
 
 TRACEBACK = "Traceback (most recent call last):"
 DUMP = "PySpyDump"  # the closing line's name: what the side list shows, never an exception of the server
 _STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)")
-_TITLE_RANK = re.compile(r"sglang::scheduler((?:_[A-Z_]+\d+)+)")
-
-
-def rank_of(title: str) -> str:
-    """`sglang::scheduler_DP1_TP3 ...` -> `DP1 TP3`; "" for any other process."""
-    m = _TITLE_RANK.match(title)
-    return m.group(1).replace("_", " ").strip() if m else ""
 
 
 def where(thread: ThreadStack) -> StackFrame | None:

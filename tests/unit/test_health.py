@@ -11,6 +11,7 @@ import pytest
 
 from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY, STARTING, HealthScan, Signals, assess
 from cockpit.sglang.logparse import parse
+from cockpit.sglang.ranks import ranks_on_node
 from cockpit.systemd import processes
 from cockpit.systemd.entry import JournalEntry, parse_json_lines
 from cockpit.systemd.readiness import GENERATE, HEALTH, Probe
@@ -167,3 +168,46 @@ def test_the_group_is_broken_when_a_node_is_down_and_another_runs() -> None:
     broken = group_readiness([("n0", ready), ("n1", down)])
     assert broken.state == BROKEN and broken.reason.startswith("n1 (sglang-demo.service on cockpit-lab) is down")
     assert group_readiness([("n0", down), ("n1", down)]).state == DOWN  # nothing runs: down, not broken
+
+
+def census(name: str, taken_at: float | None = None) -> processes.UnitProcesses:
+    """A recorded `ps -o pid,ppid,rss,comm,args` of a real 0.5.23 unit's cgroup
+    (tests/data/sglang-0.5.23) as the census reads it: each member's cmdline's first word (a
+    titled process's cmdline is its title alone)."""
+    rows = [line.split(None, 4) for line in (DATA / "sglang-0.5.23" / name).read_text().splitlines()[3:]]
+    text = "".join(f"/proc/{pid}/cmdline:{args.split()[0]}\0" for pid, _, _, _, args in rows)
+    return processes.parse((f"taken {taken_at}\0" if taken_at is not None else "") + text)
+
+
+def test_the_real_tp1_scheduler_is_rank_0_and_its_resource_tracker_no_rank() -> None:
+    tp1 = census("real-tp1-processes.txt")
+    assert tp1.to_json() == [
+        {"pid": 448, "title": "/opt/sglang/venv/bin/python", "rank": None},
+        {"pid": 488, "title": "/opt/sglang/venv/bin/python", "rank": None},  # multiprocessing's resource tracker
+        {"pid": 489, "title": "sglang::scheduler", "rank": "TP0"},
+        {"pid": 490, "title": "sglang::detokenizer", "rank": None},
+    ]
+    assert processes.rank_of("sglang::schedul") == ""  # its comm, never its title
+    tp2 = census("real-tp2-processes.txt")
+    assert [m["rank"] for m in tp2.to_json()] == [None, None, "TP0", "TP1", None]
+
+
+def test_the_real_tp1_census_is_ready_and_its_scheduler_gone_is_degraded() -> None:
+    """tp 1 runs one scheduler (`sglang::scheduler`) beside the detokenizer and the resource
+    tracker; that scheduler gone while the main process lives is a degraded server, whether
+    this start's census saw it (named with its PID) or only the flags say it should run."""
+    tp1 = census("real-tp1-processes.txt", taken_at=2.0)
+    status = running(main_pid=448)
+    schedulers = ranks_on_node({})
+    assert assess(status, Signals(ready_at=1.0), OK, tp1, schedulers=schedulers).state == READY
+    scan = HealthScan()
+    scan.saw(status.invocation_id, tp1)
+    gone = replace(tp1, titles={p: t for p, t in tp1.titles.items() if t != "sglang::scheduler"})
+    signals = replace(scan.of(status.invocation_id), ready_at=1.0)
+    told = assess(status, signals, OK, gone, schedulers=schedulers)
+    assert (told.state, told.reason) == (
+        DEGRADED,
+        "sglang::scheduler (PID 489) is gone while the main process 448 lives",
+    )
+    told = assess(status, Signals(ready_at=1.0), OK, gone, schedulers=schedulers)
+    assert told.state == DEGRADED and told.reason.startswith("1 of its 1 scheduler processes are gone")

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from cockpit.incident import Incident, render
 from cockpit.systemd import stacks
-from cockpit.systemd.stacks import StackCapture
-from cockpit.traceback.stack_dump import DUMP, folded, rank_of, stack_entries
+from cockpit.systemd.processes import rank_of
+from cockpit.systemd.stacks import ProcessStack, StackCapture, StackFrame, ThreadStack
+from cockpit.traceback.stack_dump import DUMP, folded, stack_entries
 
 DATA = Path(__file__).parents[1] / "data"
 HUNG = stacks.parse((DATA / "py-spy-dump-lab.txt").read_text())
@@ -111,3 +112,22 @@ def test_a_dump_nested_too_deep_to_decode_is_that_process_s_error_not_the_whole_
     [hostile, fine] = stacks.parse(f"{PID_MARK}7\nevil\n{SEP}\n{deep}\n{PID_MARK}8\nok\n{SEP}\n[]\n")
     assert hostile.error is not None and hostile.threads == []
     assert (fine.pid, fine.error, fine.threads) == (8, None, [])
+
+
+def test_the_tp1_scheduler_is_rank_0_in_its_stack() -> None:
+    """SGLang titles its scheduler at tp 1 `sglang::scheduler`, with no `_TP0`
+    (tests/data/sglang-0.5.23/real-tp1-processes.txt): its dump is TP0's, the resource tracker's
+    and the detokenizer's are no rank's."""
+    from cockpit.traceback.stack_dump import headline
+
+    frame = StackFrame("event_loop_normal", "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/a.py", 9)
+    thread = [ThreadStack("MainThread", False, [frame])]
+    members = [
+        ProcessStack(488, "/opt/sglang/venv/bin/python -c from multiprocessing.resource_tracker import main;main(6)"),
+        ProcessStack(489, "sglang::scheduler", thread),
+        ProcessStack(490, "sglang::detokenizer", thread),
+    ]
+    assert [rank_of(p.title) for p in members] == ["", "TP0", ""]
+    assert headline(members[1]).startswith("TP0 sglang::scheduler (PID 489): MainThread in event_loop_normal")
+    rows = folded(members, at=1_796_234_213)
+    assert sorted((tb.pid, tb.rank) for _, tb in rows.tracebacks()) == [(489, "TP0"), (490, None)]
