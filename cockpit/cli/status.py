@@ -22,7 +22,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "status",
         help="the unit's state, PID, restarts, last exit and readiness",
         description="Exit 0 when the server is ready (systemd, its health endpoint, its journal and its "
-        "processes agree), 1 otherwise: starting, degraded, hung or down, with the reason.",
+        "processes agree), 1 otherwise: starting, degraded, hung or down, with the reason. The health endpoint is "
+        "asked once: which one answered, how long it took and whether it generated a token (as the release's own "
+        "source and the unit's environment say) are in the health line and in the JSON's health.",
     )
     p.add_argument("--host", help="a config host or an ssh_config alias")
     p.add_argument("--unit", help="a systemd unit on that host, or the name of a [units] entry")
@@ -35,8 +37,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--generate",
         action="store_true",
-        help="ask /health_generate (one token through every process; at least a second) instead of /health, "
-        "which answers 200 without asking the model: only generation tells a hung server from a healthy one",
+        help="ask /health_generate (one token through every process; at least a second) instead of /health. From "
+        "SGLang 0.5.2 /health is the same handler and generates a token too, unless the release has "
+        "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION (0.5.9 and later, on by default) and the unit's environment "
+        "turns it off: then /health answers 200 without asking the model, and only --generate tells a hung server "
+        "from a healthy one. The answer says which endpoint answered, in how long, and whether it generated",
     )
 
 
@@ -55,6 +60,8 @@ def _print(status: UnitStatus, gpus: GpuUse, indent: str = "") -> None:
         f"{indent}  invocation {status.invocation_id or '-'}, unit file {status.fragment_path or '-'}"
         + (" (changed on disk: daemon-reload needed)" if status.need_daemon_reload else "")
     )
+    if status.health is not None:
+        print(f"{indent}  health: {status.health.words()}")
     for line in gpu_use.summary_lines(gpus, Viewpoint(status.unit, status.running_invocation)):
         print(f"{indent}  {line}")
 

@@ -17,11 +17,11 @@ from typing import NoReturn
 
 from cockpit.remote.base import Host, HostError
 from cockpit.systemd import processes
-from cockpit.systemd.readiness import GENERATE, Probe, own_probe
+from cockpit.systemd.readiness import GENERATE, RECHECK_S, Probe, own_probe
 from cockpit.systemd.status import UnitNotFound, UnitStatus, fetch, with_file_check
 
 POLL_S = 1.0
-READY_RECHECK_S = 15.0  # /health_generate makes SGLang generate a token and log a line: ask sparingly once ready
+READY_RECHECK_S = RECHECK_S  # /health_generate makes SGLang generate a token and log lines: ask sparingly once ready
 # A healthy server answers /health_generate in 1 to 2 s (it looks for output once a second); a hung
 # one after 20 s, with 503. No answer in 10 s is a hang.
 READY_TIMEOUT_S = 10.0

@@ -1,5 +1,5 @@
-"""Flag catalogs of the releases installed on hosts, read over the host's files (never an
-import), cached per host, package root and release."""
+"""Flag catalogs of the releases installed on hosts, and what each says of its health endpoints,
+read over the host's files (never an import), cached per host, package root and release."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import posixpath
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.sglang.flags import VERSION_MODULES, Catalog, catalog_from_sources, version_from
+from cockpit.sglang.generation import ENVIRON, HTTP_SERVER, HealthRoutes, routes_from_sources
 
 
 def package_root_of(path: str) -> str | None:
@@ -39,6 +40,7 @@ async def remote_version(host: Host, root: str) -> str | None:
 class CatalogCache:
     def __init__(self) -> None:
         self._catalogs: dict[tuple[str, str, str | None], Catalog] = {}
+        self._routes: dict[tuple[str, str, str | None], HealthRoutes] = {}
 
     async def get(self, host: Host, root: str) -> Catalog:
         version = await remote_version(host, root)
@@ -59,3 +61,20 @@ class CatalogCache:
                 if path.endswith("server_args.py"):
                     raise CockpitError(f"no SGLang flag list on {host.name}: {e}") from None
         return catalog_from_sources(sources, version)
+
+    async def health_routes(self, host: Host, root: str) -> HealthRoutes:
+        """What the release under `root` does on `/health` (cockpit.sglang.generation): its
+        http_server.py's routes and its environ.py's switches. A release with no environ.py
+        (before 0.5.9) has no switch; one whose http_server.py cannot be read says not known."""
+        version = await remote_version(host, root)
+        key = (host.name, root, version)
+        if key not in self._routes:
+            srt = posixpath.join(root, "sglang", "srt")
+            texts: dict[str, str | None] = {}
+            for name in (ENVIRON, HTTP_SERVER):
+                try:
+                    texts[name] = (await host.read_file(posixpath.join(srt, name))).decode("utf-8", "replace")
+                except HostError:
+                    texts[name] = None
+            self._routes[key] = routes_from_sources(version, texts[ENVIRON], texts[HTTP_SERVER])
+        return self._routes[key]

@@ -2,16 +2,25 @@
 
 A round asks each host one remote command over its one connection: the `sglang*` units
 systemd knows (and the configured ones), their status with their ExecStart, the GPU table,
-and `/health` of each running unit that serves the API, asked on the host itself (bash's
-/dev/tcp, all at once, each bounded by HEALTH_TIMEOUT_S) at the address its command line gave
-in the round before, where the round before saw the unit's own cgroup listen there (the
-host's listeners are read in the same command; another unit's server on SGLang's default port
-would answer for it). A unit seen serving for the first time, or at a new address, is asked in
-a second command of that round. Each node of rank > 0 has its processes counted instead (its
-`/health` is SGLang's dummy). Asking `/health` over a channel of the connection per unit, as a
-first version did, cost the jump box 7 to 10 ms of CPU per host per round for eight units;
-nothing in a host's round depends on how many other hosts there are, so a fleet of 32 costs 32
-times one host (benchmarks/bench_fleet.py).
+and `/health` of each running unit that serves the API and is due to be asked, asked on the
+host itself (bash's /dev/tcp, all at once, each bounded by HEALTH_TIMEOUT_S and timed there) at
+the address its command line gave in the round before, where the round before saw the unit's
+own cgroup listen there (the host's listeners are read in the same command; another unit's
+server on SGLang's default port would answer for it). A unit seen serving for the first time,
+or at a new address, or in a new start, is asked in a second command of that round. Each node
+of rank > 0 has its processes counted instead (its `/health` is SGLang's dummy). Asking
+`/health` over a channel of the connection per unit, as a first version did, cost the jump box
+7 to 10 ms of CPU per host per round for eight units; nothing in a host's round depends on how
+many other hosts there are, so a fleet of 32 costs 32 times one host (benchmarks/bench_fleet.py).
+
+`/health` generates a token from SGLang 0.5.2 on (cockpit.sglang.generation): a second, a
+`Prefill batch` line and an access line per ask. The round does not read each unit's release
+and environment, so it takes every unit's `/health` to generate: a unit is asked each round
+while it starts (refused, or 503 at once: nothing generated), and at most once per RECHECK_S
+once it answered 200 in this start or did not answer in time (a hung server's each ask waits
+20 s on the host and logs `Health check failed`); meanwhile its row says the last answer and
+how old it is. A `/health` that does not generate would tell no more at once a second: it
+answers 200 from a hung server too.
 
 What a round cannot see is said, not guessed: the journal is not read here, so a unit is
 `hung` when its `/health` does not answer in time, `degraded` when it answered 200 earlier in
@@ -35,7 +44,7 @@ from cockpit.sglang.nodes_status import BROKEN, group_readiness
 from cockpit.sglang.ranks import node_rank, ranks_on_node
 from cockpit.systemd import listeners, processes
 from cockpit.systemd.process_facts import SEP as FACTS_SEP
-from cockpit.systemd.readiness import HEALTH, Probe, port_check
+from cockpit.systemd.readiness import HEALTH, RECHECK_S, Probe, port_check
 from cockpit.systemd.status import PROPERTIES, UnitStatus, parse_show
 from cockpit.targets import Target, all_targets
 
@@ -43,7 +52,9 @@ FAILED, STOPPED = "failed", "stopped"
 # Worst first: what the fleet view sorts by. `down` splits into failed (it ended on its own, or
 # waits to be restarted after it did) and stopped (someone stopped it).
 TROUBLE = (FAILED, BROKEN, HUNG, DEGRADED, STARTING, READY, STOPPED)
-HEALTH_TIMEOUT_S = 2.0  # a round is once a second: a server that takes longer is `hung` here
+# SGLang's generating /health sleeps 1 s, then looks for the token once a second: 1 s when
+# healthy, 2 s when slow to give it. No answer in 3 s is `hung` here.
+HEALTH_TIMEOUT_S = 3.0
 SEP = "@@cockpit-fleet@@"
 BUSY_MIB = 1024  # a GPU with more memory taken than this is in use
 
@@ -54,7 +65,8 @@ PROBE_FAILED = {124: f"no answer within {HEALTH_TIMEOUT_S:g} s", 127: "not asked
 # listeners (ss's --cgroup names each one's cgroup at no more cost; an older ss is asked through
 # listeners.SCRIPT, which reads each PID's; nothing where the host has no ss), and after the
 # probes prints each unit's ExecStart; `probes` only asks each (UNIT ADDR PORT)'s /health. A
-# probe's line is one write (atomic on the pipe), so the probes run at once and print as they end.
+# probe's line is one write (atomic on the pipe), so the probes run at once and print as they end:
+# `UNIT RC BEGAN ENDED STATUS-LINE`, the times bash's $EPOCHREALTIME (`-` where bash has none).
 #
 # A unit's text cannot forge another unit or key. systemctl prints ExecStart's argv as it is, a
 # newline included, and lists a Description's lines (a transient unit's may hold newlines) on
@@ -84,8 +96,9 @@ if [ "$mode" = all ]; then
 fi
 echo {SEP}
 probe() {{
-  said=$(timeout {HEALTH_TIMEOUT_S:g} bash -c 'exec 3<>"/dev/tcp/$0/$1" &&
-    printf "GET /health HTTP/1.0\\r\\nHost: %s\\r\\n\\r\\n" "$0" >&3 && head -n 1 <&3' "$2" "$3" 2>/dev/null)
+  said=$(timeout {HEALTH_TIMEOUT_S:g} bash -c 'began=$EPOCHREALTIME; exec 3<>"/dev/tcp/$0/$1" &&
+    printf "GET /health HTTP/1.0\\r\\nHost: %s\\r\\n\\r\\n" "$0" >&3 && IFS= read -r line <&3 &&
+    printf "%s %s %s\\n" "${{began:--}}" "${{EPOCHREALTIME:--}}" "$line"' "$2" "$3" 2>/dev/null)
   echo "$1 $? $said"
 }}
 while [ $# -ge 3 ]; do probe "$1" "$2" "$3" & shift 3; done
@@ -193,7 +206,8 @@ def exec_starts(text: str) -> dict[str, str]:
 
 
 def parse_probes(text: str, asked: dict[str, tuple[str, int]]) -> dict[str, Probe]:
-    """`UNIT RC STATUS-LINE` per probe: the HTTP status where one came, else why none did."""
+    """`UNIT RC BEGAN ENDED STATUS-LINE` per probe: the HTTP status and how long it took where
+    one came, else why none did."""
     found = {}
     for line in text.splitlines():
         unit, _, rest = line.partition(" ")
@@ -201,12 +215,20 @@ def parse_probes(text: str, asked: dict[str, tuple[str, int]]) -> dict[str, Prob
         if unit not in asked or not rc.isdigit():
             continue
         words = said.split()
-        if rc == "0" and len(words) >= 2 and words[0].startswith("HTTP/") and words[1].isdigit():
-            found[unit] = Probe(HEALTH, int(words[1]))
+        if rc == "0" and len(words) >= 4 and words[2].startswith("HTTP/") and words[3].isdigit():
+            found[unit] = Probe(HEALTH, int(words[3]), seconds=_seconds(words[0], words[1]))
         else:
             addr, port = asked[unit]
             found[unit] = Probe(HEALTH, None, PROBE_FAILED.get(int(rc), f"nothing answers on {addr}:{port}"))
     return found
+
+
+def _seconds(began: str, ended: str) -> float | None:
+    """The time between two $EPOCHREALTIME values (a locale may print a comma); None unknown."""
+    try:
+        return max(0.0, float(ended.replace(",", ".")) - float(began.replace(",", ".")))
+    except ValueError:
+        return None
 
 
 def parse_gpus(text: str) -> HostGpus | None:
@@ -218,15 +240,37 @@ def parse_gpus(text: str) -> HostGpus | None:
     return HostGpus(len(rows), sum(1 for u in used if u > BUSY_MIB), sum(used), sum(int(r[2]) for r in rows))
 
 
+@dataclass(frozen=True)
+class LastAnswer:
+    """A unit's last /health answer: for which start, at which address, and when (monotonic)."""
+
+    invocation: str | None
+    address: tuple[str, int]
+    answer: Probe
+    at: float
+
+    def due(self, now: float) -> bool:
+        """Whether to ask again: each round while it starts (refused, or 503 at once), at most
+        once per RECHECK_S after a 200 or no answer in time."""
+        return not (self.answer.ok or self.answer.timed_out) or now - self.at >= RECHECK_S
+
+    def aged(self, now: float) -> Probe:
+        """The answer, saying how old it is and why it was not asked again."""
+        age = f"asked {now - self.at:.0f} s ago: /health may generate a token, so at most every {RECHECK_S:g} s"
+        return replace(self.answer, detail="; ".join(d for d in (self.answer.detail, age) if d))
+
+
 class FleetReader:
-    """Reads rounds; remembers, per host, where each unit serves (asked in the next round) and,
-    per start, when each unit first answered 200 (the journal's ready line is not read here: a
-    200 seen earlier in this start is what tells `degraded` from `starting`)."""
+    """Reads rounds; remembers, per host, where each unit serves (asked in the next round), each
+    unit's last /health answer (asked again only when due) and, per start, when each unit first
+    answered 200 (the journal's ready line is not read here: a 200 seen earlier in this start is
+    what tells `degraded` from `starting`)."""
 
     def __init__(self, host_of: Callable[[str], Host]) -> None:
         self.host_of = host_of
         self._ready: dict[tuple[str, str, str], float] = {}
         self._serving: dict[str, dict[str, tuple[str, int]]] = {}
+        self._asked: dict[tuple[str, str], LastAnswer] = {}
 
     async def _ask(self, host: Host, mode: str, wanted: Sequence[str], serving: dict[str, tuple[str, int]]) -> str:
         probes = [str(word) for unit, (addr, port) in serving.items() for word in (unit, addr, port)]
@@ -237,7 +281,7 @@ class FleetReader:
         began = time.monotonic()
         try:
             host = self.host_of(name)
-            known = self._serving.get(name, {})
+            known = {u: a for u, a in self._serving.get(name, {}).items() if self._due(name, u, began)}
             shown, gpus, listened, answers, execs = sections(await self._ask(host, "all", wanted, known), 4)
             statuses = {s.unit: s for s in parse_show(shown, name) if s.unit}
             commands = exec_starts(execs)
@@ -252,15 +296,35 @@ class FleetReader:
             checks = {u: port_check(holders, u, *a) for u, a in serving.items()}
             own = {u: a for u, a in serving.items() if checks[u].ask}
             probes = parse_probes(answers, {u: a for u, a in known.items() if own.get(u) == a})
-            new = {u: a for u, a in own.items() if u not in probes}
-            if new:  # first seen serving, or at a new address: asked now rather than a round late
+            last = {u: self._asked.get((name, u)) for u in own}
+            kept = {
+                u: asked.aged(began)
+                for u, asked in last.items()
+                if u not in probes
+                and asked is not None
+                and (asked.invocation, asked.address) == (statuses[u].invocation_id, own[u])
+                and not asked.due(began)
+            }
+            new = {u: a for u, a in own.items() if u not in probes and u not in kept}
+            if new:  # first seen serving, at a new address or in a new start: asked now rather than a round late
                 probes.update(parse_probes(sections(await self._ask(host, "probes", (), new), 1)[1], new))
             self._serving[name] = own
-            said = {u: check.said(probes.get(u)) for u, check in checks.items()}
+            answered = {u: LastAnswer(statuses[u].invocation_id, own[u], p, began) for u, p in probes.items()}
+            self._remember(name, answered, own)
+            said = {u: check.said(probes.get(u) or kept.get(u)) for u, check in checks.items()}
             units = await asyncio.gather(*(self._unit(host, s, flags[u], said.get(u)) for u, s in statuses.items()))
         except (CockpitError, OSError, ValueError, IndexError) as e:
             return HostRound(name, error=str(e) or type(e).__name__, seconds=time.monotonic() - began)
         return HostRound(name, sorted(units, key=lambda u: u.unit), parse_gpus(gpus), seconds=time.monotonic() - began)
+
+    def _due(self, host: str, unit: str, now: float) -> bool:
+        asked = self._asked.get((host, unit))
+        return asked is None or asked.due(now)
+
+    def _remember(self, host: str, answers: dict[str, LastAnswer], serving: dict[str, tuple[str, int]]) -> None:
+        """This round's answers kept, and those of units of `host` that no longer serve dropped."""
+        self._asked = {k: a for k, a in self._asked.items() if k[0] != host or k[1] in serving}
+        self._asked.update({(host, u): a for u, a in answers.items()})
 
     async def _unit(
         self, host: Host, status: UnitStatus, flags: dict[str, str | None], answer: Probe | None

@@ -2,6 +2,10 @@
 the health answer, the unit's processes, its start's health lines and the GPU table asked beside
 it, each on a channel of its own (the host's systemd names the cgroup and the start). Shared by
 `cockpit status` (one unit, or every node of a deployment) and the group restart's watch.
+
+The answer says what it cost: how long it took, and whether the endpoint generated a token for
+this unit (cockpit.sglang.generation: the release's own source, found through the service's
+Python, and the unit's environment), read while the endpoint is asked.
 """
 
 from __future__ import annotations
@@ -9,14 +13,17 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
+from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.sglang.catalogs import CatalogCache
-from cockpit.sglang.deployment import read_deployment
+from cockpit.sglang.deployment import Deployment, read_deployment
+from cockpit.sglang.generation import Generation, generation
 from cockpit.sglang.health import WATCHED_PATTERN, HealthScan, assess
 from cockpit.sglang.ranks import node_rank, ranks_on_node
 from cockpit.systemd import gpu_use, journal, processes
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.readiness import GENERATE, HEALTH, Probe, own_probe
+from cockpit.systemd.remote_unit import service_python
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
 
@@ -54,7 +61,10 @@ async def read_status(
             if node_rank(flags) > 0:
                 return None, ranks, True
             path = GENERATE if generate else HEALTH
-            return await own_probe(host, target.unit, *found.address, path, timeout=10), ranks, False
+            said, cost = await asyncio.gather(
+                own_probe(host, target.unit, *found.address, path, timeout=10), _generation(host, found, catalogs, path)
+            )
+            return replace(said, generates=cost.generates, generation=cost.why), ranks, False
 
         scan, schedulers, read_journal, worker = HealthScan(), None, False, False
         if status.active_state == "active":
@@ -79,6 +89,20 @@ async def read_status(
         for side in (gpus_read, members_read, said_read):
             side.cancel()
         await asyncio.gather(gpus_read, members_read, said_read, return_exceptions=True)
+
+
+async def _generation(host: Host, found: Deployment, catalogs: CatalogCache, path: str) -> Generation:
+    """Whether asking `path` makes the unit's server generate a token: its release's source,
+    where the service's Python keeps it, and the unit's environment. Not known (None) where the
+    release cannot be read; `/health_generate` generates by its name all the same."""
+    routes = None
+    if found.unit is not None and found.interpreter is not None:
+        try:
+            root = (await service_python(host, found.interpreter, found.unit)).purelib
+            routes = await catalogs.health_routes(host, root) if root else None
+        except (HostError, CockpitError):
+            routes = None
+    return generation(routes, found.unit.environment() if found.unit is not None else {}, path)
 
 
 async def _not_read() -> GpuUse:

@@ -1,12 +1,17 @@
 """Is the server up, and what does it say of itself? Asked on the host itself, through the SSH
 connection: servers listen on loopback.
 
-SGLang answers `/health` 503 while it starts; from 0.5.x, once up, 200 at once without asking
-the model anything (unless `SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION`). `/health_generate`
-generates one token through the scheduler and the detokenizer and waits up to 20 s for any
-output: 200, else 503 and its `Health check failed` line. Only that one tells a hung or a
-half-dead server from a healthy one, and it costs a token and a second (it sleeps 1 s before
-its first look), so it is asked sparingly.
+SGLang answers 503 at once while it starts. Once up, `/health_generate` generates one token
+through the scheduler and the detokenizer: it sleeps 1 s, then looks once a second for any
+output for up to 20 s; 200, else 503 and its `Health check failed` line. From 0.5.2 `/health`
+is the same handler, so it costs the same: at least 1.0 s, a `Prefill batch` line and an access
+line in the journal per call (tests/data/sglang-0.5.23/real-tp1-health.jsonl), and it tells a
+hung server as well. Only where the release has `SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION`
+(0.5.9 and later, on by default) and the unit's environment turns it off does `/health` answer
+200 at once, asking the model nothing (0.4.x's `/health` was a handler of its own that did the
+same). Which it is for a unit is read from the release's own source and the unit
+(cockpit.sglang.generation); a probe says it with its answer and how long that took, and a
+generating endpoint is asked sparingly once the server is ready.
 
 A port answers for whoever listens on it: SGLang's default 30000 is every server's that gives
 no --port, so a unit running `sleep` read ready on another unit's server. So an endpoint is
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,17 +34,26 @@ from cockpit.systemd import listeners
 from cockpit.systemd.listeners import PortHolder
 
 HEALTH, GENERATE = "/health", "/health_generate"
+# A generating endpoint is asked at most this often once the server has answered 200: each ask
+# is a token, a second and journal lines (the app's status poll and the fleet keep to it).
+RECHECK_S = 15.0
 
 
 @dataclass(frozen=True)
 class Probe:
-    """What one health endpoint said: its HTTP status, or None with why there was none."""
+    """What one health endpoint said: its HTTP status, or None with why there was none; how long
+    it took, and whether asking it made the server generate a token."""
 
     path: str
     status: int | None
     # Why there was no status ("no answer within 10 s", "not asked: PID 62 (python) of
     # x.service listens on 127.0.0.1:30000, not y.service"); with one, what is not known of it.
     detail: str = ""
+    seconds: float | None = None  # from asking to the answer, as the cockpit saw it (None: no answer, or not timed)
+    generates: bool | None = None  # whether the endpoint generates a token (None: not known)
+    # Why it does or does not, as the release's source and the unit say it
+    # ("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is on, SGLang 0.5.23's default").
+    generation: str = ""
 
     @property
     def ok(self) -> bool:
@@ -49,14 +64,27 @@ class Probe:
         return self.status is None and self.detail.startswith("no answer")
 
     def words(self) -> str:
-        """`/health_generate answered 503`, `/health_generate: no answer within 10 s`."""
+        """`/health answered 200 in 1.01 s (generates a token: SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION
+        is on, SGLang 0.5.23's default)`, `/health_generate: no answer within 10 s`."""
         if self.status is None:
             return f"{self.path}: {self.detail}"
-        return f"{self.path} answered {self.status}" + (f" ({self.detail})" if self.detail else "")
+        took = f" in {self.seconds:.2f} s" if self.seconds is not None else ""
+        notes = "; ".join(n for n in (self.cost(), self.detail) if n)
+        return f"{self.path} answered {self.status}{took}" + (f" ({notes})" if notes else "")
+
+    def cost(self) -> str:
+        """`generates a token: WHY`, `asks the model nothing: WHY`, or "" where not known."""
+        if self.generates is None:
+            return ""
+        said = "generates a token" if self.generates else "asks the model nothing"
+        return f"{said}: {self.generation}" if self.generation else said
 
 
 async def probe(host: Host, addr: str, port: int, path: str = HEALTH, timeout: float = 5.0) -> Probe:
-    """`path` asked once; a server too old for `/health_generate` (404) is asked `/health`."""
+    """`path` asked once, and timed; a server too old for `/health_generate` (404) is asked
+    `/health`. `/health_generate` generates a token by its name; whether `/health` does is for
+    the caller to say (it needs the release and the unit)."""
+    began = time.monotonic()
     try:
         status, _ = await host.http_request("GET", addr, port, path, timeout=timeout)
     except asyncio.TimeoutError:
@@ -66,7 +94,7 @@ async def probe(host: Host, addr: str, port: int, path: str = HEALTH, timeout: f
         return Probe(path, None, said)
     if status == 404 and path == GENERATE:
         return await probe(host, addr, port, HEALTH, timeout)
-    return Probe(path, status)
+    return Probe(path, status, seconds=time.monotonic() - began, generates=True if path == GENERATE else None)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """A health that tells the truth, against the lab's stand-in: a hang reads `hung` before its
-watchdog fires and its stacks are real py-spy stacks of the ranks; a dead detokenizer under a
-server whose /health still answers 200 reads `degraded`, naming the process. Through the
-session (what the app shows) and the headless commands."""
+watchdog fires (/health too gets no answer: it generates a token, as 0.5.23's does) and its
+stacks are real py-spy stacks of the ranks; a dead detokenizer under a server whose /health
+still answers 200 (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0) reads `degraded`, naming the
+process. Through the session (what the app shows) and the headless commands."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from cockpit.incident import render
 from cockpit.lab.lab import Lab, fault
 from cockpit.session import Session
 from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY
+from cockpit.systemd.processes import rank_of
 from cockpit.targets import Target
-from cockpit.traceback.stack_dump import folded, rank_of
+from cockpit.traceback.stack_dump import folded
 from tests.conftest import LabHandle, until
 from tests.lab.standin_units import standin_unit
 
@@ -33,6 +35,15 @@ COCKPIT = str(Path(sys.executable).with_name("cockpit"))
 def fault_unit(lab: LabHandle) -> Iterator[str]:
     """The demo's stand-in on a port of its own, with a short watchdog and no restart."""
     with standin_unit(lab, UNIT, PORT, flags=f"--watchdog-timeout {WATCHDOG_S}", restart=False) as name:
+        yield name
+
+
+@pytest.fixture
+def quiet_health_unit(lab: LabHandle) -> Iterator[str]:
+    """The same, with /health answering at once without the model, as 0.5.23's does where the
+    unit's environment turns SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION off."""
+    off = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0"
+    with standin_unit(lab, UNIT, PORT, flags=f"--watchdog-timeout {WATCHDOG_S}", env=off, restart=False) as name:
         yield name
 
 
@@ -72,8 +83,10 @@ async def test_a_hang_reads_hung_before_its_watchdog_and_its_stacks_are_real(lab
         assert headless.returncode == 0, headless.stderr
         dumped = json.loads(headless.stdout)["processes"]
         assert sorted(p["rank"] for p in dumped if p["rank"]) == sorted(ranks)
-        status = cockpit(lab, "status", "--generate", "--json")
-        assert status.returncode == 1 and json.loads(status.stdout)["readiness"] == HUNG
+        status = cockpit(lab, "status", "--json")  # /health: the stand-in's generates, as 0.5.23's does
+        told = json.loads(status.stdout)
+        assert status.returncode == 1 and told["readiness"] == HUNG, told
+        assert told["readiness_reason"].startswith("/health: no answer within 10 s"), told
 
         note = render(await session.incident())  # one note: the stacks, the GPU table, the start-up
         assert note.count("### TP") >= 8 and "## Stacks (py-spy dump at " in note
@@ -87,8 +100,8 @@ async def test_a_hang_reads_hung_before_its_watchdog_and_its_stacks_are_real(lab
         await session.close()
 
 
-async def test_a_dead_detokenizer_under_a_200_health_reads_degraded(lab: LabHandle, fault_unit: str) -> None:
-    session = Session(Config(), Target(lab.name, fault_unit))
+async def test_a_dead_detokenizer_under_a_200_health_reads_degraded(lab: LabHandle, quiet_health_unit: str) -> None:
+    session = Session(Config(), Target(lab.name, quiet_health_unit))
     try:
         await ready(session)
         titles = session.status.processes.titles if session.status.processes else {}
@@ -107,6 +120,9 @@ async def test_a_dead_detokenizer_under_a_200_health_reads_degraded(lab: LabHand
         told = json.loads(status.stdout)
         assert status.returncode == 1 and told["readiness"] == DEGRADED, told
         assert told["readiness_reason"].startswith("sglang::detokenizer is gone")
+        health = told["health"]
+        assert (health["status"], health["generates"]) == (200, False), health
+        assert health["generation"] == "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0 in the unit's environment"
     finally:
         await session.close()
 

@@ -27,8 +27,14 @@ from cockpit.config import Config
 from cockpit.incident import render
 from cockpit.lab.lab import REAL_UNITS, Lab, generate
 from cockpit.load.passive import ThroughputPoint
+from cockpit.remote.pool import HostPool
+from cockpit.session import Session
+from cockpit.sglang.fleet import READY as FLEET_READY
+from cockpit.sglang.fleet import FleetReader
+from cockpit.systemd.readiness import RECHECK_S
 from cockpit.targets import Target
 from cockpit.traceback.model import Line
+from cockpit.traceback.stack_dump import folded
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.flags import FlagsPane
 from cockpit.ui.panes.journal import JournalView
@@ -212,9 +218,11 @@ def journal(lab: LabHandle, unit: str) -> str:
 
 
 def wait_ready(lab: LabHandle, unit: str) -> None:
-    """Polled on the host, once a second, in one SSH session: both cores are the server's now."""
+    """The ready line of the unit's running start (an earlier start's is in its journal too),
+    polled on the host, once a second, in one SSH session: both cores are the server's now."""
     script = (
-        f'for i in $(seq {START_S}); do journalctl -u "$1" -o cat | grep -qF "$2" && exit 0; '
+        f'for i in $(seq {START_S}); do journalctl -u "$1" -o cat '
+        '_SYSTEMD_INVOCATION_ID="$(systemctl show -p InvocationID --value "$1")" | grep -qF "$2" && exit 0; '
         'systemctl -q is-failed "$1" && exit 2; sleep 1; done; exit 1'
     )
     waited = lab.ssh("sh", "-c", script, "sh", unit, READY, check=False, timeout=START_S + 30)
@@ -236,6 +244,17 @@ def assert_no_stand_in_called(lab: LabHandle, unit: str) -> None:
     assert found == "/opt/cockpit-lab/guest/sgl_kernel_stub/sgl_kernel.py", found
     lines = journal(lab, unit)
     assert READY in lines and STAND_IN_CALLED not in lines, lines[-3000:]
+
+
+def cockpit(lab: LabHandle, unit: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """`cockpit ARGV --host LAB --unit UNIT`, run as a user runs it."""
+    return subprocess.run(
+        [COCKPIT, *argv, "--host", lab.name, "--unit", unit],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def assert_generates(lab: LabHandle, port: int) -> None:
@@ -277,17 +296,20 @@ def test_tp2_reaches_ready_and_calls_no_sgl_kernel_stand_in(real_lab: LabHandle)
         lines = journal(lab, unit)
         assert " TP0] Load weight end." in lines and " TP1] Load weight end." in lines, lines[-3000:]
         assert_generates(lab, REAL_UNITS[unit])
-        status = subprocess.run(
-            [COCKPIT, "status", "--host", lab.name, "--unit", unit, "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "COLUMNS": "200"},
-        )
+        status = cockpit(lab, unit, "status", "--json")
         told = json.loads(status.stdout)
         assert status.returncode == 0 and told["readiness"] == "ready", status.stdout + status.stderr
-        titles = {p["title"] for p in told["processes"]}
-        assert {"sglang::scheduler_TP0", "sglang::scheduler_TP1", "sglang::detokenizer"} <= titles, titles
+        ranks = {p["title"]: p["rank"] for p in told["processes"]}
+        assert {
+            "sglang::scheduler_TP0": "TP0",
+            "sglang::scheduler_TP1": "TP1",
+            "sglang::detokenizer": None,
+        }.items() <= ranks.items(), ranks
+        dumped = json.loads(cockpit(lab, unit, "stacks", "--json").stdout)["processes"]
+        assert sorted((p["title"], p["rank"]) for p in dumped if p["rank"]) == [
+            ("sglang::scheduler_TP0", "TP0"),
+            ("sglang::scheduler_TP1", "TP1"),
+        ], dumped
         assert_no_stand_in_called(lab, unit)
     finally:
         end(lab, unit)
@@ -414,3 +436,126 @@ async def test_the_server_row_of_a_real_plain_server(real_lab: LabHandle) -> Non
         assert re.search(r"^sglang:spec_accept_length\{.*\} 0\.0$", metrics, re.M), metrics[-3000:]
     finally:
         end(lab, unit)
+
+
+# -- /health generates a token; the tp 1 scheduler is rank 0 (issue 25, items 1 and 3) ------------
+
+SERVING = "sglang-real-tp1.service"  # started once for the tests below, which only read it
+ON_BY_DEFAULT = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is on, SGLang 0.5.23's default"
+HEALTH_PREFILL = "Prefill batch, #new-seq: 1, #new-token: 1,"  # the one token of a health check
+HEALTH_ASKED = '"GET /health '  # its access line
+
+
+@pytest.fixture(scope="module")
+def serving(real_lab: LabHandle) -> Iterator[LabHandle]:
+    real_lab.ssh("systemctl", "start", SERVING)
+    try:
+        wait_ready(real_lab, SERVING)
+        yield real_lab
+    finally:
+        end(real_lab, SERVING)
+
+
+def cursor(lab: LabHandle, unit: str) -> str:
+    """The cursor of the unit's last journal entry now."""
+    shown = lab.ssh("journalctl", "-u", unit, "-n", "0", "--show-cursor").stdout
+    return shown.rsplit("-- cursor: ", 1)[1].strip()
+
+
+def lines_after(lab: LabHandle, unit: str, after: str, asks: int = 1) -> str:
+    """The unit's lines since `after`, once journald has `asks` health checks' access lines."""
+    said = ""
+
+    def read() -> bool:
+        nonlocal said
+        said = lab.ssh("journalctl", "-u", unit, "-o", "cat", f"--after-cursor={after}").stdout
+        return said.count(HEALTH_ASKED) >= asks
+
+    lab.wait_for(read, 10, f"{asks} access lines of /health in the journal")
+    return said
+
+
+@pytest.mark.timeout(300)
+def test_status_says_the_real_health_generated_a_token_and_what_it_cost(serving: LabHandle) -> None:
+    """0.5.23's /health is its /health_generate (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is on
+    by default): `cockpit status` says so, with the second it took, and the server's journal
+    holds that call's token and access line."""
+    lab = serving
+    before = cursor(lab, SERVING)
+    told = json.loads(cockpit(lab, SERVING, "status", "--json").stdout)
+    said = lines_after(lab, SERVING, before)
+    health = told["health"]
+    assert (health["path"], health["status"], health["generates"], health["generation"]) == (
+        "/health",
+        200,
+        True,
+        ON_BY_DEFAULT,
+    ), health
+    assert health["seconds"] >= 1.0, health  # it sleeps 1 s before it looks for the token
+    assert (said.count(HEALTH_PREFILL), said.count(HEALTH_ASKED)) == (1, 1), said
+    assert told["readiness"] == "ready" and re.fullmatch(
+        rf"/health answered 200 in \d+\.\d\d s \(generates a token: {ON_BY_DEFAULT}\)", told["readiness_reason"]
+    ), told
+    text = cockpit(lab, SERVING, "status").stdout
+    assert re.search(
+        rf"^  health: /health answered 200 in \d+\.\d\d s \(generates a token: {ON_BY_DEFAULT}\)$", text, re.M
+    ), text
+
+
+@pytest.mark.timeout(300)
+async def test_the_fleet_asks_a_ready_generating_server_at_most_every_15_s(serving: LabHandle) -> None:
+    """The fleet's rounds come once a second; each /health of this server is a token and journal
+    lines, so it asks again only RECHECK_S after the last 200 and says how old the answer is:
+    the server's own access lines over the rounds are the count."""
+    lab = serving
+    pool = HostPool(Config())
+    reader = FleetReader(pool.get)
+    before = cursor(lab, SERVING)
+    began = time.monotonic()
+    reasons: list[str] = []
+    try:
+        while len(reasons) < 20 or time.monotonic() - began < 2 * RECHECK_S + 5:
+            [read] = await reader.round({lab.name: [SERVING]})
+            unit = read.unit(SERVING)
+            assert unit is not None and unit.trouble == FLEET_READY, (read, unit)
+            reasons.append(unit.reason)
+            await asyncio.sleep(1)
+        took = time.monotonic() - began
+    finally:
+        await pool.close()
+    fresh = [r for r in reasons if re.fullmatch(r"/health answered 200 in \d+\.\d\d s", r)]
+    kept = [
+        r for r in reasons if re.search(r"\(asked \d+ s ago: /health may generate a token, so at most every 15 s\)$", r)
+    ]
+    said = lines_after(lab, SERVING, before, asks=len(fresh))
+    asked, allowed = said.count(HEALTH_ASKED), int(took // RECHECK_S) + 1
+    print(f"{len(reasons)} rounds in {took:.0f} s asked /health {asked} times")
+    assert 2 <= asked <= allowed and said.count(HEALTH_PREFILL) == asked, (asked, allowed, len(reasons), said)
+    assert len(fresh) == asked and len(kept) == len(reasons) - asked, reasons
+
+
+@pytest.mark.timeout(300)
+async def test_the_tp1_scheduler_is_rank_0_in_the_census_and_the_stacks(serving: LabHandle) -> None:
+    """At tp 1 the scheduler's title is `sglang::scheduler`, with no `_TP0`; beside it run the
+    detokenizer and multiprocessing's resource tracker, which are no rank."""
+    lab = serving
+    told = json.loads(cockpit(lab, SERVING, "status", "--json").stdout)
+    assert told["readiness"] == "ready", told
+    assert sorted((p["title"], p["rank"]) for p in told["processes"]) == [
+        ("/opt/sglang/venv/bin/python", None),
+        ("/opt/sglang/venv/bin/python", None),  # the resource tracker
+        ("sglang::detokenizer", None),
+        ("sglang::scheduler", "TP0"),
+    ], told["processes"]
+    dumped = json.loads(cockpit(lab, SERVING, "stacks", "--json").stdout)["processes"]
+    ranks = {p["title"].split(" -c ")[-1]: (p["rank"], p["error"], bool(p["threads"])) for p in dumped}
+    assert ranks["sglang::scheduler"] == ("TP0", None, True), dumped
+    assert ranks["from multiprocessing.resource_tracker import main;main(6)"][0] is None, dumped
+    assert ranks["sglang::detokenizer"][0] is None, dumped
+    session = Session(Config(), Target(lab.name, SERVING))  # what the app's `s` folds
+    try:
+        capture = await session.stacks()
+    finally:
+        await session.close()
+    folded_ranks = sorted(tb.rank for _, tb in folded(capture.processes, capture.at).tracebacks() if tb.rank)
+    assert folded_ranks == ["TP0"], [p.title for p in capture.processes]

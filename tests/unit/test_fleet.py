@@ -8,11 +8,13 @@ from cockpit.sglang.fleet import (
     BROKEN,
     DEGRADED,
     FAILED,
+    HEALTH_TIMEOUT_S,
     READY,
     SEP,
     STOPPED,
     FleetUnit,
     HostRound,
+    LastAnswer,
     exec_flags,
     exec_starts,
     hosts_of,
@@ -21,6 +23,7 @@ from cockpit.sglang.fleet import (
     rows,
     sections,
 )
+from cockpit.systemd.readiness import HEALTH, RECHECK_S, Probe
 from cockpit.systemd.status import UnitStatus, listed_units
 
 # As bookworm's systemctl show prints a stand-in node's ExecStart (read from the lab).
@@ -71,14 +74,44 @@ def test_gpu_table_counts_the_busy_ones() -> None:
     assert parse_gpus("") is None
 
 
-def test_probe_lines_give_the_status_or_why_there_was_none() -> None:
-    asked = {"a.service": ("127.0.0.1", 30000), "b.service": ("127.0.0.1", 30001), "c.service": ("::1", 30002)}
-    said = "a.service 0 HTTP/1.1 200 OK\r\nb.service 124 \nc.service 1 \nstray.service 0 HTTP/1.1 200 OK\n"
+def test_probe_lines_give_the_status_how_long_it_took_or_why_there_was_none() -> None:
+    asked = {
+        "a.service": ("127.0.0.1", 30000),
+        "b.service": ("127.0.0.1", 30001),
+        "c.service": ("::1", 30002),
+        "d.service": ("127.0.0.1", 30003),
+    }
+    said = (
+        "a.service 0 1796234213.958576 1796234214.963641 HTTP/1.1 200 OK\r\nb.service 124 \nc.service 1 \n"
+        "d.service 0 - - HTTP/1.1 503 Service Unavailable\nstray.service 0 1.0 2.0 HTTP/1.1 200 OK\n"
+    )
     probes = parse_probes(said, asked)
     assert probes["a.service"].ok and probes["b.service"].timed_out and "stray.service" not in probes
-    assert probes["b.service"].words() == "/health: no answer within 2 s"
+    assert probes["a.service"].words() == "/health answered 200 in 1.01 s"
+    assert (probes["d.service"].status, probes["d.service"].seconds) == (503, None)  # a bash without $EPOCHREALTIME
+    assert probes["b.service"].words() == f"/health: no answer within {HEALTH_TIMEOUT_S:g} s"
     assert probes["c.service"].words() == "/health: nothing answers on ::1:30002"
     assert parse_probes("a.service 127 \n", asked)["a.service"].detail == "not asked: the host has no bash"
+
+
+def test_a_unit_is_asked_each_round_while_it_starts_and_every_15_s_once_it_answered() -> None:
+    """Each ask of a generating /health is a token, a second and journal lines (the lab counts
+    them on a real server: tests/lab/test_real_sglang_health_lab.py)."""
+    address = ("127.0.0.1", 30010)
+    refused = LastAnswer("i", address, Probe(HEALTH, None, "nothing answers on 127.0.0.1:30010"), at=100.0)
+    starting = LastAnswer("i", address, Probe(HEALTH, 503, seconds=0.01), at=100.0)
+    ready = LastAnswer("i", address, Probe(HEALTH, 200, seconds=1.01), at=100.0)
+    hung = LastAnswer("i", address, Probe(HEALTH, None, f"no answer within {HEALTH_TIMEOUT_S:g} s"), at=100.0)
+    assert refused.due(101.0) and starting.due(101.0)
+    assert not ready.due(100.0 + RECHECK_S - 0.1) and ready.due(100.0 + RECHECK_S)
+    assert not hung.due(101.0) and hung.due(100.0 + RECHECK_S)
+    assert ready.aged(107.4).words() == (
+        "/health answered 200 in 1.01 s (asked 7 s ago: /health may generate a token, so at most every 15 s)"
+    )
+    assert hung.aged(103.0).words() == (
+        f"/health: no answer within {HEALTH_TIMEOUT_S:g} s; asked 3 s ago: /health may generate a token, "
+        "so at most every 15 s"
+    )
 
 
 def _unit(host: str, unit: str, trouble: str, active: str = "active", rank: int = 0) -> FleetUnit:

@@ -1,7 +1,9 @@
 """The stand-in's main process: start-up sequence, rank workers, and SGLang's HTTP endpoints.
 
 A small HTTP/1.1 server on asyncio streams (keep-alive, chunked SSE), because the lab has
-only the standard library. Endpoints follow SGLang's: `/health` (503 until ready), `/ready`,
+only the standard library. Endpoints follow SGLang's: `/health` (503 until ready; then, as in
+0.5.23, the generating `/health_generate` handler unless the unit's environment turns
+SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION off, when it answers 200 at once), `/ready`,
 `/model_info`, `/server_info` (args plus `internal_states`), `/v1/models`, streaming and
 non-streaming `/v1/completions` and `/v1/chat/completions`, `/metrics` with
 `--enable-metrics`; and two of its own under `/standin/` (crash, stats).
@@ -32,6 +34,10 @@ from cockpit.lab.standin.worker import PHASES, phase_seconds
 STANDIN_LABEL = "cockpit lab stand-in (CPU program, not SGLang)"
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."  # SGLang's handler
 HEALTH_CHECK_TIMEOUT = 20  # SGLang's: /health_generate waits this long for any output, then 503
+# 0.5.23's /health is /health_generate's handler, which answers it at once only where this EnvBool
+# (default on) is off: false, 0, no or n in any case (any other value is its default).
+_SWITCH = os.environ.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "1").lower()
+GENERATING = ("/health_generate",) if _SWITCH in ("false", "0", "no", "n") else ("/health_generate", "/health")
 # Where the `cockpit` package lives, for the children: they are started under SGLang's process
 # titles (argv[0] `sglang::scheduler_TP3`), so their interpreter finds no venv of its own.
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])
@@ -338,9 +344,8 @@ class Standin:
             if path in ("/health", "/health_generate", "/ready"):
                 if not self.ready:
                     raise HttpError(503, "the server is starting")
-                if path == "/health_generate" and await self._health_generate() != 200:
+                if path in GENERATING and await self._health_generate() != 200:
                     return _send_json(writer, 503, None)
-                # /health generates nothing in 0.5.23 (without SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION)
                 return _send_json(writer, 200, {"status": "ready"} if path == "/ready" else None)
             if path in ("/model_info", "/get_model_info"):
                 return _send_json(
