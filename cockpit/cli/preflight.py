@@ -68,10 +68,11 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
     catalog and the Python for the dry run."""
     from cockpit.cli.target import open_target
     from cockpit.sglang.deployment import read_deployment
+    from cockpit.sglang.unit_preflight import check_unit
     from cockpit.systemd.process_facts import Viewpoint
 
     async with open_target(args, unit=False) as session:
-        python, on_gpus, root = None, None, None
+        python, on_gpus, root, unit_findings = None, None, None, []
         if session.target is not None:
             found = await read_deployment(
                 session.host, session.target, catalogs=session.catalogs, python=catalog is None
@@ -80,6 +81,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
                 raise CockpitError(found.problems[0] if found.problems else "the unit could not be read")
             argv = argv or found.command
             python, root = found.interpreter, found.package_root
+            unit_findings = check_unit(found.unit)
             on_gpus = (Viewpoint(found.target.unit, found.status.running_invocation), found.unit.environment())
             if catalog is None:
                 if found.catalog is None:
@@ -93,6 +95,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
         if catalog is None:
             raise UsageError("give --unit (its Python tells where SGLang is) or --sglang-version")
         report = await _report(args, argv, catalog, host, python)
+        report.findings += unit_findings
         if on_gpus is not None:
             from cockpit.sglang.architectures import ArchitectureCache
             from cockpit.sglang.model_preflight import check_before_start
@@ -129,6 +132,7 @@ async def _node(
     from cockpit.sglang.deployment import read_deployment
     from cockpit.sglang.model_preflight import check_before_start
     from cockpit.sglang.nodes_preflight import NodeFacts, host_network, on_node
+    from cockpit.sglang.unit_preflight import check_unit
     from cockpit.systemd import gpu_use
     from cockpit.systemd.process_facts import Viewpoint
 
@@ -139,6 +143,7 @@ async def _node(
     argv, env = found.command, found.unit.environment()
     use, (interfaces, addresses) = await asyncio.gather(gpu_use.read_or_say(host), host_network(host))
     report = await _report(args, argv, found.catalog, host, found.interpreter)
+    report.findings += check_unit(found.unit)
     view = Viewpoint(target.unit, found.status.running_invocation)
     report.findings += await check_before_start(
         host, argv, found.catalog, view, env, root=found.package_root, architectures=session.architectures, use=use

@@ -25,6 +25,7 @@ from cockpit.sglang.flags import Catalog
 from cockpit.sglang.preflight import given_flags
 from cockpit.sglang.startup import StartupMemory, StartupScan
 from cockpit.systemd import gpu_use, journal
+from cockpit.systemd.endings import Endings
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.readiness import server_info
@@ -149,6 +150,7 @@ async def gather(
     status = await fetch(host, unit)
     incident.status = status
     entries, cut = await period_entries(host, unit, since)
+    incident.status = Endings().feed(entries).of(status)  # a stop said as a stop, not a crash
     incident.entries = len(entries)
     times = [e.realtime_us for e in entries if e.realtime_us]
     incident.period_start = times[0] / 1e6 if times else None

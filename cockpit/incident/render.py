@@ -151,8 +151,8 @@ def _summary(incident: Incident) -> str:
         if st.ready is not None:
             state += ", ready" if st.ready else ", not serving"
         state += f", {_count(st.n_restarts, 'restart')}"
-        if st.last_exit:
-            state += f", last exit {st.last_exit}"
+        if st.ended:
+            state += f", last exit {st.ended}"
         what += f" {state}."
     if incident.attempts:
         last = incident.attempts[-1]
@@ -187,7 +187,7 @@ def _render_server(incident: Incident, w) -> None:
     if st is not None:
         w(
             f"- State: {st.active_state} ({st.sub_state}), result {st.result or '-'}, pid {st.main_pid or '-'}, "
-            f"restarts {st.n_restarts}, last exit {st.last_exit or '-'}"
+            f"restarts {st.n_restarts}, last exit {st.ended or '-'}"
         )
         w(f"- Invocation: {code(st.invocation_id or '-')}, started {_when(st.exec_main_start)}")
         if st.fragment_path:
@@ -288,7 +288,7 @@ def timeline(incident: Incident, gap_s: float = 5.0) -> list[tuple[float, str]]:
         events.append(
             (
                 a.started_at,
-                f"attempt #{a.number} writes the unit"
+                f"attempt #{a.number} {'writes' if a.texts else 'restarts'} the unit"
                 + (f" ({', '.join(n for n, _, _ in a.diff())})" if a.diff() else ""),
             )
         )

@@ -46,12 +46,13 @@ from cockpit.sglang.ranks import node_rank, ranks_on_node
 from cockpit.sglang.startup import Startup, StartupMemory, StartupScan, under_way
 from cockpit.sglang.status_read import read_status
 from cockpit.systemd import gpu_use, processes
+from cockpit.systemd.endings import Endings
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.journal import tail
 from cockpit.systemd.process_end import Ending, Identity
 from cockpit.systemd.process_facts import Viewpoint
-from cockpit.systemd.status import UnitStatus, fetch, list_units, main_exit_of, show, with_file_check
+from cockpit.systemd.status import UnitStatus, exit_words, fetch, list_units, main_exit_of, show, with_file_check
 from cockpit.systemd.suppression import Suppression, SuppressionScan
 from cockpit.systemd.unit import Unit
 from cockpit.targets import Target, deployment_targets
@@ -85,6 +86,18 @@ GROUP_POLL_S = 1.0  # an opened deployment's nodes are read this often: a lost n
 LOST_NODE_LINES = 2000  # of the lost node's journal, read for its traceback
 UNKNOWN = "unknown"  # the group's readiness while a node cannot be read
 STOP_WAIT_S = 5.0  # how long `stop` waits for its cancelled tasks before it goes on without them
+
+
+def stopped_reason(status: UnitStatus) -> str:
+    """Why a stopped unit is down, said as a stop: systemd calls a start that died badly of its
+    stop `failed`, as it calls a crash."""
+    said = f"{exit_words(status.last_exit, status.stopped_by)}, not a crash"
+    if status.active_state == "failed":
+        said += (
+            f"; systemd says failed (Result={status.result or '-'}) as the server died badly of the stop "
+            "(KillMode=mixed lets it stop clean: the pre-flight's kill-mode)"
+        )
+    return said
 
 
 def waiting_at(task: asyncio.Task[Any]) -> str:
@@ -196,6 +209,7 @@ class Session:
         self.gpus: GpuUse | None = None
         self.invocations: set[str] = set()  # the unit's starts seen (journal, polls): whose left-overs
         self._running: str | None = None  # the invocation of the start that is up now
+        self.endings = Endings()  # which starts a stop ended (the cockpit's own, or anyone's)
         self._losses = SuppressionScan(self.target.unit if self.target is not None else "")  # journald's reports
         self._unread, self._unread_said = 0, -UNREAD_NOTICE_S  # journalctl's lines that were no entry
         self.health = HealthScan()  # each start's health signals in its journal and processes
@@ -265,6 +279,7 @@ class Session:
         if self.journal.others:
             batch = replace(batch, entries=[e for e in batch.entries if not e.node])
         self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
+        self.endings.feed(batch.entries)
         for lost in self._losses.feed(batch.entries):
             self.listener.notice(lost.sentence())
         running = self._running
@@ -548,6 +563,7 @@ class Session:
         self.listener.gpus(use)
 
     def _status(self, status: UnitStatus) -> None:
+        status = self.endings.of(status)
         if status.invocation_id:
             self.invocations.add(status.invocation_id)
         if status.processes is not None:
@@ -563,6 +579,8 @@ class Session:
             worker_node=unit is not None and node_rank(unit.flag_values()) > 0,
         )
         reason = told.reason
+        if told.state == DOWN and status.stopped_by is not None and status.active_state in ("failed", "inactive"):
+            reason = stopped_reason(status)
         self.startups.unit_started(status.invocation_id, status.exec_main_start)
         timeline = self.startups.starts.get(status.invocation_id or "")
         if told.state == STARTING and timeline is not None:
@@ -696,23 +714,50 @@ class Session:
         """Entries before `cursor` (empty: journald has nothing older; None: nothing can say)."""
         return await self.journal.older(cursor)
 
-    async def act(self, action: str) -> None:
+    async def act(self, action: str) -> Attempt | None:
         """A systemctl action on the unit; on an opened deployment, on the group: `stop` stops
         every node, `start` and `restart` are the group restart (cockpit.group_rollout), as one
-        node started or restarted alone would wait on peers that never come."""
+        node started or restarted alone would wait on peers that never come. A restart is an
+        attempt, returned: watched to the next start's end and recorded (`restart`)."""
         assert self.target is not None
         from cockpit.systemd.control import UnitControl
 
         if self.group is None:
+            if action == "restart":
+                return await self.restart()
+            if action == "stop":
+                self.endings.asked(self._running, "the cockpit's stop")
             await UnitControl(self.host, self.host_config).act(action, self.target.unit)
-        elif action == "stop":
+            return None
+        if action == "stop":
             from cockpit.group_rollout import stop_group
 
             nodes = self._group_nodes()
             async with self._changing_group():
                 await stop_group(nodes)
-        else:
-            await self.restart_group()
+            return None
+        return await self.restart_group()
+
+    async def restart(self) -> Attempt:
+        """The unit restarted as it is, through the session's own feeds, and watched to the next
+        start's ready or crash: one attempt in the timeline (cockpit.rollout.restart). The start it
+        stops is said as stopped by the cockpit's restart, however it died of the stop."""
+        from cockpit.rollout import restart
+        from cockpit.systemd.deploy import RESTART
+
+        target = self.target
+        assert target is not None
+        self.endings.asked(self._running, RESTART)
+        return await restart(
+            self.host,
+            self.host_config,
+            target,
+            self.unit,
+            catalog=self.deployment.catalog if self.deployment else None,
+            log=AttemptLog(target.host, target.unit),
+            feed=self if self.live else None,
+            address=self.address,
+        )
 
     async def frame(self, traceback: Traceback, index: int, *, anyway: bool = False) -> FrameView:
         """The frame's file as the host has it now, its statement, and what it checks. Only a

@@ -48,10 +48,13 @@ class Finding:
     pid: int | None = None  # the process a host finding is about (one holding a GPU's memory)
     node: str | None = None  # the node of a multi-node deployment it is about ([units] entry)
     holder: Holder | None = None  # that process as the write modal offers to end it (not in the JSON: `pid` is)
+    # A [Service] key and value that fix it, as the flag editor's unit view offers them (not in the
+    # JSON: `fix` says it in words).
+    setting: tuple[str, str] | None = None
 
     def to_json(self) -> dict:
         out = asdict(self)
-        del out["holder"]
+        del out["holder"], out["setting"]
         return out
 
 

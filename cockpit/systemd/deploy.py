@@ -29,11 +29,12 @@ from cockpit.systemd import journal
 from cockpit.systemd.control import ControlError, UnitControl
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.readiness import is_ready
-from cockpit.systemd.status import UnitStatus, fetch
+from cockpit.systemd.status import UnitStatus, exit_words, fetch, main_exit_of, stop_job_began
 from cockpit.systemd.unit import decode, encode
 
 BACKUPS_KEPT = 10
 BACKUP_TAG = ".cockpit-bak."
+RESTART = "the cockpit's restart"  # who stopped the start a restart replaced (status.exit_words)
 
 
 class ChangedOnHost(CockpitError):
@@ -48,6 +49,7 @@ class Watch:
     seconds: float
     entries: list[JournalEntry] = field(default_factory=list)  # the journal of the new invocation
     detail: str = ""
+    ended: str | None = None  # how the restart's stop ended the start before (status.exit_words)
 
 
 def backup_name(path: str, stamp: float | None = None) -> str:
@@ -204,12 +206,18 @@ async def restart_and_watch(
     feed: UnitFeed | None = None,
     timeout: float = 900.0,
     on_entries: Callable[[list[JournalEntry]], None] | None = None,
+    reload: bool = True,
 ) -> Watch:
-    """daemon-reload, restart, then watch the new invocation until it is ready or dies: ready
-    is the server's own ready line (`ready_line`, which the caller knows; systemd does not)
-    and then a 200 from /health."""
+    """daemon-reload (unless `reload` is False: nothing was written), restart, then watch the
+    new invocation until it is ready or dies: ready is the server's own ready line
+    (`ready_line`, which the caller knows; systemd does not) and then a 200 from /health.
+
+    Only the next start is watched. The start the restart stops may die badly of it (SGLang
+    under KillMode=control-group ends `failed`, 9/KILL, as in a crash: docs/facts.md); its lines
+    and its end are the restart's, said in `ended`, never the watched start's crash."""
     control = UnitControl(host, cfg)
-    await control.daemon_reload()
+    if reload:
+        await control.daemon_reload()
     before = await fetch(host, unit)
     own: OwnFeed | None = None
     source: UnitFeed
@@ -219,14 +227,25 @@ async def restart_and_watch(
     else:
         source = feed
     entries: list[JournalEntry] = []
+    stopped: list[JournalEntry] = []  # systemd's lines about the start the restart stops
     seen_ready = False
 
     def collect(batch: list[JournalEntry]) -> None:
         nonlocal seen_ready
-        entries.extend(batch)
-        seen_ready = seen_ready or any(ready_line(e) for e in batch)
+        new = []
+        for e in batch:
+            if before.invocation_id is None or e.invocation_id != before.invocation_id:
+                new.append(e)
+            elif e.pid == 1:
+                stopped.append(e)
+        entries.extend(new)
+        seen_ready = seen_ready or any(ready_line(e) for e in new)
         if on_entries is not None:
             on_entries(batch)
+
+    def ended() -> str | None:
+        how = next((h for e in stopped if (h := main_exit_of(e.message)) is not None), None)
+        return exit_words(how, RESTART) if any(stop_job_began(e.pid, e.message) for e in stopped) else how
 
     unsubscribe = source.subscribe(collect)
     started = time.monotonic()
@@ -243,10 +262,11 @@ async def restart_and_watch(
                     time.monotonic() - started,
                     list(entries),
                     f"{status.active_state} ({status.last_exit or status.result})",
+                    ended(),
                 )
             if seen_ready and status.active_state == "active" and await is_ready(host, *url_host_port):
-                return Watch("ready", time.monotonic() - started, list(entries))
-        return Watch("timeout", time.monotonic() - started, list(entries), f"not ready after {timeout:.0f} s")
+                return Watch("ready", time.monotonic() - started, list(entries), ended=ended())
+        return Watch("timeout", time.monotonic() - started, list(entries), f"not ready after {timeout:.0f} s", ended())
     finally:
         unsubscribe()
         if own is not None:

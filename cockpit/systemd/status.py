@@ -58,6 +58,27 @@ def main_exit_of(message: str) -> str | None:
     return f"{m.group(1)} {m.group(2)}" if m else None
 
 
+STOP_JOB = "a stop job"  # who stopped a start, where only systemd's journal says one did
+
+
+def stop_job_began(pid: int | None, message: str) -> bool:
+    """Whether a journal line is systemd's own word that a stop job began on the unit (`Stopping
+    UNIT - DESCRIPTION...`, also the stop half of a restart). A stop leaves the same Result= and
+    ExecMainStatus= as a crash (SGLang under KillMode=control-group ends `signal`, 9/KILL, as
+    after a kill -9 of a rank: docs/facts.md), and systemd keeps no record of the job once
+    done: this line, logged before the end of the start it stops, is what tells them apart. No
+    crash has one (an automatic restart stops a unit that is already dead, which logs none)."""
+    return pid == 1 and message.startswith("Stopping ") and message.endswith("...")
+
+
+def exit_words(how: str | None, stopped_by: str | None) -> str | None:
+    """How a start ended, in words: `stopped by a stop job (killed 9/KILL)` where a stop ended
+    it, else systemd's exit alone (`killed 9/KILL`); None when neither is known."""
+    if stopped_by is None:
+        return how
+    return f"stopped by {stopped_by}" + (f" ({how})" if how else "")
+
+
 @dataclass(frozen=True)
 class UnitStatus:
     unit: str
@@ -95,6 +116,11 @@ class UnitStatus:
     # (an automatic restart), the status poll and the journal remember it.
     previous_exit: str | None = None
     previous_exit_at: float | None = None
+    # Who stopped the start `last_exit` is about, and the previous one: STOP_JOB where systemd's
+    # journal says a stop job ended it, "the cockpit's stop" (or restart) where the cockpit asked;
+    # None where no stop job did (a crash, or the server's own exit). The session fills them in.
+    stopped_by: str | None = None
+    previous_stopped_by: str | None = None
     checked_at: float = field(default_factory=time.time)
 
     @property
@@ -113,6 +139,16 @@ class UnitStatus:
         if self.exec_main_code in ("killed", "dumped") and status in _SIGNALS:
             return f"{self.exec_main_code} {status}/{_SIGNALS[status]}"
         return f"{self.exec_main_code} {status}"
+
+    @property
+    def ended(self) -> str | None:
+        """How this start ended, in words: a stop told from a crash (exit_words)."""
+        return exit_words(self.last_exit, self.stopped_by) if self.last_exit else None
+
+    @property
+    def previous_ended(self) -> str | None:
+        """How the start before this one ended, in words (exit_words)."""
+        return exit_words(self.previous_exit, self.previous_stopped_by)
 
     def uptime(self, now: float | None = None) -> float | None:
         if self.active_state not in ("active", "reloading") or self.active_enter is None:

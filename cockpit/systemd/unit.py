@@ -252,6 +252,12 @@ class Unit:
             return None
         return path if path.startswith("/") else None
 
+    def setting(self, key: str) -> str | None:
+        """The value systemd takes for a [Service] `key=`: the last one, drop-ins after the unit
+        file; None when none is given or the last is empty (which resets it to the default)."""
+        values = [e.value for _, e in self._directives(key)]
+        return (values[-1] or None) if values else None
+
     def environment(self) -> dict[str, str]:
         """The variables the process gets from the unit: `Environment=`, overridden by the
         environment files whose text was given."""
@@ -373,6 +379,31 @@ class Unit:
         for where in sorted(by_line, key=lambda w: (w.file, -w.entry)):  # later lines first: indices hold
             unit = unit._edited(where, unit._env_line(where, by_line[where]))
         return unit
+
+    def set_setting(self, key: str, value: str) -> Unit:
+        """Set a [Service] `key=` (one whose value is a plain word, `KillMode=mixed`): in place
+        where its last directive is, else on a new line at the end of the [Service] section of
+        the file whose `ExecStart=` systemd runs, where flag edits land."""
+        if not value or any(c in value for c in " \t\n\r\\%$"):
+            raise UnitError(f"{key}={value!r}: the cockpit sets a plain word only")
+        given = self._directives(key)
+        if given:
+            where, entry = given[-1]
+            if entry.value == value:
+                return self
+            line = key_part(entry) + value + final_eol(entry)
+            return self._edited(where, kept_comments(entry) + line + trailing_blank(entry))
+        at = self._command()[0].file
+        f = self.files[at]
+        last = max(i for i, e in enumerate(f.entries) if e.kind == "directive" and e.section == SECTION)
+        eol = f.eol()
+        anchor = f.entries[last]
+        text = f"{key}={value}" + eol
+        if not anchor.lines[-1].eol:  # the file's last line, without a newline: the new line goes after one
+            text = eol + f"{key}={value}"
+        files = list(self.files)
+        files[at] = f.replaced({}, {last + 1: text})
+        return replace(self, files=tuple(files))
 
     def _env_line(self, where: Where, words: dict[int, str]) -> str:
         """An `Environment=` line re-rendered with some words replaced ("" drops one)."""

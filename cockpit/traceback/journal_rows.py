@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cockpit.systemd.entry import JournalEntry
-from cockpit.systemd.status import main_exit_of
+from cockpit.systemd.status import STOP_JOB, exit_words, main_exit_of, stop_job_began
 from cockpit.traceback.fold import Folder, fold_entries
 from cockpit.traceback.grammar import log_rank
 from cockpit.traceback.model import Line, Traceback
@@ -119,6 +119,7 @@ class JournalRows:
         # merged journal, where the nodes' starts interleave and are each their own).
         self._invocation: dict[int, str] = {}
         self._last_exit: dict[int, str] = {}
+        self._stopped: set[str] = set()  # starts a stop job ended (systemd's `Stopping` line names each)
         self.discarded = 0  # records dropped from the front so far: the number of records[0]
         self.tracebacks_changed = False  # set when a batch brought or changed a traceback
         # Record numbers of the tracebacks, ascending: the side list is asked for after every
@@ -171,11 +172,11 @@ class JournalRows:
         self.folder.prepend(records)
         self.discarded -= len(records)
         self._traceback_numbers[0:0] = [self.discarded + k for k, r in enumerate(records) if isinstance(r, Traceback)]
-        saved = (self._invocation, self._last_exit)
-        self._invocation, self._last_exit = {}, {}
+        saved = (self._invocation, self._last_exit, self._stopped)
+        self._invocation, self._last_exit, self._stopped = {}, {}, set()
         for k, record in enumerate(records):
             self._note_invocation(self.discarded + k, record)
-        self._invocation, self._last_exit = saved
+        self._invocation, self._last_exit, self._stopped = saved
         before = len(self.rows)
         tail, self.rows = self.rows, []
         self._append_rows(self.discarded, self.discarded + len(records))
@@ -200,10 +201,12 @@ class JournalRows:
         if isinstance(record, Line):
             entry = record.entry
             node = entry.node
-            if entry.pid == 1:  # systemd's own word about the unit: remember how it last ended
+            if entry.pid == 1:  # systemd's own word about the unit: remember how it last ended, and why
                 ended = main_exit_of(record.text)
                 if ended:
                     self._last_exit[node] = ended
+                if stop_job_began(entry.pid, record.text) and entry.invocation_id:
+                    self._stopped.add(entry.invocation_id)
                 return
             invocation = entry.invocation_id
         else:
@@ -211,7 +214,8 @@ class JournalRows:
         now = self._invocation.get(node)
         if invocation and invocation != now:
             if now is not None:
-                ended = self._last_exit.pop(node, None)
+                ended = exit_words(self._last_exit.pop(node, None), STOP_JOB if now in self._stopped else None)
+                self._stopped.discard(now)
                 exit_text = f" · previous exit: {ended}" if ended else ""
                 where = f"n{node} " if self.nodes > 1 else ""
                 self.separators[number] = f"{where}restart · invocation {invocation[:12]}{exit_text}"

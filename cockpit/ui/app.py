@@ -21,6 +21,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input
 
+from cockpit.attempts import Attempt
 from cockpit.config import Config
 from cockpit.errors import CockpitError
 from cockpit.fmt import duration
@@ -355,12 +356,17 @@ class CockpitApp(App[None]):
     async def run_unit_action(self, action: str, target: Target) -> None:
         if target != self.target:
             return  # the user switched units while the modal was up
+        if action == "restart":
+            self.notify(f"restarting {target.unit} on {target.host}, watched to ready…", timeout=4)
         try:
-            await self.session.act(action)
+            attempt = await self.session.act(action)
         except CockpitError as e:
             self.notify(str(e), title=f"{action} failed", severity="error", timeout=10)
             return
-        self.notify(f"{action} of {target.unit} on {target.host} done", timeout=4)
+        if attempt is None:
+            self.notify(f"{action} of {target.unit} on {target.host} done", timeout=4)
+            return
+        self.said_attempt(attempt)
 
     def action_pick(self) -> None:
         targets = all_targets(self.config)
@@ -610,6 +616,10 @@ class CockpitApp(App[None]):
         if self.changes_refused():
             self.notify(f"{target.host} is read-only here: nothing is rolled back", severity="error")
             return
+        if not event.attempt.texts:
+            said = f"attempt #{event.attempt.number} wrote nothing (a restart): nothing to roll back to"
+            self.notify(said, timeout=4)
+            return
         edited = self.session.rollback_of(event.attempt)
         if edited is None:
             self.notify(f"the unit already is as attempt #{event.attempt.number} wrote it", timeout=4)
@@ -628,13 +638,18 @@ class CockpitApp(App[None]):
         assert target is not None
         self.notify(f"writing {target.unit} on {target.host} and restarting it…", timeout=4)
         attempt = await self.session.apply(loaded, edited, note)
+        self.said_attempt(attempt)
+        self.query_one(FlagsPane).loaded = None  # the next `e` starts from the unit as now written
+
+    def said_attempt(self, attempt: Attempt) -> None:
+        """An attempt's outcome in a notice, and the timeline opened on it."""
         took = f" in {attempt.seconds:.1f} s" if attempt.seconds is not None else ""
         self.notify(
-            f"attempt #{attempt.number}: {attempt.outcome}{took}" + (f": {attempt.detail}" if attempt.detail else ""),
+            f"attempt #{attempt.number}{' (' + attempt.note + ')' if attempt.note else ''}: {attempt.outcome}{took}"
+            + (f": {attempt.detail}" if attempt.detail else ""),
             severity="information" if attempt.outcome == "ready" else "error",
             timeout=10,
         )
-        self.query_one(FlagsPane).loaded = None  # the next `e` starts from the unit as now written
         self.action_attempts()
 
     # -- throughput and load runs --------------------------------------------------------------

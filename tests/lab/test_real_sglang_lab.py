@@ -31,6 +31,7 @@ from cockpit.remote.pool import HostPool
 from cockpit.session import Session
 from cockpit.sglang.fleet import READY as FLEET_READY
 from cockpit.sglang.fleet import FleetReader
+from cockpit.sglang.generation import SWITCH
 from cockpit.systemd.readiness import RECHECK_S
 from cockpit.targets import Target
 from cockpit.traceback.model import Line
@@ -441,7 +442,7 @@ async def test_the_server_row_of_a_real_plain_server(real_lab: LabHandle) -> Non
 # -- /health generates a token; the tp 1 scheduler is rank 0 (issue 25, items 1 and 3) ------------
 
 SERVING = "sglang-real-tp1.service"  # started once for the tests below, which only read it
-ON_BY_DEFAULT = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is on, SGLang 0.5.23's default"
+ON_BY_DEFAULT = f"{SWITCH} is on, SGLang 0.5.23's default"
 HEALTH_PREFILL = "Prefill batch, #new-seq: 1, #new-token: 1,"  # the one token of a health check
 HEALTH_ASKED = '"GET /health '  # its access line
 
@@ -559,3 +560,30 @@ async def test_the_tp1_scheduler_is_rank_0_in_the_census_and_the_stacks(serving:
         await session.close()
     folded_ranks = sorted(tb.rank for _, tb in folded(capture.processes, capture.at).tracebacks() if tb.rank)
     assert folded_ranks == ["TP0"], [p.title for p in capture.processes]
+
+
+@pytest.mark.timeout(480)
+def test_a_unit_that_turns_the_switch_off_is_said_to_ask_the_model_nothing(serving: LabHandle) -> None:
+    """`Environment=SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0` in a drop-in: the real server
+    answers /health at once and generates nothing, and `cockpit status` says so from the unit.
+    Last of the tests on `serving`: it restarts that server."""
+    lab = serving
+    drop_in = f"/etc/systemd/system/{SERVING}.d"
+    lab.ssh("mkdir", "-p", drop_in)
+    lab.ssh("tee", f"{drop_in}/health.conf", input=f"[Service]\nEnvironment={SWITCH}=0\n")
+    try:
+        lab.ssh("systemctl", "daemon-reload")
+        end(lab, SERVING)
+        lab.ssh("systemctl", "start", SERVING)
+        wait_ready(lab, SERVING)
+        before = cursor(lab, SERVING)
+        told = json.loads(cockpit(lab, SERVING, "status", "--json").stdout)
+        said = lines_after(lab, SERVING, before)
+    finally:
+        lab.ssh("rm", "-rf", drop_in)
+        lab.ssh("systemctl", "daemon-reload")
+    health = told["health"]
+    assert (health["path"], health["status"], health["generates"]) == ("/health", 200, False), health
+    assert health["generation"] == f"{SWITCH}=0 in the unit's environment", health
+    assert health["seconds"] < 1.0 and HEALTH_PREFILL not in said, (health, said)
+    assert told["readiness"] == "ready", told

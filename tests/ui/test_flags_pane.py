@@ -321,3 +321,64 @@ async def test_a_flag_given_twice_is_one_row_with_the_value_that_counts(catalog)
         pane = app.query_one(FlagsPane)
         assert pane.edited is not None
         assert pane.edited.set_flag("--tp-size", "8").flag_values()["--tp-size"] == "8"
+
+
+async def test_the_unit_view_offers_the_kill_mode_and_writes_it_like_a_flag(catalog) -> None:
+    app = app_with_unit(catalog)
+    ran = []
+    async with app.run_test(size=(150, 50)) as pilot:
+        app.run_attempt = lambda loaded, edited, note: ran.append(edited)
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        assert [f.rule for f in pane.findings if f.severity == "warning"] == ["kill-mode"]
+        assert "KillMode= is not set" in str(pane.query_one("#flag-findings").render())
+        assert pane.check_action("setting", ()) is False  # offered in the unit view only
+        await pilot.press("R")
+        raw = str(pane.query_one("#flag-help").render())
+        assert "Restart=on-failure" in raw and "k sets KillMode=mixed in [Service] (the pre-flight's kill-mode)" in raw
+        await pilot.press("k")
+        await pilot.pause()
+        assert pane.edited.setting("KillMode") == "mixed" and pane.edited.exec() == pane.loaded.exec()
+        assert not [f for f in pane.findings if f.rule == "kill-mode"] and pane.check_action("setting", ()) is False
+        assert "KillMode=mixed\n" in str(pane.query_one("#flag-help").render())  # the unit as it would be written
+        assert "1 change not yet written" in str(pane.query_one("#flags-head").render())
+        await pilot.press("w")
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, WriteModal)
+        assert "+KillMode=mixed" in str(modal.query_one("#write-diff").query_one("Static").render())
+        await pilot.press("y")
+        await pilot.pause()
+        written = SEED.replace("RestartSec=2\n", "RestartSec=2\nKillMode=mixed\n")
+        assert len(ran) == 1 and ran[0].changed() == {UNIT: written}
+
+
+async def test_a_restart_in_the_timeline_is_no_rollback_target(catalog) -> None:
+    restart = Attempt(
+        3,
+        "cockpit-lab",
+        "sglang-demo.service",
+        1796032200.0,
+        {"--tp-size": "8"},
+        {"--tp-size": "8"},
+        {},
+        {},
+        outcome="ready",
+        seconds=23.4,
+        note="restart",
+    )
+    app = app_with_unit(catalog)
+    ran = []
+    async with app.run_test(size=(150, 50)) as pilot:
+        app.run_attempt = lambda loaded, edited, note: ran.append(note)
+        pane = app.query_one(AttemptsPane)
+        pane.show([*_attempts(), restart])
+        app.show_detail("attempts")
+        pane.focus()
+        newest = str(pane.get_option_at_index(0).prompt)
+        assert "✓ #3" in newest and "restart" in newest, newest
+        pane.highlighted = 0
+        await pilot.press("u")
+        await pilot.pause()
+        assert ran == [] and not isinstance(app.screen, WriteModal)
+        assert any("wrote nothing (a restart)" in str(n.message) for n in app._notifications), app._notifications

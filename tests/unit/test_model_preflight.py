@@ -133,7 +133,7 @@ async def test_cockpit_preflight_reports_the_model_findings(release, monkeypatch
     target = Target("gpu-1", "sglang.service")
     found = SimpleNamespace(
         target=target,
-        unit=SimpleNamespace(environment=lambda: {}),
+        unit=SimpleNamespace(name="sglang.service", environment=lambda: {}, setting=lambda key: None),
         command=argv,
         interpreter=argv[0],
         package_root=root,

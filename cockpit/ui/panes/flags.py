@@ -6,6 +6,10 @@ value is typed, so the mistake shows before anything is written. Where the host'
 SGLang, the release's own resolution of the same flags follows once typing pauses (a dry run of
 several seconds, dropped at the next change) and its verdict replaces the static one, marked as
 SGLang's own.
+
+The unit view (`R`) shows the unit file as it would be written; where the pre-flight finds a
+[Service] setting wrong for SGLang (`KillMode=`), it offers the setting that fixes it there
+(`k`), kept in the same edited copy and written by `w` like a flag.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from cockpit.errors import CockpitError
 from cockpit.sglang.dry_runs import Verdict, replace_static
 from cockpit.sglang.flags import Catalog, Flag
 from cockpit.sglang.preflight import ERROR, WARNING, Finding
+from cockpit.sglang.unit_preflight import SETTINGS
 from cockpit.suggest import closest, score
 from cockpit.systemd.unit import Unit
 from cockpit.ui.failures import said_failure
@@ -97,7 +102,7 @@ _MISSING = object()
 def _items(unit: Unit) -> list[tuple[str, object]]:
     items: list[tuple[str, object]] = [(i.name or "", i.value) for i in unit.flags()]
     items += [(f"env:{k}", v) for k, v in unit.environment().items()]
-    return items
+    return items + [(f"setting:{k}", unit.setting(k)) for k in SETTINGS]
 
 
 def _value_text(value: object) -> str:
@@ -114,6 +119,7 @@ class FlagsPane(Vertical):
         Binding("a", "add", "Add flag", id="flags.add"),
         Binding("delete,x", "unset", "Unset", key_display="del", id="flags.unset"),
         Binding("R", "raw", "Raw", id="flags.raw"),
+        Binding("k", "setting", "Set the unit fix", id="flags.setting"),
         Binding("w", "write", "Write & restart", id="flags.write"),
         Binding("ctrl+z", "revert", "Revert", id="flags.revert"),
         Binding("escape", "close", "Close", id="flags.close"),
@@ -196,11 +202,12 @@ class FlagsPane(Vertical):
 
     def _check(self, unit: Unit) -> None:
         """The static verdict now; SGLang's own once typing pauses (an earlier ask is dropped)."""
-        if self.checked is not None and unit.exec() == self.checked.exec():
-            self.checked = unit
-            return  # the same command line: the verdict in hand (or on its way) holds
+        same = self.checked is not None and unit.exec() == self.checked.exec()
         self.checked = unit
-        self._static = self.check(unit, self.catalog)
+        self._static = self.check(unit, self.catalog)  # the unit's own settings may have changed
+        if same:
+            self.findings = replace_static(self._static, self.verdict)
+            return  # the same command line: SGLang's verdict in hand (or on its way) holds
         self.verdict = None
         self.findings = list(self._static)
         if self._ask_timer is not None:
@@ -275,9 +282,11 @@ class FlagsPane(Vertical):
         self._show_help()
         if self._raw:
             self._show_raw()
+        self.refresh_bindings()  # `k` comes and goes with the finding it fixes
 
     def pending_changes(self) -> int:
-        """Flags and environment variables that differ between the unit as read and as edited."""
+        """Flags, environment variables and the [Service] settings the pre-flight reads that differ
+        between the unit as read and as edited."""
         if self.loaded is None or self.edited is None:
             return 0
         before, after = dict(_items(self.loaded)), dict(_items(self.edited))
@@ -339,7 +348,7 @@ class FlagsPane(Vertical):
         self.query_one("#flag-help", Static).update(text)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        if event.option_list.id == "flag-list":
+        if event.option_list.id == "flag-list" and not self._raw:  # the unit view stays until R again
             self._show_help()
 
     async def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
@@ -351,10 +360,19 @@ class FlagsPane(Vertical):
             event.stop()
             await self.query_one("#flag-input", Input).action_submit()  # async in Textual: it posts Submitted
 
+    def _offered(self) -> Finding | None:
+        """The first finding of the edited unit that a [Service] setting fixes (`k` sets it)."""
+        return next((f for f in self._static if f.setting is not None), None)
+
     def _show_raw(self) -> None:
         assert self.edited is not None
         path = self.edited.defined_in
-        self.query_one("#flag-help", Static).update(self.edited.render(path))
+        text = Text(self.edited.render(path))
+        offered = self._offered()
+        if offered is not None and offered.setting is not None:
+            key, value = offered.setting
+            text.append(f"\n── k sets {key}={value} in [Service] (the pre-flight's {offered.rule})", "yellow")
+        self.query_one("#flag-help", Static).update(text)
 
     # -- editing --------------------------------------------------------------------------
 
@@ -546,6 +564,20 @@ class FlagsPane(Vertical):
             self._show_raw()
         else:
             self._show_help()
+        self.refresh_bindings()
+
+    def action_setting(self) -> None:
+        offered = self._offered()
+        if self.edited is None or offered is None or offered.setting is None:
+            return
+        key, value = offered.setting
+        try:
+            self.edited = self.edited.set_setting(key, value)
+        except CockpitError as e:
+            self.notify(str(e), severity="error", timeout=8)
+            return
+        self.notify(f"{key}={value} set in [Service] (w writes it, ctrl+z reverts)", timeout=4)
+        self._refresh()
 
     def action_revert(self) -> None:
         if self.loaded is not None:
@@ -553,6 +585,8 @@ class FlagsPane(Vertical):
             self._refresh()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "setting":  # offered in the unit view, where the pre-flight found one to set
+            return self._raw and self._offered() is not None
         # read-only: the key is hidden, and the app refuses a write anyway
         return not (action == "write" and getattr(self.app, "changes_refused", lambda: False)())
 

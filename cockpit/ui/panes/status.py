@@ -48,8 +48,8 @@ _TROUBLE = tuple(_VERBS)
 
 def _last_exit(st: UnitStatus) -> str:
     """This invocation's exit, else the previous one's with its time (systemd forgets it at an
-    automatic restart); `-` when none is known."""
-    how, when = (st.last_exit, st.exec_main_exit) if st.last_exit else (st.previous_exit, st.previous_exit_at)
+    automatic restart); a stop said as one, not as the signal it died of; `-` when none is known."""
+    how, when = (st.ended, st.exec_main_exit) if st.last_exit else (st.previous_ended, st.previous_exit_at)
     if how is None:
         return "-"
     return how + (f" at {time.strftime('%H:%M:%S', time.localtime(when))}" if when else "")
