@@ -663,7 +663,7 @@ async def test_the_cockpits_own_restart_is_recorded_as_a_restart_watched_to_the_
     real_lab: LabHandle,
 ) -> None:
     """The app's `r`: one attempt whose outcome is the new start's (ready), however badly the start
-    it stopped died of the stop (under the default KillMode, 9/KILL in 3 of 5 restarts here)."""
+    it stopped died of the stop (under the default KillMode, 9/KILL in 4 of 6 restarts here)."""
     from cockpit.ui.panes.attempts import AttemptsPane
     from cockpit.ui.screens.confirm import ConfirmModal
 
