@@ -4,9 +4,10 @@ the reason, from every source that knows something, and `ready` only when they a
 What goes wrong while systemd still says `active (running)` (sgl-project/sglang):
 - a scheduler rank hits an exception and the rest live on, or a rank's process is gone while
   the main process lives (it answers `/health`; nothing it is asked for completes);
-- the detokenizer dies: `/health` answers 200 in 0.5.x, `/health_generate` waits 20 s, logs
-  `Health check failed. Server couldn't get a response from detokenizer ...` and answers 503
-  (#21471, #10856);
+- the detokenizer dies: `/health_generate` waits 20 s, logs `Health check failed. Server
+  couldn't get a response from detokenizer ...` and answers 503 (#21471, #10856), and so does
+  `/health`, the same handler from 0.5.2, unless SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is off
+  (then it answers 200 without the model: cockpit.sglang.generation);
 - a hang: the ranks stop in a collective; nothing is logged until each rank's watchdog fires
   (`Watchdog timeout (self.watchdog_timeout=300)`, 0.5.23 `Scheduler watchdog timeout (...)`),
   then `Received sigquit from a child process` ends the server (#3752, #9064, #9904).
