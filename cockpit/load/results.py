@@ -1,6 +1,7 @@
 """Load-run records and the metrics defined in the README (the established benchmarks' way).
 
-- TTFT: first chunk with content minus send time.
+- TTFT: the first chunk that carried a token minus send time: by the server's continuous usage
+  where it sends one (a token may decode to no text), else the first chunk with text.
 - TPOT: (E2E - TTFT) / (N - 1), per request.
 - per-token ITL: each chunk gap divided by the tokens that chunk carried; with speculative
   decoding a chunk holds several tokens, so this is not the chunk gap, which is kept apart.
@@ -24,6 +25,7 @@ class RequestResult:
     e2e_s: float | None = None
     output_tokens: int = 0
     tokens_from_usage: bool = False
+    prompt_tokens: int | None = None  # the server's count of the prompt, where its usage says it
     chunk_gaps_s: list[float] = field(default_factory=list)  # gaps between content chunks after the first
     chunk_tokens: list[int] = field(default_factory=list)  # tokens per content chunk, where the server said
 
@@ -63,6 +65,12 @@ def summary(values: Sequence[float], scale: float = 1000.0) -> dict[str, float |
     return {"mean": sum(ordered) / len(ordered) * scale, "p50": pct(50), "p90": pct(90), "p99": pct(99)}
 
 
+def _prompt_tokens(results: Sequence[RequestResult]) -> int | None:
+    """The prompts' tokens summed, where the server said each one's."""
+    counts = [r.prompt_tokens for r in results]
+    return sum(c for c in counts if c is not None) if None not in counts else None
+
+
 @dataclass
 class LevelResult:
     concurrency: int
@@ -81,9 +89,22 @@ class LevelResult:
     chunk_gap_ms: dict[str, float | None]
     e2e_ms: dict[str, float | None]
     first_errors: list[str] = field(default_factory=list)
+    # The prompts as the server's tokenizer counted them (None where its usage did not say): what
+    # --input-len words came to, and the unmeasured warm-up's share of what the level asked of the
+    # server, so that a run adds up to the server's own counters (generation_tokens_total).
+    prompt_tokens: int | None = None
+    warmup_requests: int = 0
+    warmup_output_tokens: int = 0
+    warmup_prompt_tokens: int | None = None
 
     @classmethod
-    def from_results(cls, concurrency: int, results: Sequence[RequestResult], duration_s: float) -> LevelResult:
+    def from_results(
+        cls,
+        concurrency: int,
+        results: Sequence[RequestResult],
+        duration_s: float,
+        warmup: Sequence[RequestResult] = (),
+    ) -> LevelResult:
         good = [r for r in results if r.ok]
         tokens = sum(r.output_tokens for r in good)
         streams = [
@@ -112,6 +133,10 @@ class LevelResult:
             chunk_gap_ms=summary([g for r in good for g in r.chunk_gaps_s]),
             e2e_ms=summary([r.e2e_s for r in good if r.e2e_s is not None]),
             first_errors=sorted(set(errors))[:3],
+            prompt_tokens=_prompt_tokens(good),
+            warmup_requests=len(warmup),
+            warmup_output_tokens=sum(r.output_tokens for r in warmup if r.ok),
+            warmup_prompt_tokens=_prompt_tokens([r for r in warmup if r.ok]),
         )
 
     def to_json(self) -> dict[str, Any]:
