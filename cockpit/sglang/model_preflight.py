@@ -46,7 +46,12 @@ async def check_before_start(
 ) -> list[Finding]:
     """Everything the host decides about a start, on one read of its GPU table (`use`, where the
     caller read it already): what other processes hold that the unit will need (host_preflight),
-    and the model (check_model)."""
+    and the model (check_model). A server given another `--device` than CUDA uses none of the
+    GPUs: the lab's real SGLang on `--device cpu` was told that a process on GPU 0 held its
+    memory, and offered it to end."""
+    device = given_flags(argv, catalog).get("--device")
+    if device is not None and not device.startswith("cuda"):
+        use = GpuUse(missing=f"the server runs on --device {device}, not on the GPUs")
     use = use or await gpu_use.read_or_say(host)
     held = await check_host(host, argv, catalog, view, env, use=use)
     return held + await check_model(host, argv, catalog, use, view, env, root=root, architectures=architectures)

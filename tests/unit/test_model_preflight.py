@@ -12,7 +12,7 @@ from cockpit.remote.local import LocalHost
 from cockpit.sglang.architectures import ArchitectureCache
 from cockpit.sglang.flags import load_catalog
 from cockpit.sglang.host_preflight import check_host
-from cockpit.sglang.model_preflight import check_model
+from cockpit.sglang.model_preflight import check_before_start, check_model
 from cockpit.systemd.process_facts import Viewpoint
 from tests.unit.test_model_fit import h200s
 
@@ -162,3 +162,23 @@ async def test_cockpit_preflight_reports_the_model_findings(release, monkeypatch
     fit = [f for f in report.findings if f.rule == "model-fit"]
     assert [(f.severity, f.would_raise) for f in fit] == [("error", "ValueError")] and not report.would_start
     assert "--mem-fraction-static 0.9" in fit[0].message and reads == ["gpu-1"]  # the GPU table read once
+
+
+async def test_a_server_on_the_cpu_is_told_of_no_gpu_and_its_holders(release) -> None:
+    """The real-SGLang lab's units run `--device cpu` beside another unit's GPU processes: the
+    pre-flight said one of those held their GPU 0, and the write modal offered to end it."""
+    catalog, _ = release
+    use = h200s(1, {0: 130 * 1024})
+    argv = ["--model-path", str(MODELS / "Llama-3.1-8B-Instruct"), "--mem-fraction-static", "0.9"]
+
+    async def findings(*more: str) -> dict[str, list]:
+        found = await check_before_start(
+            LocalHost("gpu-1"), [*argv, *more], catalog, VIEW, {}, root=None, architectures=ArchitectureCache(), use=use
+        )
+        return {rule: [f for f in found if f.rule == rule] for rule in ("gpu-held-by-other", "model-fit")}
+
+    on_gpus, on_cpu = await findings(), await findings("--device", "cpu")
+    assert [f.severity for f in on_gpus["gpu-held-by-other"]] == ["error"]
+    assert on_cpu["gpu-held-by-other"] == []
+    [fit] = on_cpu["model-fit"]
+    assert fit.severity == "info" and "runs on --device cpu, not on the GPUs" in fit.message, fit
