@@ -31,7 +31,7 @@ from cockpit.sglang.health import DOWN, READY
 from cockpit.sglang.nodes_preflight import NodeFacts, cross_node_findings, on_node
 from cockpit.sglang.nodes_status import BROKEN, group_readiness
 from cockpit.sglang.preflight import Finding, check_static, flags_only
-from cockpit.sglang.status_read import read_status
+from cockpit.sglang.status_read import read_group
 from cockpit.systemd import processes
 from cockpit.systemd.control import UnitControl
 from cockpit.systemd.group_write import NodeWrite
@@ -186,9 +186,14 @@ async def _all_stopped(nodes: Sequence[GroupNode]) -> None:
 
 async def _watch(nodes: Sequence[GroupNode], catalogs: CatalogCache, timeout: float) -> tuple[str, str]:
     deadline = time.monotonic() + timeout
+    hosts = {n.target.host: n.host for n in nodes}
     while time.monotonic() < deadline:
-        read = await asyncio.gather(*(read_status(n.host, n.target, catalogs, gpus=False) for n in nodes))
-        group = group_readiness([(n.node, status) for n, (status, _) in zip(nodes, read, strict=True)])
+        read = []
+        for answer in await read_group(hosts.__getitem__, [n.target for n in nodes], catalogs, gpus=False):
+            if isinstance(answer, CockpitError):
+                raise answer
+            read.append(answer[0])
+        group = group_readiness([(n.node, status) for n, status in zip(nodes, read, strict=True)])
         if group.state == READY:
             return "ready", group.reason
         if group.state in (DOWN, BROKEN):

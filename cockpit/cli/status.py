@@ -89,18 +89,20 @@ async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader:
 async def _deployment(args: argparse.Namespace, cfg: Config) -> int:
     """Every node's status, and one line for the group: ready only when the head is ready and
     every other node's schedulers run."""
-    import asyncio
-
+    from cockpit.errors import CockpitError
     from cockpit.sglang.health import READY
     from cockpit.sglang.nodes_status import group_readiness
-    from cockpit.sglang.status_read import read_status
+    from cockpit.sglang.status_read import read_group
     from cockpit.targets import deployment_targets
 
     nodes = deployment_targets(cfg, args.deployment)
     async with session_of(cfg, None) as session:
-        read = await asyncio.gather(
-            *(read_status(session.host_named(t.host), t, session.catalogs, args.generate) for _, t in nodes)
-        )
+        answers = await read_group(session.host_named, [t for _, t in nodes], session.catalogs, generate=args.generate)
+    read: list[tuple[UnitStatus, GpuUse]] = []
+    for answer in answers:
+        if isinstance(answer, CockpitError):
+            raise answer
+        read.append(answer)
     group = group_readiness([(node, status) for (node, _), (status, _) in zip(nodes, read, strict=True)])
     if args.json:
         print(

@@ -44,7 +44,7 @@ from cockpit.sglang.nodes_status import BROKEN, group_readiness
 from cockpit.sglang.preflight import Finding, given_flags
 from cockpit.sglang.ranks import node_rank, ranks_on_node
 from cockpit.sglang.startup import Startup, StartupMemory, StartupScan, under_way
-from cockpit.sglang.status_read import read_status
+from cockpit.sglang.status_read import read_group
 from cockpit.systemd import gpu_use, processes
 from cockpit.systemd.endings import Endings
 from cockpit.systemd.entry import JournalEntry
@@ -52,6 +52,7 @@ from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.journal import tail
 from cockpit.systemd.process_end import Ending, Identity
 from cockpit.systemd.process_facts import Viewpoint
+from cockpit.systemd.readiness import LastAnswer
 from cockpit.systemd.status import UnitStatus, exit_words, fetch, list_units, main_exit_of, show, with_file_check
 from cockpit.systemd.suppression import Suppression, SuppressionScan
 from cockpit.systemd.unit import Unit
@@ -193,6 +194,7 @@ class Session:
         self.group_readiness: Readiness | None = None
         self._group_changing = 0  # group restarts and stops under way: their own stops are not a node lost
         self._group_changes = 0  # how many began or ended: a read that spans one says nothing of a lost node
+        self._node_health: dict[tuple[str, str], LastAnswer] = {}  # each node's last /health: asked when due
         self.read_only = read_only
         self.backlog = backlog
         self.listener = Listener()
@@ -452,17 +454,12 @@ class Session:
                 )
 
     async def read_nodes(self) -> list[tuple[str, UnitStatus | str]]:
-        """Every node's status with its readiness (cockpit.sglang.status_read), or why it could
-        not be read."""
-
-        async def one(target: Target) -> UnitStatus | str:
-            try:
-                status, _ = await read_status(self.pool.get(target.host), target, self.catalogs, gpus=False)
-            except CockpitError as e:
-                return str(e)
-            return status
-
-        read = await asyncio.gather(*(one(target) for _, target in self.nodes))
+        """Every node's status with its readiness (cockpit.sglang.status_read's read_group), or
+        why it could not be read. Read once a second: node 0's /health, which generates a token,
+        is asked again only when its last answer is due (at most every 15 s once it answered)."""
+        targets = [target for _, target in self.nodes]
+        answers = await read_group(self.pool.get, targets, self.catalogs, gpus=False, asked=self._node_health)
+        read = [str(a) if isinstance(a, CockpitError) else a[0] for a in answers]
         return [(node, status) for (node, _), status in zip(self.nodes, read, strict=True)]
 
     async def _watch_group(self) -> None:

@@ -44,7 +44,7 @@ from cockpit.sglang.nodes_status import BROKEN, group_readiness
 from cockpit.sglang.ranks import node_rank, ranks_on_node
 from cockpit.systemd import listeners, processes
 from cockpit.systemd.process_facts import SEP as FACTS_SEP
-from cockpit.systemd.readiness import HEALTH, RECHECK_S, Probe, port_check
+from cockpit.systemd.readiness import HEALTH, LastAnswer, Probe, port_check
 from cockpit.systemd.status import PROPERTIES, UnitStatus, parse_show
 from cockpit.targets import Target, all_targets
 
@@ -238,26 +238,6 @@ def parse_gpus(text: str) -> HostGpus | None:
         return None
     used = [int(r[1]) for r in rows]
     return HostGpus(len(rows), sum(1 for u in used if u > BUSY_MIB), sum(used), sum(int(r[2]) for r in rows))
-
-
-@dataclass(frozen=True)
-class LastAnswer:
-    """A unit's last /health answer: for which start, at which address, and when (monotonic)."""
-
-    invocation: str | None
-    address: tuple[str, int]
-    answer: Probe
-    at: float
-
-    def due(self, now: float) -> bool:
-        """Whether to ask again: each round while it starts (refused, or 503 at once), at most
-        once per RECHECK_S after a 200 or no answer in time."""
-        return not (self.answer.ok or self.answer.timed_out) or now - self.at >= RECHECK_S
-
-    def aged(self, now: float) -> Probe:
-        """The answer, saying how old it is and why it was not asked again."""
-        age = f"asked {now - self.at:.0f} s ago: /health may generate a token, so at most every {RECHECK_S:g} s"
-        return replace(self.answer, detail="; ".join(d for d in (self.answer.detail, age) if d))
 
 
 class FleetReader:

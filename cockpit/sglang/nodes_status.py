@@ -4,7 +4,9 @@ Node 0 serves the API; the other nodes run schedulers and a dummy `/health` that
 whatever they do (their readiness is their schedulers: cockpit.sglang.health). The group is
 ready only when node 0 is ready and every other node's schedulers run. When one node is down
 while another still runs, the group is broken: SGLang's other nodes block in their next
-collective and keep answering `/health` until their watchdogs end them (sglang #3099).
+collective until their watchdogs end them (sglang #3099), node 0's `/health` (which generates a
+token from 0.5.2) answering nothing meanwhile, so a group's read does not wait for it
+(cockpit.sglang.status_read's read_group).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ Python, and the unit's environment), read while the endpoint is asked.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from cockpit.errors import CockpitError
@@ -18,25 +20,34 @@ from cockpit.remote.base import Host, HostError
 from cockpit.sglang.catalogs import CatalogCache
 from cockpit.sglang.deployment import Deployment, read_deployment
 from cockpit.sglang.generation import Generation, generation
-from cockpit.sglang.health import WATCHED_PATTERN, HealthScan, assess
+from cockpit.sglang.health import DEGRADED, DOWN, WATCHED_PATTERN, HealthScan, Signals, assess
 from cockpit.sglang.ranks import node_rank, ranks_on_node
 from cockpit.systemd import gpu_use, journal, processes
 from cockpit.systemd.gpu_use import GpuUse
-from cockpit.systemd.readiness import GENERATE, HEALTH, Probe, own_probe
+from cockpit.systemd.readiness import GENERATE, HEALTH, LastAnswer, Probe, own_probe
 from cockpit.systemd.remote_unit import service_python
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
 
 HEALTH_LINES = 500  # of this start's journal lines that say something of its health: the last ones
+GROUP_GRACE_S = 1.0  # a broken group's reads still running after this wait on a health answer
 
 
 async def read_status(
-    host: Host, target: Target, catalogs: CatalogCache, generate: bool = False, gpus: bool = True
+    host: Host,
+    target: Target,
+    catalogs: CatalogCache,
+    generate: bool = False,
+    gpus: bool = True,
+    asked: dict[tuple[str, str], LastAnswer] | None = None,
 ) -> tuple[UnitStatus, GpuUse]:
     """One unit's status with its readiness assessed, and (with `gpus`) its host's GPU table. What
     needs nothing of the status is asked beside it, each on a channel of its own: the GPU table,
     the unit's processes and its start's health lines (the host's systemd says which cgroup and
-    which start). A watch that polls readiness alone leaves nvidia-smi out."""
+    which start). A watch that polls readiness alone leaves nvidia-smi out, and one that polls
+    for ever hands `asked`, each (host, unit)'s last health answer, kept between its reads: an
+    endpoint that generates a token is then asked again only when that answer is due
+    (readiness.LastAnswer: at most every 15 s once it answered), its age said meanwhile."""
 
     async def members() -> processes.UnitProcesses | None:
         try:
@@ -60,11 +71,18 @@ async def read_status(
             ranks = ranks_on_node(flags) if found.unit else None
             if node_rank(flags) > 0:
                 return None, ranks, True
-            path = GENERATE if generate else HEALTH
+            path, now = GENERATE if generate else HEALTH, time.monotonic()
+            last = asked.get((host.name, target.unit)) if asked is not None else None
+            same = last is not None and (last.invocation, last.address) == (status.invocation_id, found.address)
+            if last is not None and same and not last.due(now):
+                return last.aged(now), ranks, False
             said, cost = await asyncio.gather(
                 own_probe(host, target.unit, *found.address, path, timeout=10), _generation(host, found, catalogs, path)
             )
-            return replace(said, generates=cost.generates, generation=cost.why), ranks, False
+            answered = replace(said, generates=cost.generates, generation=cost.why)
+            if asked is not None:
+                asked[(host.name, target.unit)] = LastAnswer(status.invocation_id, found.address, answered, now)
+            return answered, ranks, False
 
         scan, schedulers, read_journal, worker = HealthScan(), None, False, False
         if status.active_state == "active":
@@ -89,6 +107,64 @@ async def read_status(
         for side in (gpus_read, members_read, said_read):
             side.cancel()
         await asyncio.gather(gpus_read, members_read, said_read, return_exceptions=True)
+
+
+async def read_group(
+    host_of: Callable[[str], Host],
+    targets: Sequence[Target],
+    catalogs: CatalogCache,
+    *,
+    generate: bool = False,
+    gpus: bool = True,
+    asked: dict[tuple[str, str], LastAnswer] | None = None,
+) -> list[tuple[UnitStatus, GpuUse] | CockpitError]:
+    """Every node's `read_status` at once (node 0 first), each its own or the CockpitError it
+    raised. A node down while another runs makes the group broken (cockpit.sglang.nodes_status)
+    whatever the others' health says, and then node 0's /health, which generates a token, gets
+    no answer (its ranks block in the collective the token needs; a generating endpoint waits
+    20 s): so each node's systemd state is read beside the reads, and where it already says
+    broken, a read still waiting on its health answer after GROUP_GRACE_S is not waited for
+    (that node is said as it runs, its health not asked)."""
+
+    async def one(target: Target) -> tuple[UnitStatus, GpuUse]:
+        return await read_status(host_of(target.host), target, catalogs, generate, gpus, asked)
+
+    async def bare(target: Target) -> UnitStatus | None:
+        try:
+            return await fetch(host_of(target.host), target.unit)
+        except CockpitError:
+            return None
+
+    reads = [asyncio.ensure_future(one(t)) for t in targets]
+    try:
+        states = await asyncio.gather(*(bare(t) for t in targets))
+        known = [s for s in states if s is not None]
+        down = any(assess(s, Signals(), None, None).state == DOWN for s in known)
+        broken = down and any(s.active_state == "active" for s in known)
+        if reads:
+            await asyncio.wait(reads, timeout=GROUP_GRACE_S if broken else None)
+        return [
+            _read_or_running(read, state, target) for read, state, target in zip(reads, states, targets, strict=True)
+        ]
+    finally:
+        for read in reads:
+            read.cancel()
+        await asyncio.gather(*reads, return_exceptions=True)
+
+
+def _read_or_running(
+    read: asyncio.Future[tuple[UnitStatus, GpuUse]], state: UnitStatus | None, target: Target
+) -> tuple[UnitStatus, GpuUse] | CockpitError:
+    """A node's read where it ended, else its systemd state, its health not waited for."""
+    if read.done():
+        error = read.exception()
+        if isinstance(error, CockpitError):
+            return error
+        return read.result()
+    if state is None:
+        return CockpitError(f"{target.unit} on {target.host}: no status within {GROUP_GRACE_S:g} s")
+    why = "another node of its launch is down: its ranks block in their next collective (its health not waited for)"
+    return replace(state, readiness=DEGRADED, readiness_reason=why), GpuUse(missing="not read")
 
 
 async def _generation(host: Host, found: Deployment, catalogs: CatalogCache, path: str) -> Generation:

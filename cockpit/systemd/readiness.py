@@ -80,6 +80,30 @@ class Probe:
         return f"{said}: {self.generation}" if self.generation else said
 
 
+@dataclass(frozen=True)
+class LastAnswer:
+    """A unit's last health answer, kept by a caller that polls (the fleet's rounds, the app's
+    deployment watch): for which start, at which address, and when (monotonic)."""
+
+    invocation: str | None
+    address: tuple[str, int]
+    answer: Probe
+    at: float
+
+    def due(self, now: float) -> bool:
+        """Whether to ask again: at each poll while it starts (refused, or 503 at once: nothing
+        generated) or where the endpoint is known to generate nothing; at most once per
+        RECHECK_S after a 200 or no answer in time from one that generates or may."""
+        settled = self.answer.ok or self.answer.timed_out
+        return not settled or self.answer.generates is False or now - self.at >= RECHECK_S
+
+    def aged(self, now: float) -> Probe:
+        """The answer, saying how old it is and why it was not asked again."""
+        why = "" if self.answer.generates else f"{self.answer.path} may generate a token, so "  # else said already
+        age = f"asked {now - self.at:.0f} s ago: {why}at most every {RECHECK_S:g} s"
+        return replace(self.answer, detail="; ".join(d for d in (self.answer.detail, age) if d))
+
+
 async def probe(host: Host, addr: str, port: int, path: str = HEALTH, timeout: float = 5.0) -> Probe:
     """`path` asked once, and timed; a server too old for `/health_generate` (404) is asked
     `/health`. `/health_generate` generates a token by its name; whether `/health` does is for

@@ -29,10 +29,12 @@ from cockpit.lab.lab import REAL_UNITS, Lab, generate
 from cockpit.load.passive import ThroughputPoint
 from cockpit.remote.pool import HostPool
 from cockpit.session import Session
+from cockpit.sglang.catalogs import CatalogCache
 from cockpit.sglang.fleet import READY as FLEET_READY
 from cockpit.sglang.fleet import FleetReader
 from cockpit.sglang.generation import SWITCH
-from cockpit.systemd.readiness import RECHECK_S
+from cockpit.sglang.status_read import read_status
+from cockpit.systemd.readiness import RECHECK_S, LastAnswer
 from cockpit.targets import Target
 from cockpit.traceback.model import Line
 from cockpit.traceback.stack_dump import folded
@@ -504,35 +506,52 @@ def test_status_says_the_real_health_generated_a_token_and_what_it_cost(serving:
 
 
 @pytest.mark.timeout(300)
-async def test_the_fleet_asks_a_ready_generating_server_at_most_every_15_s(serving: LabHandle) -> None:
-    """The fleet's rounds come once a second; each /health of this server is a token and journal
-    lines, so it asks again only RECHECK_S after the last 200 and says how old the answer is:
-    the server's own access lines over the rounds are the count."""
+async def test_the_fleet_and_the_deployment_watch_ask_a_generating_server_at_most_every_15_s(
+    serving: LabHandle,
+) -> None:
+    """The fleet's rounds and the app's deployment watch (read_status with the answers it keeps)
+    come once a second; each /health of this server is a token and journal lines, so each asks
+    again only RECHECK_S after its last 200 and says how old the answer is meanwhile: the
+    server's own access lines over the rounds are the count."""
     lab = serving
     pool = HostPool(Config())
-    reader = FleetReader(pool.get)
+    reader, catalogs, kept_answers = FleetReader(pool.get), CatalogCache(), dict[tuple[str, str], LastAnswer]()
     before = cursor(lab, SERVING)
     began = time.monotonic()
-    reasons: list[str] = []
+    fleet: list[str] = []
+    watch: list[str] = []
     try:
-        while len(reasons) < 20 or time.monotonic() - began < 2 * RECHECK_S + 5:
+        while len(fleet) < 20 or time.monotonic() - began < 2 * RECHECK_S + 5:
             [read] = await reader.round({lab.name: [SERVING]})
             unit = read.unit(SERVING)
             assert unit is not None and unit.trouble == FLEET_READY, (read, unit)
-            reasons.append(unit.reason)
+            fleet.append(unit.reason)
+            status, _ = await read_status(
+                pool.get(lab.name), Target(lab.name, SERVING), catalogs, gpus=False, asked=kept_answers
+            )
+            assert status.readiness == FLEET_READY, status
+            watch.append(status.readiness_reason or "")
             await asyncio.sleep(1)
         took = time.monotonic() - began
     finally:
         await pool.close()
-    fresh = [r for r in reasons if re.fullmatch(r"/health answered 200 in \d+\.\d\d s", r)]
-    kept = [
-        r for r in reasons if re.search(r"\(asked \d+ s ago: /health may generate a token, so at most every 15 s\)$", r)
+    fresh = [r for r in fleet if re.fullmatch(r"/health answered 200 in \d+\.\d\d s", r)]
+    kept = [r for r in fleet if r.endswith(" s ago: /health may generate a token, so at most every 15 s)")]
+    watched = [
+        r
+        for r in watch
+        if re.fullmatch(rf"/health answered 200 in \d+\.\d\d s \(generates a token: {ON_BY_DEFAULT}\)", r)
     ]
-    said = lines_after(lab, SERVING, before, asks=len(fresh))
+    waited = [r for r in watch if re.search(r"; asked \d+ s ago: at most every 15 s\)$", r)]
+    said = lines_after(lab, SERVING, before, asks=len(fresh) + len(watched))
     asked, allowed = said.count(HEALTH_ASKED), int(took // RECHECK_S) + 1
-    print(f"{len(reasons)} rounds in {took:.0f} s asked /health {asked} times")
-    assert 2 <= asked <= allowed and said.count(HEALTH_PREFILL) == asked, (asked, allowed, len(reasons), said)
-    assert len(fresh) == asked and len(kept) == len(reasons) - asked, reasons
+    print(
+        f"{len(fleet)} rounds in {took:.0f} s: /health asked {asked} times, {len(fresh)} by the fleet, "
+        f"{len(watched)} by the watch"
+    )
+    assert asked == len(fresh) + len(watched) and said.count(HEALTH_PREFILL) == asked, (asked, said)
+    assert 2 <= len(fresh) <= allowed and len(kept) == len(fleet) - len(fresh), fleet
+    assert 2 <= len(watched) <= allowed and len(waited) == len(watch) - len(watched), watch
 
 
 @pytest.mark.timeout(300)

@@ -14,7 +14,6 @@ from cockpit.sglang.fleet import (
     STOPPED,
     FleetUnit,
     HostRound,
-    LastAnswer,
     exec_flags,
     exec_starts,
     hosts_of,
@@ -23,7 +22,7 @@ from cockpit.sglang.fleet import (
     rows,
     sections,
 )
-from cockpit.systemd.readiness import HEALTH, RECHECK_S, Probe
+from cockpit.systemd.readiness import HEALTH, RECHECK_S, LastAnswer, Probe
 from cockpit.systemd.status import UnitStatus, listed_units
 
 # As bookworm's systemctl show prints a stand-in node's ExecStart (read from the lab).
@@ -107,6 +106,13 @@ def test_a_unit_is_asked_each_round_while_it_starts_and_every_15_s_once_it_answe
     assert not hung.due(101.0) and hung.due(100.0 + RECHECK_S)
     assert ready.aged(107.4).words() == (
         "/health answered 200 in 1.01 s (asked 7 s ago: /health may generate a token, so at most every 15 s)"
+    )
+    quiet = LastAnswer("i", address, Probe(HEALTH, 200, seconds=0.03, generates=False), at=100.0)
+    assert quiet.due(101.0)  # asks the model nothing: no reason to wait (the app's deployment watch knows it)
+    known = LastAnswer("i", address, Probe(HEALTH, 200, seconds=1.01, generates=True, generation="why"), at=100.0)
+    assert not known.due(101.0)
+    assert known.aged(102.0).words() == (
+        "/health answered 200 in 1.01 s (generates a token: why; asked 2 s ago: at most every 15 s)"
     )
     assert hung.aged(103.0).words() == (
         f"/health: no answer within {HEALTH_TIMEOUT_S:g} s; asked 3 s ago: /health may generate a token, "
