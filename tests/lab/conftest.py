@@ -26,6 +26,27 @@ def node1(lab: LabHandle) -> Iterator[LabHandle]:
         handle.down()
 
 
+@pytest.fixture(scope="session")
+def real_lab() -> Iterator[LabHandle]:
+    """The real-SGLang lab, booted once for every module that needs it: its units' starts are
+    what each test pays for (half a minute and more each), so none pays for a boot of its own."""
+    from cockpit.lab.lab import Lab
+
+    name = f"{TEST_LAB}-r"
+    handle = Lab(name)
+    info = handle.up(progress=lambda m: print(m, file=sys.stderr), real_sglang=True)
+    lab = LabHandle(name, info)
+    try:
+        lab.wait_for(
+            lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat", check=False).stdout,
+            timeout=90,
+            what="the stand-in's ready line (after SGLang's own resolution of its flags)",
+        )
+        yield lab
+    finally:
+        handle.down()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in item.path.parents:

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -44,7 +43,7 @@ from cockpit.ui.panes.journal import JournalView
 from cockpit.ui.panes.status import StatusPane
 from cockpit.ui.panes.throughput import SparkRow
 from cockpit.ui.screens.startup import StartupScreen
-from tests.conftest import TEST_LAB, LabHandle, until
+from tests.conftest import LabHandle, until
 from tests.lab.standin_units import standin_unit
 from tests.unit.test_preflight import COCKPIT
 
@@ -54,23 +53,6 @@ SEED = (
     "--speculative-algorithm EAGLE3 --speculative-draft-model-path /models/EAGLE3-LLaMA3.1-Instruct-8B "
     "--speculative-eagle-topk 4 --speculative-num-draft-tokens 3"
 )
-
-
-@pytest.fixture(scope="module")
-def real_lab() -> Iterator[LabHandle]:
-    name = f"{TEST_LAB}-r"
-    handle = Lab(name)
-    info = handle.up(progress=lambda m: print(m, file=sys.stderr), real_sglang=True)
-    lab = LabHandle(name, info)
-    try:
-        lab.wait_for(
-            lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat", check=False).stdout,
-            timeout=90,
-            what="the stand-in's ready line (after SGLang's own resolution of its flags)",
-        )
-        yield lab
-    finally:
-        handle.down()
 
 
 def preflight(lab: LabHandle, unit: str) -> list[dict]:
