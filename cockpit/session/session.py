@@ -556,6 +556,9 @@ class Session:
             await asyncio.sleep(GPU_POLL_S)
 
     def _show_gpus(self, use: GpuUse) -> None:
+        off = self.deployment.off_gpus if self.deployment is not None else None
+        if off is not None:  # no process on the GPUs is in its way: no warning about them
+            use = GpuUse(missing=off)
         self.gpus = use
         self.listener.gpus(use)
 
@@ -801,11 +804,8 @@ class Session:
         crashed = traceback.times[0] / 1e6 if traceback.times and traceback.times[0] else None
         moments = [t for t in (started, crashed) if t]
         warning = staleness(source, min(moments) if moments else None)
-        view.message = (
-            (f"⚠ {warning}\n" if warning else "") + f"{traceback.exception}: {traceback.message}\n" + message
-            if last
-            else message
-        )
+        said = f"{traceback.exception}: {traceback.message}" if traceback.message else traceback.exception
+        view.message = (f"⚠ {warning}\n" if warning else "") + f"{said}\n" + message if last else message
         return view
 
     def preflight(self, unit: Unit, catalog: Catalog | None) -> list[Finding]:
@@ -914,7 +914,14 @@ class Session:
         assert target is not None
         profile = self.config.profile(target.profile)
         host = self.host
-        addr, port = self.address or target.url_host_port
+        # The unit's own --host/--port decide where its server is: before the unit was read, SGLang's
+        # default 30000 was loaded instead, which on a host of several servers is another's.
+        where = self.address or target.given_address
+        if where is None and await self.reload() is not None:
+            where = self.address
+        if where is None:
+            raise CockpitError(f"cannot tell where {target.unit} listens on {target.host}: the unit could not be read")
+        addr, port = where
         on_begin(
             tuple(profile.concurrency),
             profile.requests,

@@ -25,6 +25,14 @@ from cockpit.systemd.unit import Unit
 from cockpit.targets import DEFAULT_URL, Target
 
 
+def off_gpus(device: str | None) -> str | None:
+    """Why a server uses none of the host's GPUs (None: it does): a `--device` other than CUDA.
+    The lab's real SGLang on `--device cpu` was told that every GPU process was its own concern."""
+    if device is None or device.startswith("cuda"):
+        return None
+    return f"the server runs on --device {device}, not on the GPUs"
+
+
 @dataclass
 class Deployment:
     target: Target
@@ -52,6 +60,10 @@ class Deployment:
     def roots(self) -> SourceRoots:
         """Where a traceback of the service may point (any package directory until known)."""
         return self.python.roots if self.python is not None else PACKAGE_DIRS
+
+    @property
+    def off_gpus(self) -> str | None:
+        return off_gpus(self.unit.flag_values().get("--device")) if self.unit is not None else None
 
     @property
     def address(self) -> tuple[str, int]:

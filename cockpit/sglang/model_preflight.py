@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.sglang.architectures import ArchitectureCache, architecture_findings, in_transformers
+from cockpit.sglang.deployment import off_gpus
 from cockpit.sglang.draft_fit import DRAFT, algorithm_of, draft_findings
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.host_preflight import check_host
@@ -49,9 +50,9 @@ async def check_before_start(
     and the model (check_model). A server given another `--device` than CUDA uses none of the
     GPUs: the lab's real SGLang on `--device cpu` was told that a process on GPU 0 held its
     memory, and offered it to end."""
-    device = given_flags(argv, catalog).get("--device")
-    if device is not None and not device.startswith("cuda"):
-        use = GpuUse(missing=f"the server runs on --device {device}, not on the GPUs")
+    off = off_gpus(given_flags(argv, catalog).get("--device"))
+    if off is not None:
+        use = GpuUse(missing=off)
     use = use or await gpu_use.read_or_say(host)
     held = await check_host(host, argv, catalog, view, env, use=use)
     return held + await check_model(host, argv, catalog, use, view, env, root=root, architectures=architectures)

@@ -155,3 +155,43 @@ def test_a_deployments_timeline_is_its_nodes_not_its_name() -> None:
     attempt_log("k26", [t for _, t in mine.nodes]).new(flags_before={}, flags_after={}, texts={}, previous_texts={})
     assert [a.number for a in mine.attempts()] == [1]
     assert theirs.attempts() == []
+
+
+class GpusHeard(Listener):
+    def __init__(self) -> None:
+        self.uses: list = []
+
+    def gpus(self, use) -> None:
+        self.uses.append(use)
+
+
+def test_a_server_on_the_cpu_is_shown_no_gpu_holder_as_in_its_way() -> None:
+    """The lab's real SGLang on --device cpu had all eight of the host's GPU processes marked ⚠."""
+    from cockpit.systemd.gpu_use import Gpu, GpuProcess, GpuUse
+    from cockpit.systemd.unit import load_unit
+
+    unit_file = "/etc/systemd/system/sglang-demo.service"
+    text = "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m --device {}\n"
+    table = GpuUse([Gpu(0, "GPU-0", 70000, 143771)], [GpuProcess(4242, "python", 70000, 0, "GPU-0")])
+    for device, shown in (("cpu", []), ("cuda", [4242])):
+        session, heard = RecordedSession(Config(), TARGET), GpusHeard()
+        session.listener = heard
+        session.use_unit(load_unit({unit_file: text.format(device)}, unit_file))
+        session._show_gpus(table)
+        assert [p.pid for p in heard.uses[-1].processes] == shown
+    assert heard.uses[0].missing is None
+    session.use_unit(load_unit({unit_file: text.format("cpu")}, unit_file))
+    session._show_gpus(table)
+    assert heard.uses[-1].missing == "the server runs on --device cpu, not on the GPUs"
+
+
+async def test_a_load_run_before_the_unit_says_where_it_listens_is_refused_not_sent_to_port_30000() -> None:
+    """It loaded SGLang's default 127.0.0.1:30000, another unit's server in the lab, and saved
+    the run as this unit's."""
+    import pytest
+
+    from cockpit.errors import CockpitError
+
+    session = RecordedSession(Config(), TARGET)
+    with pytest.raises(CockpitError, match="cannot tell where sglang-demo.service listens"):
+        await session.load_run(lambda *a: None, lambda level: None, lambda i, r: None)
