@@ -192,6 +192,14 @@ class LabHandle:
                 raise AssertionError(f"timed out after {timeout} s waiting for {what}")
             time.sleep(0.2)
 
+    def wait_for_line(self, unit: str, text: str, timeout: float = 30, *since: str) -> None:
+        """Until `text` is in the unit's journal (`since`: journalctl's `--since` and its time)."""
+        self.wait_for(
+            lambda: text in self.ssh("journalctl", "-u", unit, *since, "-o", "cat", check=False).stdout,
+            timeout,
+            f"{text!r} in {unit}'s journal",
+        )
+
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[LabHandle]:
@@ -203,10 +211,7 @@ def lab() -> Iterator[LabHandle]:
     handle = Lab(TEST_LAB)
     info = handle.up(progress=lambda m: print(m, file=sys.stderr), release=LAB_RELEASE)
     lab = LabHandle(TEST_LAB, info)
-    lab.wait_for(
-        lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat", check=False).stdout,
-        what="the stand-in's ready line",
-    )
+    lab.wait_for_line("sglang-demo", "ready to roll")
     try:
         yield lab
     finally:

@@ -22,7 +22,7 @@ async def test_the_journal_opens_at_the_tail_following(lab: LabHandle) -> None:
     lab.ssh("tee", "/etc/systemd/system/quiet.service", input=QUIET)
     lab.ssh("systemctl", "daemon-reload")
     lab.ssh("systemctl", "restart", "quiet.service")
-    lab.wait_for(lambda: "line 299" in lab.ssh("journalctl", "-u", "quiet", "-o", "cat").stdout, what="the lines")
+    lab.wait_for_line("quiet", "line 299")
     try:
         app = CockpitApp(Config(), Target(lab.name, "quiet.service"), read_only=True)
         async with app.run_test(size=(130, 30)):

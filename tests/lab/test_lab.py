@@ -158,8 +158,4 @@ def test_lab_crash_makes_every_rank_print_its_traceback(lab: LabHandle) -> None:
         return len(set(re.findall(r" (TP\d)\] Scheduler hit an exception: Traceback", text)))
 
     lab.wait_for(lambda: crashed() == 8, what="eight ranks' tracebacks")
-    lab.wait_for(
-        lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "--since", since, "-o", "cat").stdout,
-        timeout=60,
-        what="the restart after the crash",
-    )
+    lab.wait_for_line("sglang-demo", "ready to roll", 60, "--since", since)

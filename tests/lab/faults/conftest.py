@@ -82,10 +82,7 @@ def fault_lab() -> Iterator[LabHandle]:
     (handle.units_dir / "ticker.py").write_text(TICKER_SCRIPT)
     info = handle.up(progress=lambda m: print(m, file=sys.stderr), release=LAB_RELEASE)
     lab = LabHandle(FAULT_LAB, info)
-    lab.wait_for(
-        lambda: "tick 20" in lab.ssh("journalctl", "-u", TICKER, "-o", "cat", check=False).stdout,
-        what="the ticker's lines",
-    )
+    lab.wait_for_line(TICKER, "tick 20")
     try:
         yield lab
     finally:

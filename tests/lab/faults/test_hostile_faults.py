@@ -94,9 +94,7 @@ def forged_unit(fault_lab: LabHandle) -> Iterator[str]:
     )
     fault_lab.ssh("systemctl", "daemon-reload")
     fault_lab.ssh("systemctl", "restart", FORGED)
-    fault_lab.wait_for(
-        lambda: "forged" in fault_lab.ssh("journalctl", "-u", FORGED, "-o", "cat").stdout, what="the forged traceback"
-    )
+    fault_lab.wait_for_line(FORGED, "forged")
     yield "/root/secret.txt"
     fault_lab.ssh("systemctl", "stop", FORGED, check=False)
     fault_lab.ssh("rm", "-f", f"{DIR}/{FORGED}", "/root/secret.txt", check=False)

@@ -70,10 +70,7 @@ def hostile(fault_lab: LabHandle) -> Iterator[LabHandle]:
     fault_lab.ssh("tee", f"{DIR}/{HOLD}", input=unit_text("hold"))
     fault_lab.ssh("systemctl", "daemon-reload")
     fault_lab.ssh("systemctl", "start", HOLD, SERVE)
-    fault_lab.wait_for(
-        lambda: "after the traceback" in fault_lab.ssh("journalctl", "-u", SERVE, "-o", "cat", check=False).stdout,
-        what="the hostile unit's lines",
-    )
+    fault_lab.wait_for_line(SERVE, "after the traceback")
     try:
         yield fault_lab
     finally:
