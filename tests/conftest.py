@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -158,7 +159,7 @@ def standin(tmp_path: Path, sglang_root) -> Iterator[callable]:
     yield start
     for sp in started:
         if sp.proc.poll() is None:
-            sp.proc.terminate()
+            sp.proc.send_signal(signal.SIGINT)  # at once; SIGTERM drains, up to 5 s as SGLang's does
             try:
                 sp.proc.wait(5)
             except subprocess.TimeoutExpired:

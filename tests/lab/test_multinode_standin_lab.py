@@ -65,9 +65,10 @@ def test_node_0_serves_once_node_1_joined_and_ends_when_it_goes(lab: LabHandle, 
         )
         ended = time.monotonic() - gone
         head = journal(lab, NODES[0])
-        # Nothing at once: the ranks block, their watchdog (5 s) fires, then SGLang's sigquit 5 s later.
+        # Nothing at once: the ranks block, their watchdog (5 s) fires, then SGLang's sigquit 5 s later
+        # (the running server's handler: its 5 s of crash diagnostics follow).
         assert "TP0] Scheduler watchdog timeout (self.watchdog_timeout=5.0" in head, head[-2000:]
-        assert "Received sigquit from a child process" in head and ended >= 5, ended
+        assert "SIGQUIT received. signum=None, frame=None." in head and ended >= 10, ended
 
 
 def test_an_address_node_1_cannot_reach_holds_it_at_init(lab: LabHandle, node1: LabHandle) -> None:

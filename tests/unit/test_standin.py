@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -125,14 +127,151 @@ def test_endpoints(standin) -> None:
     assert "The server is fired up and ready to roll!" in log
 
 
-def test_health_is_503_while_starting(standin) -> None:
-    sp = standin(env={"COCKPIT_STANDIN_STARTUP_S": "4"}, wait_ready=False)
-    deadline = time.monotonic() + 10
-    while "Load weight begin" not in sp.log():
-        assert time.monotonic() < deadline
+def wait_for_line(sp, text: str, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in sp.log():
+        assert time.monotonic() < deadline and sp.proc.poll() is None, (text, sp.log()[-2000:])
         time.sleep(0.05)
-    assert get(sp.url + "/health")[0] == 503
+
+
+def test_nothing_listens_while_the_ranks_start_and_health_is_503_through_the_warm_up(standin) -> None:
+    """As 0.5.23: uvicorn starts once every rank is up, and /health answers 503 with no body
+    until the warm-up's request is done (tests/data/sglang-0.5.23/real-tp1-start.jsonl)."""
+    sp = standin(env={"COCKPIT_STANDIN_STARTUP_S": "4"}, wait_ready=False)
+    wait_for_line(sp, "Load weight begin")
+    with pytest.raises(urllib.error.URLError, match="Connection refused"):
+        get(sp.url + "/health")
+    wait_for_line(sp, "Uvicorn running on")
+    assert get(sp.url + "/health") == (503, b"") and get(sp.url + "/ready") == (503, b"")
     assert "ready to roll" not in sp.log()
+    wait_for_line(sp, "ready to roll")
+    assert get(sp.url + "/ready") == (200, b"")
+
+
+def children(pid: int) -> dict[int, tuple[str, bytes]]:
+    """PID -> (comm, cmdline) of each child of `pid`."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if entry.isdigit() and stat.rsplit(")", 1)[1].split()[1] == str(pid):
+                out[int(entry)] = (
+                    Path(f"/proc/{entry}/comm").read_text().strip(),
+                    Path(f"/proc/{entry}/cmdline").read_bytes(),
+                )
+        except (OSError, IndexError):
+            continue
+    return out
+
+
+def test_the_children_carry_sglangs_titles_and_a_resource_tracker(standin) -> None:
+    """setproctitle's way: the command line is the title alone, `comm` its first 15 bytes; and
+    multiprocessing's resource tracker beside them (tests/data/sglang-0.5.23/real-tp2-processes.txt)."""
+    sp = standin("--tp-size", "2")
+    shown = sorted((comm, cmdline.rstrip(b"\0").decode()) for comm, cmdline in children(sp.proc.pid).values())
+    tracker = [(comm, cmdline) for comm, cmdline in shown if "resource_tracker" in cmdline]
+    assert [(c, line) for c, line in shown if (c, line) not in tracker] == [
+        ("sglang::detoken", "sglang::detokenizer"),
+        ("sglang::schedul", "sglang::scheduler_TP0"),
+        ("sglang::schedul", "sglang::scheduler_TP1"),
+    ], shown
+    [(comm, cmdline)] = tracker
+    assert re.fullmatch(r"\S+\0-c\0from multiprocessing\.resource_tracker import main;main\(\d+\)", cmdline), cmdline
+
+
+def test_a_killed_rank_ends_the_server_as_sglangs_watchdog_does(standin) -> None:
+    """0.5.23's SubprocessWatchdog: within a second of a scheduler's death, its line, then the
+    SIGQUIT handler's and the kill of the tree; with both crash diagnostics off (SGLang's own
+    switches), no 5 s of them."""
+    off = {"SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0", "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0"}
+    sp = standin(env=off)
+    [rank] = [pid for pid, (comm, _) in children(sp.proc.pid).items() if comm == "sglang::schedul"]
+    os.kill(rank, signal.SIGKILL)
+    assert sp.proc.wait(5) == -9
+    said = [re.sub(r"^\[[\d\- :]+\] ", "", line) for line in sp.log().splitlines()]
+    main = sp.proc.pid
+    assert said[
+        said.index(
+            f"Subprocess scheduler_0 (pid={rank}) crashed with exit code -9. Triggering SIGQUIT for cleanup..."
+        ) :
+    ] == [
+        f"Subprocess scheduler_0 (pid={rank}) crashed with exit code -9. Triggering SIGQUIT for cleanup...",
+        "SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+        f"kill_process_tree called: parent_pid={main}, include_parent=True, pid={main}",
+    ]
+    assert children(main) == {}
+
+
+def test_a_sigterm_drains_and_ends_clean_at_the_watchdogs_next_look(standin) -> None:
+    """SIGTERM to the main process alone (KillMode=mixed): said at once, acted on when the
+    tokenizer manager's watchdog next looks (every 5 s from the warm-up), exit 0."""
+    sp = standin()
+    os.kill(sp.proc.pid, signal.SIGTERM)
+    began = time.monotonic()
+    assert sp.proc.wait(10) == 0 and time.monotonic() - began <= 5.5
+    said = [re.sub(r"^\[[\d\- :]+\] ", "", line) for line in sp.log().splitlines()]
+    main = sp.proc.pid
+    assert said[said.index("SIGTERM received. signum=None frame=None. Draining requests and shutting down...") :] == [
+        "SIGTERM received. signum=None frame=None. Draining requests and shutting down...",
+        "Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].",
+        f"kill_process_tree called: parent_pid={main}, include_parent=False, pid={main}",
+        "INFO:     Shutting down",
+        "INFO:     Waiting for application shutdown.",
+        "INFO:     Application shutdown complete.",
+        f"INFO:     Finished server process [{main}]",
+        f"kill_process_tree called: parent_pid={main}, include_parent=False, pid={main}",
+    ]
+
+
+def test_a_sigterm_to_every_process_reads_as_a_crash(standin) -> None:
+    """systemd's default KillMode=control-group sends SIGTERM to every process of the unit: the
+    ranks die of it before the watchdog's next look, and the server takes that for a crash,
+    sleeps 5 s for its diagnostics and kills itself (tests/data/sglang-0.5.23/real-tp1-stop.jsonl)."""
+    sp = standin()
+    for pid in [sp.proc.pid, *children(sp.proc.pid)]:
+        os.kill(pid, signal.SIGTERM)
+    assert sp.proc.wait(10) == -9
+    said = [re.sub(r"^\[[\d\- :]+\] ", "", line) for line in sp.log().splitlines()]
+    start = said.index("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+    assert [re.sub(r"\d+", "N", line) for line in said[start:]] == [
+        "SIGTERM received. signum=None frame=None. Draining requests and shutting down...",
+        "Subprocess scheduler_N (pid=N) crashed with exit code -N. Triggering SIGQUIT for cleanup...",
+        "SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+        "Sleeping N seconds before crash diagnostics to let GPU activity settle.",
+        "No live scheduler processes found; skipping py-spy and CUDA coredump.",
+        "kill_process_tree called: parent_pid=N, include_parent=True, pid=N",
+    ]
+    assert "exit code -15." in said[start + 1]
+
+
+def metric(text: str, line_start: str) -> float | None:
+    """The value of the sample whose line starts with `line_start`, None where there is none."""
+    found = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(line_start)]
+    return found[0] if found else None
+
+
+def test_metrics_count_the_warm_up_and_a_request_once_it_is_done_and_no_health_check(standin) -> None:
+    """As SGLang's tokenizer manager counts: its own warm-up (6 prompt tokens, 8 new ones) before
+    ready, a request when it finishes, a generating health check never (log_metrics=False)."""
+    sp = standin("--enable-metrics", env={"COCKPIT_STANDIN_TOKENS_PER_S": "40"})
+    generated = 'sglang:generation_tokens_total{engine_type="unified",is_streaming='
+    at_ready = get(sp.url + "/metrics")[1].decode()
+    assert (metric(at_ready, generated + '"false"'), metric(at_ready, "sglang:prompt_tokens_total")) == (8.0, 6.0)
+    assert metric(at_ready, "sglang:cached_tokens_total") is None
+    body = json.dumps({"prompt": "one two three", "max_tokens": 40, "stream": True}).encode()
+    req = urllib.request.Request(sp.url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        resp.readline()  # the first token is out: the request runs for about a second more
+        running = get(sp.url + "/metrics")[1].decode()
+        resp.read()
+    done = get(sp.url + "/metrics")[1].decode()
+    assert metric(running, generated + '"true"') is None and metric(done, generated + '"true"') == 40.0
+    before = sp.log().count("#new-token: 1,")
+    assert get(sp.url + "/health")[0] == 200  # it generates: 0.5.23's default
+    assert sp.log().count("#new-token: 1,") == before + 1
+    after = get(sp.url + "/metrics")[1].decode()
+    counters = [line for line in done.splitlines() if line.startswith("sglang:") and "_total{" in line]
+    assert len(counters) == 4 and counters == [line for line in after.splitlines() if line in counters]
 
 
 def test_non_streaming_and_chat(standin) -> None:
@@ -232,7 +371,15 @@ def test_crash_makes_every_rank_print_its_traceback(standin) -> None:
             rf"^\[[\d\- :]+ TP{rank}\] Scheduler hit an exception: Traceback \(most recent call last\):$", log, re.M
         )
     assert log.count("StandinCudaError: CUDA error: an illegal memory access") == 4
-    assert log.rstrip().endswith("Received sigquit from a child process. It usually means the child failed.")
+    # Each rank SIGQUITs the server (run_scheduler_process), whose handler runs once: 5 s of crash
+    # diagnostics, by when the ranks have ended, then the kill (real-tp2-kill9-scheduler-tp1.jsonl).
+    main = re.findall(r"^\[[\d\- :]+\] (.*)$", log[log.index("ready to roll") :], re.M)  # no rank's
+    assert main == [
+        "SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+        "Sleeping 5 seconds before crash diagnostics to let GPU activity settle.",
+        "No live scheduler processes found; skipping py-spy and CUDA coredump.",
+        f"kill_process_tree called: parent_pid={sp.proc.pid}, include_parent=True, pid={sp.proc.pid}",
+    ]
 
 
 def test_cockpit_bench_at_1_4_16_and_64_reads_what_the_standin_delivered(standin, tmp_path) -> None:

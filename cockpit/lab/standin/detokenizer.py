@@ -6,5 +6,8 @@ from __future__ import annotations
 
 import sys
 
+from cockpit.lab.standin.proctitle import take_title
+
 if __name__ == "__main__":
+    take_title()
     sys.stdin.read()

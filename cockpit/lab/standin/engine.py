@@ -56,6 +56,7 @@ class Request:
     first_at: float | None = None  # when its first token went out
     done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     streaming: bool = False  # asked for a stream: /metrics counts its tokens under is_streaming="true"
+    cached: int = 0  # of its prompt tokens, those the prefix cache served
 
     def text_for(self, start: int, count: int) -> str:
         return "".join(" " + WORDS[(start + i) % len(WORDS)] for i in range(count))
@@ -79,8 +80,8 @@ class Engine:
     ) -> None:
         self.log = log
         self.prefix_cache_hit = prefix_cache_hit
-        self.prompt_total = 0  # prompt tokens prefilled, and those of them the cache served:
-        self.cached_total = 0  # /metrics' prompt_tokens_total and cached_tokens_total
+        self.prompt_total = 0  # prompt tokens prefilled, and those of them the cache served (/standin/stats)
+        self.cached_total = 0
         self.tokens_per_s = tokens_per_s
         self.capacity = capacity
         self.accept_len = max(1.0, accept_len)
@@ -96,8 +97,11 @@ class Engine:
         self.completed = 0
         self.aborted = 0
         self.total_tokens = 0
-        # /metrics' prompt_tokens_total and generation_tokens_total: ("prompt" | "generation", streaming) -> tokens
+        # /metrics' prompt_tokens_total and generation_tokens_total: ("prompt" | "generation", streaming) ->
+        # tokens, and its cached_tokens_total: counted as SGLang's tokenizer manager counts them, when a
+        # request finishes (an abort too), never while it runs
         self.counted: collections.Counter[tuple[str, bool]] = collections.Counter()
+        self.counted_cached = 0
         # What the stand-in itself delivered, request by request: (arrived, first token, last
         # token, tokens), its own clock. A test checks a measurer against this, not the settings.
         self.delivered: collections.deque[tuple[float, float, float, int]] = collections.deque(maxlen=100_000)
@@ -130,17 +134,11 @@ class Engine:
             await req.admitted
         await self._moving.wait()
         self.prefilling += 1
-        cached = int(req.prompt_tokens * self.prefix_cache_hit)
+        req.cached = int(req.prompt_tokens * self.prefix_cache_hit)
         self.prompt_total += req.prompt_tokens
-        self.cached_total += cached
-        self.counted["prompt", req.streaming] += req.prompt_tokens
+        self.cached_total += req.cached
         try:
-            self.log.info(
-                f"Prefill batch, #new-seq: 1, #new-token: {req.prompt_tokens - cached}, #cached-token: {cached}, "
-                f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, "
-                f"#queue-req: {len(self.waiting)}, #pending-token: 0, cuda graph: False, "
-                f"input throughput (token/s): {self.prefill_tokens_per_s:.2f}"
-            )
+            self._log_prefill(req.prompt_tokens - req.cached, req.cached)
             await asyncio.sleep(self.ttft_base_s + req.prompt_tokens / self.prefill_tokens_per_s)
         finally:
             self.prefilling -= 1
@@ -152,6 +150,28 @@ class Engine:
             self.running.append(req)
             self._wake.set()
         await req.done
+
+    def _log_prefill(self, new_tokens: int, cached: int) -> None:
+        self.log.info(
+            f"Prefill batch, #new-seq: 1, #new-token: {new_tokens}, #cached-token: {cached}, "
+            f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, "
+            f"#queue-req: {len(self.waiting)}, #pending-token: 0, cuda graph: False, "
+            f"input throughput (token/s): {self.prefill_tokens_per_s:.2f}"
+        )
+
+    async def warm_up(self) -> None:
+        """SGLang's own warm-up request (http_server._execute_server_warmup): `The capital city of
+        France is`, six tokens, none of them cached, and 8 new ones; /metrics counts it as any
+        finished request, so a server just ready already says 6 prompt and 8 generated tokens."""
+        self._log_prefill(6, 0)
+        await asyncio.sleep(self.ttft_base_s + 6 / self.prefill_tokens_per_s + 7 / self.tokens_per_s)
+        self.counted["prompt", False] += 6
+        self.counted["generation", False] += 8
+
+    def health_check(self) -> None:
+        """The prefill of a generating health check's one token (`input_ids=[0]`, no cache); SGLang
+        asks it with log_metrics=False, so /metrics never counts it."""
+        self._log_prefill(1, 0)
 
     def _limit(self, req: Request) -> int:
         limit = req.max_tokens
@@ -167,7 +187,6 @@ class Engine:
         text = req.text_for(req.generated, count)
         req.generated += count
         self.total_tokens += count
-        self.counted["generation", req.streaming] += count
         now = self.last_emit = time.monotonic()
         if req.first_at is None:
             req.first_at = now
@@ -181,6 +200,9 @@ class Engine:
             self._finish(req)
 
     def _finish(self, req: Request) -> None:
+        self.counted["prompt", req.streaming] += req.prompt_tokens
+        self.counted["generation", req.streaming] += req.generated
+        self.counted_cached += req.cached
         if not req.done.done():
             req.done.set_result(None)
         if self.waiting:

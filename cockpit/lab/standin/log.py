@@ -8,6 +8,8 @@ import sys
 import time
 from typing import TextIO
 
+JOURNAL_IDENTIFIER = "COCKPIT_STANDIN_JOURNAL_IDENTIFIER"  # a child's SYSLOG_IDENTIFIER, set by the server
+
 
 def rank_prefix(tp_rank: int, tp_size: int) -> str:
     """` TP3` only when the server runs with more than one tensor-parallel rank, as SGLang does."""
@@ -32,7 +34,7 @@ class Logger:
             pass  # the journal or terminal went away; a stand-in keeps serving
 
     def plain(self, line: str) -> None:
-        """A line without the stamp (uvicorn's access log, Python warnings)."""
+        """A line without the stamp: a traceback's lines after its first, each written as it comes."""
         try:
             self.stream.write(line + "\n")
             self.stream.flush()

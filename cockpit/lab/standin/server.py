@@ -1,12 +1,22 @@
 """The stand-in's main process: start-up sequence, rank workers, and SGLang's HTTP endpoints.
 
 A small HTTP/1.1 server on asyncio streams (keep-alive, chunked SSE), because the lab has
-only the standard library. Endpoints follow SGLang's: `/health` (503 until ready; then, as in
-0.5.23, the generating `/health_generate` handler unless the unit's environment turns
+only the standard library. Endpoints follow SGLang's: `/health` (nothing listens until the ranks
+are up, then 503 with no body through the warm-up; then, as in 0.5.23, the generating
+`/health_generate` handler unless the unit's environment turns
 SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION off, when it answers 200 at once), `/ready`,
 `/model_info`, `/server_info` (args plus `internal_states`), `/v1/models`, streaming and
 non-streaming `/v1/completions` and `/v1/chat/completions`, `/metrics` with
 `--enable-metrics`; and two of its own under `/standin/` (crash, stats).
+
+It lives and dies as 0.5.23's main process does (tests/data/sglang-0.5.23/real-tp1-*.jsonl): a
+watchdog looks at its children once a second and SIGQUITs the server when one has ended with a
+status other than 0; from the warm-up on, a SIGQUIT is said, followed by 5 s of crash diagnostics,
+and the server kills its tree and itself (systemd: killed 9/KILL, failed); a SIGTERM is said and
+drains the requests when its own watchdog next looks (every 5 s), then the ranks end and the
+server exits 0. So under systemd's default KillMode=control-group, whose SIGTERM also kills the
+ranks, a stop mostly ends as a crash does, and under KillMode=mixed it ends clean.
+What it does not imitate is listed, with the reasons, in `limits.py`.
 """
 
 from __future__ import annotations
@@ -20,24 +30,39 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
 from cockpit.lab.standin.engine import MAX_TOTAL_NUM_TOKENS, Engine, Request
 from cockpit.lab.standin.launch import parse_or_die
-from cockpit.lab.standin.log import Logger, rank_prefix
+from cockpit.lab.standin.log import JOURNAL_IDENTIFIER, Logger, rank_prefix
 from cockpit.lab.standin.nodes import Layout, MeetingFailed, meet
 from cockpit.lab.standin.nvidia_smi import GPUS, TOTAL_MIB
 from cockpit.lab.standin.settings import Settings
 from cockpit.lab.standin.worker import PHASES, phase_seconds
 
 STANDIN_LABEL = "cockpit lab stand-in (CPU program, not SGLang)"
-SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."  # SGLang's handler
+# SGLang's SIGQUIT handlers: the launch phase's (engine.py), and the tokenizer manager's once it runs.
+SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
+RUNNING_SIGQUIT_LINE = "SIGQUIT received. signum=None, frame=None. It usually means one child failed."
 HEALTH_CHECK_TIMEOUT = 20  # SGLang's: /health_generate waits this long for any output, then 503
-# 0.5.23's /health is /health_generate's handler, which answers it at once only where this EnvBool
-# (default on) is off: false, 0, no or n in any case (any other value is its default).
-_SWITCH = os.environ.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "1").lower()
-GENERATING = ("/health_generate",) if _SWITCH in ("false", "0", "no", "n") else ("/health_generate", "/health")
+SIGTERM_LOOK_S = 5  # how often the tokenizer manager's sigterm_watchdog looks whether SIGTERM came
+SCHEDULER_EXIT_TIMEOUT_S = 15  # how long a graceful exit waits for the schedulers to end
+
+
+def _env_off(name: str) -> bool:
+    """Whether one of SGLang's EnvBools that default on is off: false, 0, no or n in any case (any
+    other value is its default)."""
+    return os.environ.get(name, "1").lower() in ("false", "0", "no", "n")
+
+
+# 0.5.23's /health is /health_generate's handler, which answers it at once only where this is off.
+GENERATING = (
+    ("/health_generate",) if _env_off("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION") else ("/health_generate", "/health")
+)
+# Before a crash the tokenizer manager waits 5 s and dumps what it can, unless both of these are off.
+CRASH_DIAGNOSTICS = not (_env_off("SGLANG_PYSPY_DUMP_BEFORE_CRASH") and _env_off("SGLANG_CUDA_COREDUMP_BEFORE_CRASH"))
 # Where the `cockpit` package lives, for the children: they are started under SGLang's process
 # titles (argv[0] `sglang::scheduler_TP3`), so their interpreter finds no venv of its own.
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])
@@ -91,46 +116,72 @@ class Standin:
         self.workers: list[asyncio.subprocess.Process] = []
         self.detokenizer: asyncio.subprocess.Process | None = None
         self.crashing = False
-        self.stopping = False  # SIGTERM came: ranks dying now are being stopped, not failing
+        self.stopping = False  # SIGTERM came before the warm-up: ranks dying now are being stopped, not failing
+        # From the warm-up's request on, SGLang's tokenizer manager runs and its handlers take SIGTERM
+        # and SIGQUIT (node 0 only: another node has none).
+        self.running = False
+        self.gracefully_exit = False  # its SIGTERM came: drain, then end
+        self.watched: list[tuple[str, asyncio.subprocess.Process]] = []  # the SubprocessWatchdog's children
+        self._ready_reads: list[int] = []  # each rank's status pipe, where it says `ready`
+        self.watching = False
+        self.orphans: set[int] = set()  # ranks told to leave the cgroup: the stand-in's kill spares them
+        self.in_flight: set[str] = set()  # the rids of requests not answered yet
+        self.ended: asyncio.Future[int] = asyncio.get_running_loop().create_future()  # the exit status
+        self.server: asyncio.AbstractServer | None = None  # none listens until the ranks are up
 
     # -- start-up -------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """0.5.23's launch in its order: the schedulers (multiprocessing's resource tracker first, as
+        its spawn starts one) and the detokenizer; once every rank is up, the children's watchdog,
+        then uvicorn: nothing listens on the port before (a connection is refused), and /health
+        answers 503 through the warm-up (real-tp1-start.jsonl)."""
         began = time.perf_counter()
         self.log.info(f"server_args={vars(self.args)!r}")  # 0.5.23's launch_server prints them as a dict
         self.log.info(f"Running {STANDIN_LABEL}: no model is loaded and no GPU is used.")
         host, port = getattr(self.args, "host", None) or "127.0.0.1", int(getattr(self.args, "port", None) or 30000)
+        resource_tracker.ensure_running()
+        await self._launch_workers()
         if self.layout.node_rank > 0:
             # A node of rank > 0 runs its schedulers only, then SGLang's dummy health server:
             # /health and /health_generate answer 200 whatever the schedulers do.
-            await self._start_workers()
+            await self._await_workers()
             self.server = await asyncio.start_server(self._serve_dummy, host, port, backlog=1024)
             self._schedule_faults()
             return
-        # The port answers 503 from the start, so /health shows "starting" rather than refusing.
-        self.server = await asyncio.start_server(self._serve, host, port, backlog=1024)
-        await self._start_workers()
         self.detokenizer = await self._child("sglang::detokenizer", "cockpit.lab.standin.detokenizer")
+        await self._await_workers()
         self.rank0.info(
             f"max_total_num_tokens={MAX_TOTAL_NUM_TOKENS}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
             f"max_running_requests={self.engine.max_running or 4096}, context_len=131072, available_gpu_mem=20.70 GB"
         )
         self.log.info(self._startup_timings(time.perf_counter() - began))
+        self.watched = [(f"scheduler_{i}", proc) for i, proc in enumerate(self.workers)]
+        self.watched.append(("detokenizer", self.detokenizer))
+        self.watching = True
+        asyncio.get_running_loop().create_task(self._watch_children())
         asyncio.get_running_loop().create_task(self.engine.run())
-        self.log.plain(f"INFO:     Started server process [{os.getpid()}]")
-        self.log.plain("INFO:     Waiting for application startup.")
-        self.log.plain("INFO:     Application startup complete.")
-        self.log.plain(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
-        self.log.plain(f'INFO:     {host}:{port} - "GET /model_info HTTP/1.1" 200 OK')
-        self.rank0.info(
-            "Prefill batch, #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, "
-            "#running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: False, "
-            f"input throughput (token/s): {self.engine.prefill_tokens_per_s:.2f}"
-        )
-        self.log.plain(f'INFO:     {host}:{port} - "POST /generate HTTP/1.1" 200 OK')
+        self.server = await asyncio.start_server(self._serve, host, port, backlog=1024)
+        self.log.info(f"INFO:     Started server process [{os.getpid()}]")
+        self.log.info("INFO:     Waiting for application startup.")
+        self.log.info("INFO:     Application startup complete.")
+        self.log.info(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+        await self._warm_up(f"{host}:{port}")
         self.ready = True
         self.log.info("The server is fired up and ready to roll!")
         self._schedule_faults()
+
+    async def _warm_up(self, address: str) -> None:
+        """SGLang's warm-up thread: a second's sleep, /model_info, one /generate, /freeze_gc. Its
+        request starts the tokenizer manager's loop: the running phase's signal handlers and the
+        sigterm watchdog, whose looks every 5 s count from here."""
+        await asyncio.sleep(1)
+        self.log.info(f'INFO:     {address} - "GET /model_info HTTP/1.1" 200 OK')
+        self.running = True
+        asyncio.get_running_loop().create_task(self._sigterm_watchdog())
+        await self.engine.warm_up()
+        self.log.info(f'INFO:     {address} - "POST /generate HTTP/1.1" 200 OK')
+        self.log.info(f'INFO:     {address} - "POST /freeze_gc HTTP/1.1" 200 OK')
 
     def _startup_timings(self, launched_s: float) -> str:
         """0.5.23's account of a start once its ranks are up (entrypoints/engine.py): each figure
@@ -161,15 +212,17 @@ class Standin:
         cockpit's process check read), running `module` of the stand-in."""
         env = {**os.environ, **kwargs.pop("env", {})}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+        # What journald calls the unit's program (`python`), for a child's own stream: under its title
+        # a child's sys.executable is not the unit's any more.
+        env[JOURNAL_IDENTIFIER] = os.path.basename(sys.executable)
         return await asyncio.create_subprocess_exec(
             title, "-m", module, *args, executable=sys.executable, stdin=asyncio.subprocess.PIPE, env=env, **kwargs
         )
 
-    async def _start_workers(self) -> None:
+    async def _launch_workers(self) -> None:
         streams = self.settings.worker_streams
         if streams == "auto":
             streams = "own" if os.environ.get("JOURNAL_STREAM") else "shared"
-        reads = []
         for rank in self.layout.ranks if self.layout.several else range(self.tp_size):
             r, w = os.pipe()
             proc = await self._child(
@@ -189,15 +242,20 @@ class Standin:
             )
             os.close(w)
             self.workers.append(proc)
-            reads.append(r)
+            self._ready_reads.append(r)
+
+    async def _await_workers(self) -> None:
+        """Every rank's `ready`. A rank that failed SIGQUITs the server, whose handler ends it; one
+        that died without a word (killed) ends it here."""
         if self.layout.several:
             await self._meet()
-        for r in reads:
+        for r in self._ready_reads:
             line = await asyncio.get_running_loop().run_in_executor(None, os.read, r, 64)
             os.close(r)
             if not line.startswith(b"ready"):
                 if self.stopping:  # systemd stops the whole unit: the ranks got SIGTERM too
                     raise SystemExit(0)
+                await asyncio.sleep(2)  # the time its SIGQUIT takes to arrive, if it sent one
                 raise SystemExit("stand-in: a rank worker died during start-up")
 
     async def _meet(self) -> None:
@@ -231,33 +289,38 @@ class Standin:
         writer.close()
 
     async def crash(self) -> None:
-        """All ranks hit an exception at once, as when a collective fails on every GPU."""
+        """All ranks hit an exception at once, as when a collective fails on every GPU: each says
+        so and SIGQUITs the server (run_scheduler_process), which ends as SGLang's does. Ranks told
+        to orphan themselves leave the cgroup first, and the server's kill spares them."""
         if self.crashing:
             return
         self.crashing = True
         staying = len(self.workers) - min(self.settings.orphans, len(self.workers))
-        for i, proc in enumerate(self.workers):
-            if proc.stdin is not None:
-                proc.stdin.write(b"crash\n" if i < staying else b"orphan\n")
-        await asyncio.gather(*(p.stdin.drain() for p in self.workers if p.stdin is not None), return_exceptions=True)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*(p.wait() for p in self.workers[:staying])), timeout=10)
+        await self._tell(self.workers[staying:], b"orphan\n")
+        self.orphans.update(proc.pid for proc in self.workers[staying:])
         await asyncio.sleep(0.2 if staying < len(self.workers) else 0)  # the orphans have moved out
-        self.log.info(SIGQUIT_LINE)
-        os.kill(os.getpid(), signal.SIGKILL)  # SGLang's kill_process_tree ends with the parent
+        await self._tell(self.workers[:staying], b"crash\n")
+        if not staying:  # no rank is left to SIGQUIT the server
+            self.sigquit()
+
+    async def _tell(self, procs: list[asyncio.subprocess.Process], line: bytes) -> None:
+        for proc in procs:
+            if proc.stdin is not None:
+                proc.stdin.write(line)
+        await asyncio.gather(*(p.stdin.drain() for p in procs if p.stdin is not None), return_exceptions=True)
 
     async def hang(self) -> None:
         """Every rank blocks in a collective that never completes: no token, no log line; each
         rank's watchdog fires after --watchdog-timeout and SIGQUITs this process, as SGLang's do."""
         self.engine.stall()
-        for proc in self.workers:
-            if proc.stdin is not None:
-                proc.stdin.write(b"hang\n")
-        await asyncio.gather(*(p.stdin.drain() for p in self.workers if p.stdin is not None), return_exceptions=True)
+        await self._tell(self.workers, b"hang\n")
 
     async def kill_detokenizer(self) -> None:
         """The detokenizer dies (SIGKILL) and nothing notices: the ranks go on, but no output
-        reaches a client any more (sglang #21471's half-dead server)."""
+        reaches a client any more (sglang #21471's half-dead server). That is a release before
+        0.5.12's: 0.5.23's watchdog would end the server; this fault leaves the detokenizer out
+        of the watch, for the cockpit's reading of a server that lives on without one."""
+        self.watched = [(name, proc) for name, proc in self.watched if proc is not self.detokenizer]
         if self.detokenizer is not None and self.detokenizer.returncode is None:
             self.detokenizer.kill()
             await self.detokenizer.wait()
@@ -274,17 +337,111 @@ class Standin:
             )
 
     def sigquit(self) -> None:
-        """A child's watchdog gave up: SGLang's handler says so and ends the whole tree."""
-        self.log.info(SIGQUIT_LINE)
-        for proc in [*self.workers, self.detokenizer]:
-            if proc is not None and proc.returncode is None:
-                proc.kill()
-        os.kill(os.getpid(), signal.SIGKILL)
+        """A child failed (a rank's exception or watchdog, or the children's watchdog): before the
+        warm-up, and on a node of rank > 0, the launch phase's handler says so and kills the tree;
+        from it on, the tokenizer manager's also stops the children's watchdog and first spends
+        5 s on crash diagnostics, blocking its loop as SGLang's time.sleep does (no endpoint
+        answers meanwhile). The py-spy dump of ranks still alive is not imitated (limits.py)."""
+        if not self.running:
+            self.log.info(SIGQUIT_LINE)
+        else:
+            self.log.info(RUNNING_SIGQUIT_LINE)
+            self.watching = False
+            if CRASH_DIAGNOSTICS:
+                self.log.info("Sleeping 5 seconds before crash diagnostics to let GPU activity settle.")
+                time.sleep(5)
+                if not any(_alive(proc.pid) for proc in self.workers):
+                    self.log.info("No live scheduler processes found; skipping py-spy and CUDA coredump.")
+        self.kill_process_tree(include_parent=True)
+
+    def kill_process_tree(self, include_parent: bool) -> None:
+        """SGLang's (utils/common.py): its line, then SIGKILL to every child (but the ranks a
+        crash orphaned: the fault keeps them alive on purpose) and, with include_parent, to the
+        server itself."""
+        me = os.getpid()
+        self.log.info(f"kill_process_tree called: parent_pid={me}, include_parent={include_parent}, pid={me}")
+        for pid in _children(me):
+            if pid not in self.orphans:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        if include_parent:
+            os.kill(me, signal.SIGKILL)
+
+    def sigterm(self) -> None:
+        """`systemctl stop`: before the warm-up (and on a node of rank > 0) the server ends at
+        once, its ranks with it; from it on SGLang's handler only says so, and its sigterm
+        watchdog drains and ends the server when it next looks."""
+        if not self.running:
+            self.stop_now()
+            return
+        self.log.info("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+        self.gracefully_exit = True
+
+    def stop_now(self) -> None:
+        """The end without SGLang's ceremony: SIGINT, and a SIGTERM before the warm-up."""
+        self.stopping = True
+        self.watching = False
+        if not self.ended.done():
+            self.ended.set_result(0)
+
+    async def _sigterm_watchdog(self) -> None:
+        """The tokenizer manager's: every 5 s it looks whether SIGTERM came; then it says what it
+        still has to answer (5 s between looks while there is any), stops the children's watchdog,
+        lets the schedulers end (ShutdownReq: their stdin closes), kills what is left below it, and
+        uvicorn shuts down: the server exits 0 (real-tp1-stop-killmode-mixed.jsonl)."""
+        while True:  # a poll, not an event: when it looks is how long a stop takes
+            await asyncio.sleep(SIGTERM_LOOK_S)
+            if self.gracefully_exit:
+                break
+        while True:
+            remaining = sorted(self.in_flight)
+            self.log.info(
+                f"Gracefully exiting... Remaining number of requests {len(remaining)}. "
+                f"Remaining requests remaining_rids={remaining!r}."
+            )
+            if not remaining:
+                break
+            await asyncio.sleep(SIGTERM_LOOK_S)
+        self.watching = False
+        ranks = [proc for proc in self.workers if proc.pid not in self.orphans]
+        for proc in ranks:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(p.wait() for p in ranks)), SCHEDULER_EXIT_TIMEOUT_S)
+        self.kill_process_tree(include_parent=False)
+        for line in ("Shutting down", "Waiting for application shutdown.", "Application shutdown complete."):
+            self.log.info(f"INFO:     {line}")
+        self.log.info(f"INFO:     Finished server process [{os.getpid()}]")
+        self.kill_process_tree(include_parent=False)  # launch_server's, on its way out
+        if not self.ended.done():
+            self.ended.set_result(0)
+
+    async def _watch_children(self) -> None:
+        """SGLang's SubprocessWatchdog (0.5.12 on, sglang #18421): once a second, the first
+        watched child that ended with a status other than 0 is said crashed, and the server
+        SIGQUITs itself."""
+        while True:
+            await asyncio.sleep(1)
+            if not self.watching:
+                return
+            for name, proc in self.watched:
+                if proc.returncode in (None, 0):
+                    continue
+                self.log.info(
+                    f"Subprocess {name} (pid={proc.pid}) crashed with exit code {proc.returncode}. "
+                    "Triggering SIGQUIT for cleanup..."
+                )
+                os.kill(os.getpid(), signal.SIGQUIT)
+                return
 
     async def _health_generate(self) -> int:
-        """SGLang's /health_generate: one token asked for, then up to HEALTH_CHECK_TIMEOUT s for
-        any output at all; none means 503 and its line, "Health check failed ..."."""
+        """SGLang's /health_generate: one token asked for (its prefill line, where the ranks
+        move), then up to HEALTH_CHECK_TIMEOUT s for any output at all, looked for once a second;
+        none means 503 and its line, "Health check failed ..."."""
         tic = time.time()
+        if not self.engine.stalled:
+            self.engine.health_check()
         while time.time() < tic + HEALTH_CHECK_TIMEOUT:
             await asyncio.sleep(1)
             if not self.engine.stalled:
@@ -308,7 +465,7 @@ class Standin:
                 body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
                 status = await self._route(method, path, body, writer)
                 if self.settings.access_log:
-                    self.log.plain(
+                    self.log.info(
                         f'INFO:     {peer[0]}:{peer[1]} - "{method} {path} {version}" '
                         f"{status} {_REASONS.get(status, '')}"
                     )
@@ -341,12 +498,13 @@ class Standin:
                 return _send_json(writer, 200, {path.rsplit("/", 1)[1]: True})
             if method != "GET":
                 raise HttpError(405, "use GET")
-            if path in ("/health", "/health_generate", "/ready"):
-                if not self.ready:
-                    raise HttpError(503, "the server is starting")
-                if path in GENERATING and await self._health_generate() != 200:
+            if path in ("/health", "/health_generate", "/ready"):  # SGLang's answer no body
+                if path != "/ready" and self.gracefully_exit:
+                    self.log.info("Health check request received during shutdown. Returning 503.")
                     return _send_json(writer, 503, None)
-                return _send_json(writer, 200, {"status": "ready"} if path == "/ready" else None)
+                if not self.ready or (path in GENERATING and await self._health_generate() != 200):
+                    return _send_json(writer, 503, None)
+                return _send_json(writer, 200, None)
             if path in ("/model_info", "/get_model_info"):
                 return _send_json(
                     writer,
@@ -466,11 +624,11 @@ class Standin:
                     f'model_name="{self.model}"}} {float(n)}'
                     for streaming, n in samples
                 ]
-        if e.cached_total:
+        if e.counted_cached:
             out += [
                 "# HELP sglang:cached_tokens_total Number of cached prompt tokens by source (device/host/storage).",
                 "# TYPE sglang:cached_tokens_total counter",
-                f'sglang:cached_tokens_total{{cache_source="device",{tokenizer}}} {float(e.cached_total)}',
+                f'sglang:cached_tokens_total{{cache_source="device",{tokenizer}}} {float(e.counted_cached)}',
             ]
         return "\n".join(out) + "\n"
 
@@ -537,7 +695,11 @@ class Standin:
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n"
             )
-        await self.engine.generate(req)
+        self.in_flight.add(rid)
+        try:
+            await self.engine.generate(req)
+        finally:
+            self.in_flight.discard(rid)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": req.generated,
@@ -586,6 +748,25 @@ class Standin:
 
 def _soon(work: Callable[[], Awaitable[None]]) -> None:
     asyncio.ensure_future(work())
+
+
+def _stat(pid: str | int) -> list[str]:
+    """/proc/PID/stat's fields from the third (state, ppid, ...); [] where the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _children(parent: int) -> list[int]:
+    """The PIDs whose parent is `parent` (psutil's children, which SGLang's kill reads)."""
+    return [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _stat(pid)[1:2] == [str(parent)]]
+
+
+def _alive(pid: int) -> bool:
+    """Neither gone nor a zombie: the loop that would reap it may be the one held up."""
+    return _stat(pid)[:1] not in ([], ["Z"], ["X"])
 
 
 def _architecture(model_path: str) -> str:
@@ -637,26 +818,20 @@ async def _amain(argv: list[str]) -> int:
     catalog, args, flags = parse_or_die(argv, settings.sglang_root)
     standin = Standin(settings, catalog, args, flags)
     loop = asyncio.get_running_loop()
-    stop = loop.create_future()
-
-    def request_stop() -> None:
-        standin.stopping = True
-        if not stop.done():
-            stop.set_result(None)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, request_stop)
+    loop.add_signal_handler(signal.SIGTERM, standin.sigterm)
+    loop.add_signal_handler(signal.SIGINT, standin.stop_now)
     loop.add_signal_handler(signal.SIGQUIT, standin.sigquit)
     await standin.start()
-    await stop
+    status = await standin.ended
     children = [p for p in (*standin.workers, standin.detokenizer) if p is not None]
     for proc in children:
         if proc.returncode is None:
             proc.terminate()
     # Reap the children before the loop closes, or their transports complain on stderr at exit.
     await asyncio.wait_for(asyncio.gather(*(p.wait() for p in children), return_exceptions=True), 5)
-    standin.server.close()
-    return 0
+    if standin.server is not None:
+        standin.server.close()
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 Run as `python -m cockpit.lab.standin.worker RANK TP_SIZE STREAMS STARTUP_S ARCH STATUS_FD WATCHDOG_S FAIL_IN [meet]`;
 reads `crash`, `orphan` or `hang` on stdin, reports `ready` on STATUS_FD. A crash raises through real frames of this
-file, logs as SGLang's scheduler does, exits 1; an orphan leaves the cgroup; a hang blocks. Tests name its lines.
+file, logs as SGLang's scheduler does, SIGQUITs the server; an orphan leaves the cgroup; a hang blocks. Lines are named.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 import traceback
 
 from cockpit.lab.standin.engine import MAX_TOTAL_NUM_TOKENS
-from cockpit.lab.standin.log import Logger, connect_own_journal_stream, rank_prefix
+from cockpit.lab.standin.log import JOURNAL_IDENTIFIER, Logger, connect_own_journal_stream, rank_prefix
 
 
 class StandinCudaError(RuntimeError):
@@ -174,12 +174,20 @@ def _allocate(phase: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    """A rank's life: its start-up, then what the server says on stdin until it closes it (SGLang's
+    ShutdownReq: the rank ends, 0). An exception, in its start-up or on `crash`, ends it as
+    run_scheduler_process does: the traceback, SIGQUIT to the server, exit 0."""
+    import signal
+
+    from cockpit.lab.standin.proctitle import take_title
+
+    take_title()
     rank, tp_size, streams = int(argv[0]), int(argv[1]), argv[2]
     startup_s, arch, status_fd = float(argv[3]), argv[4], int(argv[5])
     watchdog_s, fail_in = float(argv[6]), argv[7]
     global MEET
     MEET = argv[8:9] == ["meet"]
-    own = streams == "own" and connect_own_journal_stream(f"sglang-tp{rank}")
+    own = streams == "own" and connect_own_journal_stream(os.environ[JOURNAL_IDENTIFIER])
     if hasattr(sys.stdout, "reconfigure"):  # a TextIOWrapper: always, for the process the server starts
         sys.stdout.reconfigure(line_buffering=False)
     log = Logger(rank_prefix(rank, tp_size))
@@ -188,13 +196,15 @@ def main(argv: list[str]) -> int:
     except StandinCudaError:
         text = "".join(traceback.format_exception(*sys.exc_info()))
         log.info(f"Scheduler hit an exception: {text}")
-        return 1
+        os.kill(os.getppid(), signal.SIGQUIT)
+        return 0
     os.write(status_fd, b"ready\n")
     os.close(status_fd)
     for line in sys.stdin:
         if line.strip() == "crash":
             crash(log, line_by_line=own)
-            return 1
+            os.kill(os.getppid(), signal.SIGQUIT)
+            return 0
         if line.strip() == "orphan":
             orphan()
         if line.strip() == "hang":
