@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from cockpit.config import Config
     from cockpit.incident import Image, Incident
     from cockpit.session import Session
+    from cockpit.systemd.status import UnitStatus
     from cockpit.targets import Target
     from cockpit.traceback import Traceback
     from cockpit.ui.app import CockpitApp
@@ -164,6 +165,14 @@ async def _until(predicate: Callable[[], Any], timeout: float, step: float = 0.1
     return True
 
 
+def _answered(status: UnitStatus | None) -> bool:
+    """Whether the status pane's readiness has what a running server's health says: the screen
+    is saved once the status poll's first health answer came (it asks beside its first status,
+    and a generating /health takes a second), or it would read `starting: health not asked yet`
+    for a ready server."""
+    return status is not None and (status.active_state != "active" or status.health is not None)
+
+
 def _pick(app: CockpitApp, wanted: Traceback | None) -> tuple[int, Traceback] | None:
     """The pane's record of the note's last traceback (same first journal entry), or None."""
     tracebacks = app.journal_view.model.tracebacks()  # most recent first
@@ -204,6 +213,10 @@ async def render_screens(
                 f"the cockpit got no status and journal from {target.host} within {timeout:.0f} s"
                 + (f" ({state}: {detail})" if detail else "")
                 + ": its screen shows what it had"
+            )
+        elif not await _until(lambda: _answered(app.status_pane.status), timeout):
+            problems.append(
+                f"the server's health was not answered within {timeout:.0f} s: its screen's readiness is without it"
             )
         wanted = incident.tracebacks[-1] if incident.tracebacks else None
         picked = None

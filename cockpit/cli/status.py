@@ -54,7 +54,7 @@ def _print(status: UnitStatus, gpus: GpuUse, indent: str = "") -> None:
     print(f"{indent}{status.unit} on {status.host}: {state}, {status.readiness}{reason}")
     print(
         f"{indent}  pid {status.main_pid or '-'}, up {duration(status.uptime())}, restarts {status.n_restarts}, "
-        f"last exit {status.last_exit or '-'}"
+        f"last exit {status.exit_said}"
     )
     print(
         f"{indent}  invocation {status.invocation_id or '-'}, unit file {status.fragment_path or '-'}"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cockpit.attempts import Attempt
-from cockpit.sglang.logparse import READY_TEXT
+from cockpit.sglang.logparse import READY_TEXT, ends_server, parse
 from cockpit.sglang.startup import Startup
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.stacks import StackCapture
@@ -75,10 +75,12 @@ class Incident:
 
 
 def unit_events(entries: Iterable[JournalEntry]) -> list[tuple[float, str]]:
-    """systemd's messages about the unit (started, exited, restarting) and SGLang's ready line."""
+    """systemd's messages about the unit (started, exited, restarting), SGLang's ready line, and
+    its lines of a server ending itself: a child that died is the crash of its start, even
+    where no traceback says so (a kill -9 of a scheduler at tp 1 prints none)."""
     out = []
     for e in entries:
-        if e.realtime_us and (e.pid == 1 or READY_TEXT in e.message):
+        if e.realtime_us and (e.pid == 1 or READY_TEXT in e.message or ends_server(parse(e.message))):
             out.append((e.realtime_us / 1e6, e.message))
     return out
 

@@ -151,8 +151,8 @@ def _summary(incident: Incident) -> str:
         if st.ready is not None:
             state += ", ready" if st.ready else ", not serving"
         state += f", {_count(st.n_restarts, 'restart')}"
-        if st.ended:
-            state += f", last exit {st.ended}"
+        if st.exit_said != "-":
+            state += f", last exit {st.exit_said}"
         what += f" {state}."
     if incident.attempts:
         last = incident.attempts[-1]
@@ -187,7 +187,7 @@ def _render_server(incident: Incident, w) -> None:
     if st is not None:
         w(
             f"- State: {st.active_state} ({st.sub_state}), result {st.result or '-'}, pid {st.main_pid or '-'}, "
-            f"restarts {st.n_restarts}, last exit {st.ended or '-'}"
+            f"restarts {st.n_restarts}, last exit {st.exit_said}"
         )
         w(f"- Invocation: {code(st.invocation_id or '-')}, started {_when(st.exec_main_start)}")
         if st.fragment_path:

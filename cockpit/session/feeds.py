@@ -91,11 +91,6 @@ class StatusPoll:
         if self._ready_for == invocation and self._ready is not True:
             self._ready, self._probe = None, None
 
-    def note_exit(self, how: str, when: float | None) -> None:
-        """An exit the journal reported (systemd's `Main process exited` line), for a status
-        that no longer carries it."""
-        self._exit = (None, how, when)
-
     async def run(self) -> NoReturn:
         try:
             while True:

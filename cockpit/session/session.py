@@ -53,7 +53,7 @@ from cockpit.systemd.journal import tail
 from cockpit.systemd.process_end import Ending, Identity
 from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.readiness import LastAnswer
-from cockpit.systemd.status import UnitStatus, exit_words, fetch, list_units, main_exit_of, show, with_file_check
+from cockpit.systemd.status import UnitStatus, exit_words, fetch, list_units, show, with_file_check
 from cockpit.systemd.suppression import Suppression, SuppressionScan
 from cockpit.systemd.unit import Unit
 from cockpit.targets import Target, deployment_targets
@@ -276,8 +276,9 @@ class Session:
         return lambda: self.pool.get(name)
 
     def _on_batch(self, batch: JournalBatch) -> None:
-        """The core's own subscribers: the poll's memory of exits, and the throughput series.
-        They are about the unit opened: of a deployment's merged journal, node 0's lines."""
+        """The core's own subscribers: how starts ended, the health signals, the start-up
+        timeline and the throughput series. They are about the unit opened: of a deployment's
+        merged journal, node 0's lines."""
         if self.journal.others:
             batch = replace(batch, entries=[e for e in batch.entries if not e.node])
         self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
@@ -286,15 +287,14 @@ class Session:
             self.listener.notice(lost.sentence())
         running = self._running
         unready = running is not None and self.health.of(running).ready_at is None
+        going = running is not None and self.health.of(running).ending_at is not None
         self.health.feed(batch.entries)
         if unready and running is not None and self.poll is not None and self.health.of(running).ready_at:
             self.poll.forget_health(running)
+        if running is not None and not going and self.health.of(running).ending_at is not None:
+            self._ending(running)
         self.startups.feed(batch.entries)
         self._remember_ready_starts()
-        if self.poll is not None:
-            for entry in batch.entries:
-                if entry.pid == 1 and (how := main_exit_of(entry.message)) is not None:
-                    self.poll.note_exit(how, entry.realtime_us / 1e6 if entry.realtime_us else None)
         points = self.passive.add_entries(batch.entries)
         if points:  # once per batch: a flood of decode lines is drawn at the batches' rate
             self.listener.throughput(points)
@@ -562,10 +562,33 @@ class Session:
         self.gpus = use
         self.listener.gpus(use)
 
-    def _status(self, status: UnitStatus) -> None:
+    def _ending(self, invocation: str) -> None:
+        """The running start has just said it is ending itself: said at once, not at the next
+        poll (SGLang kills its tree 5 s later), and its processes counted now, which name the
+        child that died where its watchdog did not (cockpit.sglang.health)."""
+        status = self.status
+        if status is None or status.invocation_id != invocation:
+            return
+        self._assessed(status)
+        if self.live and status.control_group:
+            self._spawn(self._count_ending(status), "counting the processes of an ending start")
+
+    async def _count_ending(self, status: UnitStatus) -> None:
+        with contextlib.suppress(HostError):  # the journal's words stand without it
+            members = await processes.read(self.host, status.control_group)
+            self.health.saw(status.invocation_id, members, self._schedulers())
+            if self.status is not None and self.status.invocation_id == status.invocation_id:
+                self._assessed(self.status)
+
+    def _assessed(self, status: UnitStatus) -> None:
+        """The last status said again with what the journal and the processes say now."""
+        self.status = self._assess(status)
+        self.listener.status(self.status)
+
+    def _assess(self, status: UnitStatus) -> UnitStatus:
+        """`status` with its readiness from every source (cockpit.sglang.health) and how its
+        start and the one before ended (the journal's)."""
         status = self.endings.of(status)
-        if status.invocation_id:
-            self.invocations.add(status.invocation_id)
         if status.processes is not None:
             self.health.saw(status.invocation_id, status.processes)
         signals = self.health.of(status.invocation_id)
@@ -587,7 +610,12 @@ class Session:
             now = under_way(timeline)
             if now is not None:  # where a long start is: "in load weight for 412 s (TP3 slowest so far)"
                 reason = f"{now}; {reason}"
-        status = replace(status, readiness=told.state, readiness_reason=reason)
+        return replace(status, readiness=told.state, readiness_reason=reason)
+
+    def _status(self, status: UnitStatus) -> None:
+        if status.invocation_id:
+            self.invocations.add(status.invocation_id)
+        status = self._assess(status)
         up = status.running_invocation
         if self._running is not None and up != self._running and self.live:
             self._spawn(self._survivors_of(self._running), "checking what outlived the start")

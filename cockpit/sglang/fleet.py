@@ -24,8 +24,10 @@ answers 200 from a hung server too.
 
 What a round cannot see is said, not guessed: the journal is not read here, so a unit is
 `hung` when its `/health` does not answer in time, `degraded` when it answered 200 earlier in
-this start and does not now, and `starting` before its first 200. Opening the unit gives the
-whole assessment (cockpit.sglang.health).
+this start and does not now, and `starting` before its first 200. A server ending itself after a
+child died (0.5.23 sleeps 5 s in its SIGQUIT handler, its HTTP loop with it, then kills its tree)
+is its last answer, or `hung` where an ask falls in those seconds, until systemd says it failed.
+Opening the unit gives the whole assessment (cockpit.sglang.health): `ending`, and the child.
 """
 
 from __future__ import annotations

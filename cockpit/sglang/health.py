@@ -10,7 +10,14 @@ What goes wrong while systemd still says `active (running)` (sgl-project/sglang)
   (then it answers 200 without the model: cockpit.sglang.generation);
 - a hang: the ranks stop in a collective; nothing is logged until each rank's watchdog fires
   (`Watchdog timeout (self.watchdog_timeout=300)`, 0.5.23 `Scheduler watchdog timeout (...)`),
-  then `Received sigquit from a child process` ends the server (#3752, #9064, #9904).
+  then `Received sigquit from a child process` ends the server (#3752, #9064, #9904);
+- a child dies (a kill -9, a C++ abort): 0.5.23's SubprocessWatchdog says `Subprocess
+  scheduler_0 (pid=N) crashed with exit code -9` within a second, its SIGQUIT handler `SIGQUIT
+  received ... It usually means one child failed.`, sleeps 5 s and kills its own tree
+  (`kill_process_tree called`); a rank whose peer died first raises (`Scheduler hit an exception`,
+  gloo's `Connection reset by peer`) and SIGQUITs the parent itself, whose handler stops the
+  watchdog before it names the dead one. From the first of those lines the server is ending, not
+  degraded, whatever /health and the processes say meanwhile (docs/facts.md).
 
 So the sources are systemd's state, the health endpoints (`/health_generate` where it can be
 afforded: cockpit.systemd.readiness), the start's journal lines (`HealthScan`), and the unit's
@@ -23,10 +30,19 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from cockpit.sglang.logparse import ERRORS, READY_TEXT, ErrorMarker, Ready, parse, rank_order
+from cockpit.sglang.logparse import (
+    ERRORS,
+    READY_TEXT,
+    ErrorMarker,
+    Ready,
+    crashed_child,
+    ends_server,
+    parse,
+    rank_order,
+)
 from cockpit.sglang.per_start import PerStart
 from cockpit.systemd.entry import JournalEntry
-from cockpit.systemd.processes import UnitProcesses
+from cockpit.systemd.processes import UnitProcesses, rank_of
 from cockpit.systemd.readiness import HEALTH, Probe
 from cockpit.systemd.status import UnitStatus
 
@@ -56,7 +72,11 @@ class Signals:
     watchdog: dict[str, float] = field(default_factory=dict)  # rank -> when its watchdog fired
     exceptions: dict[str, float] = field(default_factory=dict)  # rank (or `PID n`) -> when
     health_failed_at: float | None = None  # the last `Health check failed ...`
-    sigquit_at: float | None = None
+    ending_at: float | None = None  # the first line that says the server is ending itself
+    tree_killed_at: float | None = None  # `kill_process_tree called` on itself: its processes go now
+    # The children that died and ended it: SGLang's name (`scheduler 0`, `detokenizer`) and exit
+    # code from its watchdog's line, or a rank (`TP1`, exit None) a census taken while it ended lacks.
+    crashed: dict[str, int | None] = field(default_factory=dict)
     init_failed_at: float | None = None
     last_line_at: float | None = None
     titles: dict[str, int] = field(default_factory=dict)  # every sglang:: title seen in it -> its PID
@@ -99,16 +119,80 @@ class HealthScan:
                     last.exceptions.setdefault(who, at)
                 elif event.kind == "health_check_failed":
                     last.health_failed_at = at
-                elif event.kind == "sigquit":
-                    last.sigquit_at = at
                 elif event.kind == "initialization_failed":
                     last.init_failed_at = at
+                elif ends_server(event):
+                    _ending(last, event, at)
 
-    def saw(self, invocation: str | None, processes: UnitProcesses) -> None:
-        """The unit's processes now: SGLang's titled ones are remembered for this start."""
-        if invocation is not None:
-            for pid, title in processes.titled(TITLES).items():
-                self.of(invocation).titles.setdefault(title, pid)
+    def saw(self, invocation: str | None, processes: UnitProcesses, schedulers: int | None = None) -> None:
+        """The unit's processes now: SGLang's titled ones are remembered for this start. A census
+        taken while it ends, before it kills its tree, names the children it lacks that said
+        nothing (a rank that raised has said why) as the crashed ones, where SGLang's watchdog
+        named none: at tp 2 a killed TP1 is named only so. `schedulers`: how many the flags put on
+        this node, for a census with no earlier one of this start to compare with."""
+        if invocation is None:
+            return
+        signals = self.of(invocation)
+        titled = processes.titled(TITLES)
+        taken = processes.taken_at
+        if (
+            signals.ending_at is not None
+            and not signals.crashed
+            and taken is not None
+            and taken >= signals.ending_at
+            and (signals.tree_killed_at is None or taken < signals.tree_killed_at)
+        ):
+            for who, pid in _lacking(signals, set(titled.values()), schedulers):
+                if who not in signals.exceptions and f"PID {pid}" not in signals.exceptions:
+                    signals.crashed[who] = None
+        for pid, title in titled.items():
+            signals.titles.setdefault(title, pid)
+
+
+def _ending(signals: Signals, event: ErrorMarker, at: float) -> None:
+    """One of SGLang's lines of a server ending itself (logparse.ends_server), read into its
+    start's signals."""
+    child = crashed_child(event.message) if event.kind == "child_crashed" else None
+    if child is not None:
+        name, code = child
+        signals.crashed.setdefault(name.replace("_", " "), code)
+    if event.kind == "tree_killed" and signals.tree_killed_at is None:
+        signals.tree_killed_at = at
+    if signals.ending_at is None:
+        signals.ending_at = at
+
+
+def _name(title: str) -> str:
+    """A titled process as the reason names it: a scheduler by its rank, another by its title."""
+    return rank_of(title) or title.removeprefix(TITLES)
+
+
+def _lacking(signals: Signals, now: set[str], schedulers: int | None) -> list[tuple[str, int | None]]:
+    """The children of this start not in the census (`now`, its titles), each with its PID where
+    known: those seen earlier in the start, else, with none seen, the ranks TP0.. of a plain
+    tensor-parallel node's `schedulers` and its detokenizer."""
+    if signals.titles:
+        return [(_name(title), pid) for title, pid in signals.titles.items() if title not in now]
+    ranks = {rank_of(title) for title in now if title.startswith(SCHEDULER)}
+    if schedulers is None or not all(re.fullmatch(r"TP\d+", rank) for rank in ranks):
+        return []
+    lacking = [f"TP{k}" for k in range(schedulers) if f"TP{k}" not in ranks]
+    if not any(title.startswith(DETOKENIZER) for title in now):
+        lacking.append(_name(DETOKENIZER))
+    return [(who, None) for who in lacking]
+
+
+def _cause(signals: Signals) -> str:
+    """What ended the start, as its journal and the census during its end say: `scheduler 0
+    crashed, exit -9`, `TP1 crashed; TP0 hit an exception`; empty where nothing says."""
+    said = [f"{who} crashed" + (f", exit {code}" if code is not None else "") for who, code in signals.crashed.items()]
+    if signals.watchdog and not said:
+        said.append(f"the watchdog fired on {_ranks(signals.watchdog)}")
+    if signals.exceptions:
+        said.append(f"{_ranks(signals.exceptions)} hit an exception")
+    if signals.init_failed_at is not None:  # its warm-up request failed, and it kills its tree
+        said.append("initialization failed")
+    return "; ".join(said)
 
 
 def assess(
@@ -129,19 +213,22 @@ def assess(
     over nodes, which serves no API: its /health is SGLang's dummy, 200 whatever its ranks do, and
     is never taken as readiness."""
     state = status.active_state
+    # A start SGLang ended itself, said with what ended it while it ends and after (a stop's
+    # children die too, of its SIGTERM: no cause of a start a stop job ended).
+    ended = signals.ending_at is not None and status.stopped_by is None
+    cause = _cause(signals) if ended else ""
     if state in ("failed", "inactive"):
         why = f", last exit {status.last_exit}" if status.last_exit else ""
-        return Readiness(DOWN, f"the unit is {state} ({status.sub_state}{why})")
+        return Readiness(DOWN, f"the unit is {state} ({status.sub_state}{why})" + (f" after {cause}" if cause else ""))
     if state == "deactivating":
         return Readiness(DOWN, "systemd is stopping it")
     if state == "activating":
         if status.sub_state == "auto-restart":
-            return Readiness(DOWN, f"waiting to restart after {status.last_exit or 'its exit'}")
+            after = status.last_exit or "its exit"
+            return Readiness(DOWN, f"waiting to restart after {after}" + (f" ({cause})" if cause else ""))
         return Readiness(STARTING, f"systemd is starting it ({status.sub_state})")
-    if signals.sigquit_at is not None:
-        return Readiness(
-            DOWN, f"a child process failed and the server is ending (sigquit at {_clock(signals.sigquit_at)})"
-        )
+    if signals.ending_at is not None:  # SGLang kills its tree 5 s after the first of its lines
+        return Readiness(DOWN, f"ending ({cause or 'one child failed'})" if ended else "systemd is stopping it")
     if signals.watchdog:
         ranks = _ranks(signals.watchdog)
         return Readiness(

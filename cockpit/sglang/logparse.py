@@ -50,6 +50,9 @@ _STARTS = (
     "max_total_num_tokens=",
     "Scheduler hit an exception",
     "Received sigquit",
+    "SIGQUIT received",
+    "Subprocess ",
+    "kill_process_tree called",
     "Health check failed",
     "Initialization failed",
     "Watchdog timeout",
@@ -169,7 +172,13 @@ class Milestone:
 
 
 ErrorKind = Literal[
-    "scheduler_exception", "sigquit", "health_check_failed", "initialization_failed", "watchdog_timeout"
+    "scheduler_exception",
+    "sigquit",
+    "child_crashed",
+    "tree_killed",
+    "health_check_failed",
+    "initialization_failed",
+    "watchdog_timeout",
 ]
 
 
@@ -187,12 +196,49 @@ LogEvent = DecodeStats | PrefillStats | Ready | Milestone | ErrorMarker
 
 ERRORS: tuple[tuple[str, ErrorKind], ...] = (
     ("Scheduler hit an exception", "scheduler_exception"),
-    ("Received sigquit", "sigquit"),
+    ("Received sigquit", "sigquit"),  # the launch phase's handler (and to 0.5.19 the running one's)
+    # 0.5.23's running phase: its handler, its SubprocessWatchdog's line (`crashed_child`), and the
+    # kill of its own tree they end in (`kills_itself`); docs/facts.md (SGLang).
+    ("SIGQUIT received", "sigquit"),
+    ("Subprocess ", "child_crashed"),
+    ("kill_process_tree called", "tree_killed"),
     ("Health check failed", "health_check_failed"),
     ("Initialization failed", "initialization_failed"),
     ("Watchdog timeout", "watchdog_timeout"),  # to 0.5.19: `Watchdog timeout (self.watchdog_timeout=300)`
     ("Scheduler watchdog timeout", "watchdog_timeout"),  # 0.5.23: `... (self.watchdog_timeout=300, self.soft=False)`
 )
+_CRASHED = re.compile(r"Subprocess (\S+) \(pid=\d+\) crashed with exit code (-?\d+)\.")
+_KILLS_ITSELF = re.compile(r"kill_process_tree called: parent_pid=(\d+), include_parent=True, pid=\1\b")
+
+
+def crashed_child(message: str) -> tuple[str, int] | None:
+    """`Subprocess scheduler_0 (pid=489) crashed with exit code -9. ...` -> ("scheduler_0", -9):
+    the child SGLang's watchdog found dead (its name in SGLang's list: `scheduler_N`, the Nth
+    scheduler process, or `detokenizer`) and its exit code (minus the signal that killed it)."""
+    m = _CRASHED.match(message)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def kills_itself(message: str) -> bool:
+    """`kill_process_tree called: parent_pid=P, include_parent=True, pid=P`: the server killing
+    its own tree, itself included, as its SIGQUIT handler and a failed warm-up do. A graceful
+    stop kills only its children (`include_parent=False`)."""
+    return _KILLS_ITSELF.match(message) is not None
+
+
+ENDING_KINDS: tuple[ErrorKind, ...] = ("sigquit", "child_crashed", "tree_killed")
+
+
+def ends_server(event: LogEvent | None) -> bool:
+    """Whether a line says the server is ending itself: its SIGQUIT handler's line (either
+    release's wording), its watchdog's word of a dead child, or the kill of its own tree."""
+    if not isinstance(event, ErrorMarker) or event.kind not in ENDING_KINDS:
+        return False
+    if event.kind == "child_crashed":
+        return crashed_child(event.message) is not None  # not some other `Subprocess ...` line
+    return event.kind != "tree_killed" or kills_itself(event.message)  # a graceful stop ends its children only
+
+
 # The distributed set-up is `Init torch distributed begin.` / `... ends.` to 0.5.19 and `Init
 # parallel begin.` / `Init parallel ends.` in 0.5.23; the KV cache line is 0.4.x's.
 MILESTONES: tuple[tuple[str, MilestoneKind], ...] = (

@@ -20,7 +20,9 @@ BROKEN = "broken"
 
 
 def group_readiness(nodes: Sequence[tuple[str, UnitStatus]]) -> Readiness:
-    """One readiness for the nodes (node 0 first), naming the node that decides it."""
+    """One readiness for the nodes (node 0 first), naming the node that decides it: where
+    several have ended, the one that ended first (a group restart's poll on a busy jump box
+    can find node 0 already dead of node 1's crash, and must not blame it)."""
     down = [(node, s) for node, s in nodes if s.readiness == DOWN]
     running = [node for node, s in nodes if s.active_state == "active"]
     if down and running:
@@ -32,6 +34,11 @@ def group_readiness(nodes: Sequence[tuple[str, UnitStatus]]) -> Readiness:
             f"{', '.join(running)} still run{'s' if one else ''}, and {'its' if one else 'their'} ranks block "
             "in their next collective until the watchdogs end them: restart the group",
         )
+    ended = sorted(
+        ((s.exec_main_exit, i) for i, (_, s) in enumerate(nodes) if s.active_state != "active" and s.exec_main_exit),
+    )
+    if ended:  # the first to end decides it: the others' ranks died of it (each host's clock)
+        nodes = [nodes[ended[0][1]], *(n for i, n in enumerate(nodes) if i != ended[0][1])]
     for node, status in nodes:
         if status.readiness != READY:
             return Readiness(status.readiness or DOWN, f"{node}: {status.readiness_reason or status.active_state}")

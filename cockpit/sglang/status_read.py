@@ -23,13 +23,19 @@ from cockpit.sglang.generation import Generation, generation
 from cockpit.sglang.health import DEGRADED, DOWN, WATCHED_PATTERN, HealthScan, Signals, assess
 from cockpit.sglang.ranks import node_rank, ranks_on_node
 from cockpit.systemd import gpu_use, journal, processes
+from cockpit.systemd.endings import PATTERN as ENDINGS_PATTERN
+from cockpit.systemd.endings import Endings
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.readiness import GENERATE, HEALTH, LastAnswer, Probe, own_probe
 from cockpit.systemd.remote_unit import service_python
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
 
-HEALTH_LINES = 500  # of this start's journal lines that say something of its health: the last ones
+HEALTH_LINES = 500  # of the unit's journal lines that say something of its health or its starts: the last ones
+# What the unit's journal is read for: each start's health lines (cockpit.sglang.health), and
+# systemd's lines of its starts and ends (cockpit.systemd.endings: how the start before this
+# one ended, which systemd forgets at the next start, and whether a stop job ended it).
+SAID_PATTERN = f"{WATCHED_PATTERN}|{ENDINGS_PATTERN}"
 GROUP_GRACE_S = 1.0  # a broken group's reads still running after this wait on a health answer
 
 
@@ -57,7 +63,7 @@ async def read_status(
 
     gpus_read = asyncio.ensure_future(gpu_use.read_or_say(host) if gpus else _not_read())
     members_read = asyncio.ensure_future(members())
-    said_read = asyncio.ensure_future(journal.matching(host, target.unit, WATCHED_PATTERN, HEALTH_LINES, timeout=5))
+    said_read = asyncio.ensure_future(journal.matching(host, target.unit, SAID_PATTERN, HEALTH_LINES, timeout=5))
     try:
         status = await fetch(host, target.unit)
 
@@ -84,13 +90,17 @@ async def read_status(
                 asked[(host.name, target.unit)] = LastAnswer(status.invocation_id, found.address, answered, now)
             return answered, ranks, False
 
-        scan, schedulers, read_journal, worker = HealthScan(), None, False, False
+        scan, schedulers, worker = HealthScan(), None, False
         if status.active_state == "active":
             (health, schedulers, worker), members_now, said = await asyncio.gather(answer(), members_read, said_read)
-            if said is not None:
-                scan.feed(said)
-                read_journal = True
             status = replace(status, ready=health.ok if health else None, health=health, processes=members_now)
+        else:
+            said = await said_read
+        if said is not None:
+            scan.feed(said)
+            status = Endings().feed(said).of(status)
+            if status.processes is not None:
+                scan.saw(status.invocation_id, status.processes, schedulers)
         signals = scan.of(status.invocation_id)
         told = assess(
             status,
@@ -98,7 +108,7 @@ async def read_status(
             status.health,
             status.processes,
             schedulers=schedulers,
-            journal=read_journal,
+            journal=said is not None,
             worker_node=worker,
         )
         status = replace(status, readiness=told.state, readiness_reason=told.reason)

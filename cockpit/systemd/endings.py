@@ -1,4 +1,4 @@
-"""Which starts of a unit were stopped and which crashed, from its journal.
+"""Which starts of a unit were stopped and which crashed, and how each ended, from its journal.
 
 After a stop job systemd leaves a unit exactly as after a crash when the server dies badly of
 the stop (SGLang under `KillMode=control-group`: `failed`, `Result=signal`, 9/KILL, as after a
@@ -6,6 +6,11 @@ kill -9 of a rank: docs/facts.md), and it keeps no record of the job once it is 
 journal does: `Stopping UNIT...` with the stopped start's invocation ID, before that start
 ends (status.stop_job_began). The status poll, the incident note and the restart watch read
 the unit's state through this, so a stop is never drawn as a crash.
+
+systemd also forgets how a start's main process ended once the next one begins (an automatic
+restart): ExecMainCode and ExecMainStatus are the new start's. Its journal's `Main process
+exited, code=killed, status=9/KILL` of the start before keeps it, and `cockpit status`, which
+reads once with no memory of earlier polls, says the previous exit from that line.
 """
 
 from __future__ import annotations
@@ -14,17 +19,23 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from cockpit.systemd.entry import JournalEntry
-from cockpit.systemd.status import STOP_JOB, UnitStatus, stop_job_began
+from cockpit.systemd.status import STOP_JOB, UnitStatus, main_exit_of, stop_job_began
+
+# systemd's lines about a unit that this reads, for journalctl's --grep (PCRE2): a start's
+# beginning and the stop job and exit that end it.
+PATTERN = "^Started |^Stopping |Main process exited, code="
 
 
 class Endings:
-    """The invocations a stop job ended, who asked where the cockpit did, and the start before
-    each start (the journal's order), fed every batch of the unit's journal."""
+    """The invocations a stop job ended, who asked where the cockpit did, how each start's main
+    process ended, and the start before each start (the journal's order), fed every batch of
+    the unit's journal."""
 
     def __init__(self) -> None:
         self._stopped: set[str] = set()
         self._asked: dict[str, str] = {}  # invocation -> "the cockpit's restart", ...
         self._before: dict[str, str | None] = {}  # invocation -> the one whose lines came before its first
+        self._exits: dict[str, tuple[str, float | None]] = {}  # invocation -> (`killed 9/KILL`, when)
         self._last: str | None = None
 
     def feed(self, entries: Iterable[JournalEntry]) -> Endings:
@@ -37,8 +48,12 @@ class Endings:
                 if invocation not in self._before:  # a late line of an older start names no new one
                     self._before[invocation] = self._last
                 self._last = invocation
-            if entry.pid == 1 and stop_job_began(entry.pid, entry.message):
+            if entry.pid != 1:
+                continue
+            if stop_job_began(entry.pid, entry.message):
                 self._stopped.add(invocation)
+            elif (how := main_exit_of(entry.message)) is not None:
+                self._exits[invocation] = (how, entry.realtime_us / 1e6 if entry.realtime_us else None)
         return self
 
     def asked(self, invocation: str | None, who: str) -> None:
@@ -53,7 +68,13 @@ class Endings:
         return self._asked.get(invocation, STOP_JOB)
 
     def of(self, status: UnitStatus) -> UnitStatus:
-        """`status` with who stopped its start and the one before it."""
+        """`status` with who stopped its start and the one before it, and how the one before it
+        ended where its journal says (systemd's line of that start's exit, which names the start:
+        a poll's memory of the last failed state it saw may be of an earlier one)."""
         invocation = status.invocation_id
         before = self._before.get(invocation) if invocation is not None else None
-        return replace(status, stopped_by=self.stopped_by(invocation), previous_stopped_by=self.stopped_by(before))
+        status = replace(status, stopped_by=self.stopped_by(invocation), previous_stopped_by=self.stopped_by(before))
+        if before in self._exits:
+            how, at = self._exits[before]
+            status = replace(status, previous_exit=how, previous_exit_at=at)
+        return status

@@ -71,26 +71,19 @@ async def after(host: Host, unit: str, cursor: str) -> list[JournalEntry]:
     return await query(host, journal_argv(unit, f"--after-cursor={cursor}"))
 
 
-# The start that runs now, asked of systemd on the host in the same command.
-_THIS_START = (
-    'id=$(systemctl show --value -p InvocationID -- "$1") && [ -n "$id" ] || exit 1; '
-    'shift; exec "$@" "_SYSTEMD_INVOCATION_ID=$id"'
-)
-
-
 async def matching(host: Host, unit: str, pattern: str, n: int, timeout: float) -> list[JournalEntry] | None:
-    """The last `n` entries of the start of `unit` that runs now (its invocation ID, asked on the
-    host beside `systemctl show` rather than after it) whose message matches `pattern`
-    (journalctl's own --grep, PCRE2, so only those cross the link); None where the host's
-    journalctl cannot match patterns or does not answer in `timeout` s."""
-    argv = ["sh", "-c", _THIS_START, "sh", unit, "journalctl", *OUTPUT, "--grep", pattern, "-n", str(n)]
+    """The last `n` entries of `unit`, of every start and systemd's own about it, whose message
+    matches `pattern` (journalctl's own --grep, PCRE2, so only those cross the link), oldest
+    first; None where the host's journalctl cannot match patterns or does not answer in
+    `timeout` s. Each entry names its start: the caller keeps the ones it wants."""
     try:
-        result = await host.run(argv, timeout=timeout)
+        result = await host.run(journalctl_argv(unit, "--grep", pattern, "-n", str(n)), timeout=timeout)
     except (HostError, TimeoutError):
         return None
     if result.returncode not in (0, 1):  # 1: nothing matched
         return None
-    return parse_json_lines(result.stdout.splitlines())
+    # systemd 252's journalctl prints --grep's last -n entries newest first (docs/facts.md).
+    return sorted(parse_json_lines(result.stdout.splitlines()), key=lambda e: e.realtime_us or 0)
 
 
 OnBatch = Callable[[list[JournalEntry]], "Awaitable[None] | None"]

@@ -150,6 +150,19 @@ class UnitStatus:
         """How the start before this one ended, in words (exit_words)."""
         return exit_words(self.previous_exit, self.previous_stopped_by)
 
+    @property
+    def exit_said(self) -> str:
+        """The unit's last exit as the status pane and `cockpit status` say it: this start's,
+        else the previous one's with its time (systemd forgets it at an automatic restart), a
+        stop said as one, not as the signal it died of; `-` when none is known."""
+        if self.last_exit:
+            how, when = self.ended, self.exec_main_exit
+        else:
+            how, when = self.previous_ended, self.previous_exit_at
+        if how is None:
+            return "-"
+        return how + (f" at {time.strftime('%H:%M:%S', time.localtime(when))}" if when else "")
+
     def uptime(self, now: float | None = None) -> float | None:
         if self.active_state not in ("active", "reloading") or self.active_enter is None:
             return None
@@ -158,7 +171,7 @@ class UnitStatus:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["drop_in_paths"] = list(self.drop_in_paths)
-        d["last_exit"] = self.last_exit
+        d["last_exit"] = self.last_exit or self.previous_exit  # the unit's last: this start's, else the one before
         d["uptime_s"] = self.uptime()
         d["processes"] = self.processes.to_json() if self.processes else None
         return d

@@ -45,6 +45,7 @@ from cockpit.ui.panes.throughput import SparkRow
 from cockpit.ui.screens.startup import StartupScreen
 from tests.conftest import LabHandle, until
 from tests.lab.standin_units import standin_unit
+from tests.lab.test_model_checks_lab import model_findings
 from tests.unit.test_preflight import COCKPIT
 
 pytestmark = pytest.mark.real_sglang
@@ -423,6 +424,163 @@ async def test_the_server_row_of_a_real_plain_server(real_lab: LabHandle) -> Non
         end(lab, unit)
 
 
+# -- a stop told from a crash (issue 25, item 5) --------------------------------------------------
+
+TP1 = "sglang-real-tp1.service"
+TP1_FILE = f"/etc/systemd/system/{TP1}"
+
+
+def start_ready(lab: LabHandle, unit: str) -> None:
+    """Start the unit and wait for its /ready, polled on the host once a second in one SSH session
+    (the journal's ready line would be any earlier start's too)."""
+    probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{REAL_UNITS[unit]}/ready', timeout=5)"
+    script = (
+        f'systemctl start "$1"; for i in $(seq {START_S}); do python3 -c "$2" 2>/dev/null && exit 0; '
+        'systemctl -q is-failed "$1" && exit 2; sleep 1; done; exit 1'
+    )
+    started = lab.ssh("sh", "-c", script, "sh", unit, probe, check=False, timeout=START_S + 30)
+    assert started.returncode == 0, f"{unit} never answered /ready: {journal(lab, unit)[-3000:]}"
+
+
+def stop(lab: LabHandle, unit: str) -> tuple[str, str]:
+    """`systemctl stop` by someone else than the cockpit; (ActiveState, Result) once it is done."""
+    lab.ssh("systemctl", "stop", unit, timeout=120)
+    shown = lab.ssh("systemctl", "show", "-p", "ActiveState,Result", unit).stdout  # in systemd's order, not ours
+    props = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+    return props["ActiveState"], props["Result"]
+
+
+def kill_scheduler(lab: LabHandle, unit: str) -> None:
+    """kill -9 of the unit's `sglang::scheduler`: the crash a stop must not be taken for."""
+    script = 'kill -9 $(pgrep -P "$(systemctl show -p MainPID --value "$1")" -f "^sglang::scheduler")'
+    lab.ssh("sh", "-c", script, "sh", unit)
+
+
+@pytest.mark.timeout(600)
+async def test_a_plain_stop_by_someone_else_is_said_as_a_stop_and_a_kill_as_a_crash(real_lab: LabHandle) -> None:
+    """Under the default KillMode a `systemctl stop` ends `failed`, Result=signal, 9/KILL, as a kill
+    -9 of a scheduler does (tests/data/sglang-0.5.23/README.md); systemd's journal says which."""
+    lab, unit = real_lab, TP1
+    start_ready(lab, unit)
+    try:
+        app = CockpitApp(Config(), Target(lab.name, unit))
+        async with app.run_test(size=(150, 40)):
+            pane, view = app.query_one(StatusPane), app.query_one(JournalView)
+            await until(lambda: pane.status is not None and pane.status.ready, START_S, lambda: pane.status)
+            first = pane.status.invocation_id
+            ended = stop(lab, unit)
+            await until(lambda: pane.status.active_state in ("failed", "inactive"), 30, lambda: pane.status)
+            shown = str(pane.render())
+            if ended == ("failed", "signal"):  # 10 of 10 plain stops here; a graceful one leaves no exit to say
+                assert "last exit stopped by a stop job (killed 9/KILL)" in shown, shown
+                assert "down ✗" in shown and "not a crash" in shown, shown
+            lab.ssh("systemctl", "start", unit)
+            await until(lambda: pane.status.invocation_id not in (None, first), 60, lambda: pane.status)
+            await until(
+                lambda: any("previous exit: stopped by a stop job" in t for t in view.model.separators.values()),
+                60,
+                lambda: view.model.separators,
+            )
+            await until(lambda: pane.status.ready, START_S, lambda: pane.status)
+            second = pane.status.invocation_id
+            kill_scheduler(lab, unit)
+            await until(
+                lambda: pane.status.active_state == "failed" and pane.status.invocation_id == second, 60, pane.status
+            )
+            shown = str(pane.render())
+            assert "last exit killed 9/KILL" in shown and "stopped by" not in shown, shown
+    finally:
+        end(lab, unit)
+
+
+@pytest.mark.timeout(600)
+async def test_the_cockpits_own_restart_is_recorded_as_a_restart_watched_to_the_next_start(
+    real_lab: LabHandle,
+) -> None:
+    """The app's `r`: one attempt whose outcome is the new start's (ready), however badly the start
+    it stopped died of the stop (under the default KillMode, 9/KILL in 4 of 6 restarts here)."""
+    from cockpit.ui.panes.attempts import AttemptsPane
+    from cockpit.ui.screens.confirm import ConfirmModal
+
+    lab, unit = real_lab, TP1
+    start_ready(lab, unit)
+    try:
+        app = CockpitApp(Config(), Target(lab.name, unit))
+        async with app.run_test(size=(150, 40)) as pilot:
+            pane, view = app.query_one(StatusPane), app.query_one(JournalView)
+            await until(lambda: pane.status is not None and pane.status.ready, START_S, lambda: pane.status)
+            await until(lambda: app.session.unit is not None, 30, "the unit file")
+            first = pane.status.invocation_id
+            await pilot.press("r")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmModal)
+            await pilot.press("y")
+            await until(lambda: [a.outcome for a in app.session.attempts()] not in ([], ["pending"]), START_S + 60)
+            [attempt] = app.session.attempts()
+            assert (attempt.note, attempt.outcome, attempt.texts, attempt.traceback) == ("restart", "ready", {}, None)
+            assert attempt.detail.startswith("the start before it: stopped by the cockpit's restart"), attempt
+            await until(lambda: pane.status.invocation_id != first and pane.status.ready, 30, lambda: pane.status)
+            assert "last exit stopped by the cockpit's restart" in str(pane.render()), str(pane.render())
+            listed = app.query_one(AttemptsPane)
+            await until(lambda: listed.option_count == 1, 5, "the timeline opened on the attempt")
+            row = str(listed.get_option_at_index(0).prompt)
+            assert "✓ #1" in row and "ready in" in row and "restart" in row and "crash" not in row, row
+            assert any("previous exit: stopped by a stop job" in t for t in view.model.separators.values())
+    finally:
+        end(lab, unit)
+
+
+@pytest.mark.timeout(900)
+async def test_the_preflight_warns_of_the_kill_mode_and_its_edit_makes_a_stop_clean(real_lab: LabHandle) -> None:
+    """`cockpit preflight` warns on the lab's unit as shipped (no KillMode=); `KillMode=mixed`, set in
+    the editor's unit view (R, k) and written by its w, makes every stop end inactive, Result=success."""
+    from cockpit.ui.screens.write import WriteModal
+
+    lab, unit = real_lab, TP1
+    original = lab.ssh("cat", TP1_FILE).stdout
+
+    def kill_mode_findings() -> list[dict]:
+        return model_findings(lab, unit, "kill-mode")
+
+    try:
+        [warned] = kill_mode_findings()
+        assert warned["severity"] == "warning" and warned["fix"].startswith("KillMode=mixed in [Service]"), warned
+        before = []
+        for _ in range(2):
+            start_ready(lab, unit)
+            before.append(stop(lab, unit))
+        app = CockpitApp(Config(), Target(lab.name, unit))
+        async with app.run_test(size=(150, 50)) as pilot:
+            await until(lambda: app.session.unit is not None and app.session.deployment is not None, 60)
+            await pilot.press("e")
+            pane = app.query_one(FlagsPane)
+            assert [f.rule for f in pane.findings if f.rule == "kill-mode"] == ["kill-mode"]
+            await pilot.press("R", "k")
+            await pilot.pause()
+            await pilot.press("w")
+            await until(lambda: isinstance(app.screen, WriteModal), 30, "the write modal")
+            await pilot.press("y")
+            await until(lambda: [a.outcome for a in app.session.attempts()] not in ([], ["pending"]), START_S + 60)
+            [attempt] = app.session.attempts()
+            assert attempt.outcome == "ready", attempt
+            written = original.replace("--port 30010\n", "--port 30010\nKillMode=mixed\n")
+            assert list(attempt.texts.values()) == [written], attempt.texts
+        assert lab.ssh("systemctl", "show", "-p", "KillMode", "--value", unit).stdout.strip() == "mixed"
+        assert kill_mode_findings() == []
+        after = [stop(lab, unit)]
+        for _ in range(2):
+            start_ready(lab, unit)
+            after.append(stop(lab, unit))
+        failed = sum(state == "failed" for state, _ in before)
+        print(f"stops that ended failed: {failed} of {len(before)} before KillMode=mixed, 0 of {len(after)} after")
+        assert after == [("inactive", "success")] * 3, after
+    finally:
+        lab.ssh("tee", TP1_FILE, input=original)
+        lab.ssh("sh", "-c", f"rm -f {TP1_FILE}.cockpit-bak.*")
+        lab.ssh("systemctl", "daemon-reload")
+        end(lab, unit)
+
+
 # -- /health generates a token; the tp 1 scheduler is rank 0 (issue 25, items 1 and 3) ------------
 
 SERVING = "sglang-real-tp1.service"  # started once for the tests below, which only read it
@@ -588,167 +746,3 @@ def test_a_unit_that_turns_the_switch_off_is_said_to_ask_the_model_nothing(servi
     assert health["generation"] == f"{SWITCH}=0 in the unit's environment", health
     assert health["seconds"] < 1.0 and HEALTH_PREFILL not in said, (health, said)
     assert told["readiness"] == "ready", told
-
-
-# -- a stop told from a crash (issue 25, item 5) --------------------------------------------------
-
-TP1 = "sglang-real-tp1.service"
-TP1_FILE = f"/etc/systemd/system/{TP1}"
-
-
-def start_ready(lab: LabHandle, unit: str) -> None:
-    """Start the unit and wait for its /ready, polled on the host once a second in one SSH session
-    (the journal's ready line would be any earlier start's too)."""
-    probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{REAL_UNITS[unit]}/ready', timeout=5)"
-    script = (
-        f'systemctl start "$1"; for i in $(seq {START_S}); do python3 -c "$2" 2>/dev/null && exit 0; '
-        'systemctl -q is-failed "$1" && exit 2; sleep 1; done; exit 1'
-    )
-    started = lab.ssh("sh", "-c", script, "sh", unit, probe, check=False, timeout=START_S + 30)
-    assert started.returncode == 0, f"{unit} never answered /ready: {journal(lab, unit)[-3000:]}"
-
-
-def stop(lab: LabHandle, unit: str) -> tuple[str, str]:
-    """`systemctl stop` by someone else than the cockpit; (ActiveState, Result) once it is done."""
-    lab.ssh("systemctl", "stop", unit, timeout=120)
-    shown = lab.ssh("systemctl", "show", "-p", "ActiveState,Result", unit).stdout  # in systemd's order, not ours
-    props = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
-    return props["ActiveState"], props["Result"]
-
-
-def kill_scheduler(lab: LabHandle, unit: str) -> None:
-    """kill -9 of the unit's `sglang::scheduler`: the crash a stop must not be taken for."""
-    script = 'kill -9 $(pgrep -P "$(systemctl show -p MainPID --value "$1")" -f "^sglang::scheduler")'
-    lab.ssh("sh", "-c", script, "sh", unit)
-
-
-@pytest.mark.timeout(600)
-async def test_a_plain_stop_by_someone_else_is_said_as_a_stop_and_a_kill_as_a_crash(real_lab: LabHandle) -> None:
-    """Under the default KillMode a `systemctl stop` ends `failed`, Result=signal, 9/KILL, as a kill
-    -9 of a scheduler does (tests/data/sglang-0.5.23/README.md); systemd's journal says which."""
-    lab, unit = real_lab, TP1
-    start_ready(lab, unit)
-    try:
-        app = CockpitApp(Config(), Target(lab.name, unit))
-        async with app.run_test(size=(150, 40)):
-            pane, view = app.query_one(StatusPane), app.query_one(JournalView)
-            await until(lambda: pane.status is not None and pane.status.ready, START_S, lambda: pane.status)
-            first = pane.status.invocation_id
-            ended = stop(lab, unit)
-            await until(lambda: pane.status.active_state in ("failed", "inactive"), 30, lambda: pane.status)
-            shown = str(pane.render())
-            if ended == ("failed", "signal"):  # 10 of 10 plain stops here; a graceful one leaves no exit to say
-                assert "last exit stopped by a stop job (killed 9/KILL)" in shown, shown
-                assert "down ✗" in shown and "not a crash" in shown, shown
-            lab.ssh("systemctl", "start", unit)
-            await until(lambda: pane.status.invocation_id not in (None, first), 60, lambda: pane.status)
-            await until(
-                lambda: any("previous exit: stopped by a stop job" in t for t in view.model.separators.values()),
-                60,
-                lambda: view.model.separators,
-            )
-            await until(lambda: pane.status.ready, START_S, lambda: pane.status)
-            second = pane.status.invocation_id
-            kill_scheduler(lab, unit)
-            await until(
-                lambda: pane.status.active_state == "failed" and pane.status.invocation_id == second, 60, pane.status
-            )
-            shown = str(pane.render())
-            assert "last exit killed 9/KILL" in shown and "stopped by" not in shown, shown
-    finally:
-        end(lab, unit)
-
-
-@pytest.mark.timeout(600)
-async def test_the_cockpits_own_restart_is_recorded_as_a_restart_watched_to_the_next_start(
-    real_lab: LabHandle,
-) -> None:
-    """The app's `r`: one attempt whose outcome is the new start's (ready), however badly the start
-    it stopped died of the stop (under the default KillMode, 9/KILL in 4 of 6 restarts here)."""
-    from cockpit.ui.panes.attempts import AttemptsPane
-    from cockpit.ui.screens.confirm import ConfirmModal
-
-    lab, unit = real_lab, TP1
-    start_ready(lab, unit)
-    try:
-        app = CockpitApp(Config(), Target(lab.name, unit))
-        async with app.run_test(size=(150, 40)) as pilot:
-            pane, view = app.query_one(StatusPane), app.query_one(JournalView)
-            await until(lambda: pane.status is not None and pane.status.ready, START_S, lambda: pane.status)
-            await until(lambda: app.session.unit is not None, 30, "the unit file")
-            first = pane.status.invocation_id
-            await pilot.press("r")
-            await pilot.pause()
-            assert isinstance(app.screen, ConfirmModal)
-            await pilot.press("y")
-            await until(lambda: [a.outcome for a in app.session.attempts()] not in ([], ["pending"]), START_S + 60)
-            [attempt] = app.session.attempts()
-            assert (attempt.note, attempt.outcome, attempt.texts, attempt.traceback) == ("restart", "ready", {}, None)
-            assert attempt.detail.startswith("the start before it: stopped by the cockpit's restart"), attempt
-            await until(lambda: pane.status.invocation_id != first and pane.status.ready, 30, lambda: pane.status)
-            assert "last exit stopped by the cockpit's restart" in str(pane.render()), str(pane.render())
-            listed = app.query_one(AttemptsPane)
-            await until(lambda: listed.option_count == 1, 5, "the timeline opened on the attempt")
-            row = str(listed.get_option_at_index(0).prompt)
-            assert "✓ #1" in row and "ready in" in row and "restart" in row and "crash" not in row, row
-            assert any("previous exit: stopped by a stop job" in t for t in view.model.separators.values())
-    finally:
-        end(lab, unit)
-
-
-@pytest.mark.timeout(900)
-async def test_the_preflight_warns_of_the_kill_mode_and_its_edit_makes_a_stop_clean(real_lab: LabHandle) -> None:
-    """`cockpit preflight` warns on the lab's unit as shipped (no KillMode=); `KillMode=mixed`, set in
-    the editor's unit view (R, k) and written by its w, makes every stop end inactive, Result=success."""
-    from cockpit.ui.screens.write import WriteModal
-
-    lab, unit = real_lab, TP1
-    original = lab.ssh("cat", TP1_FILE).stdout
-
-    def kill_mode_findings() -> list[dict]:
-        out = subprocess.run(
-            [COCKPIT, "preflight", "--host", lab.name, "--unit", unit, "--static-only", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert out.returncode in (0, 1), out.stdout + out.stderr
-        return [f for f in json.loads(out.stdout) if f["rule"] == "kill-mode"]
-
-    try:
-        [warned] = kill_mode_findings()
-        assert warned["severity"] == "warning" and warned["fix"].startswith("KillMode=mixed in [Service]"), warned
-        before = []
-        for _ in range(2):
-            start_ready(lab, unit)
-            before.append(stop(lab, unit))
-        app = CockpitApp(Config(), Target(lab.name, unit))
-        async with app.run_test(size=(150, 50)) as pilot:
-            await until(lambda: app.session.unit is not None and app.session.deployment is not None, 60)
-            await pilot.press("e")
-            pane = app.query_one(FlagsPane)
-            assert [f.rule for f in pane.findings if f.rule == "kill-mode"] == ["kill-mode"]
-            await pilot.press("R", "k")
-            await pilot.pause()
-            await pilot.press("w")
-            await until(lambda: isinstance(app.screen, WriteModal), 30, "the write modal")
-            await pilot.press("y")
-            await until(lambda: [a.outcome for a in app.session.attempts()] not in ([], ["pending"]), START_S + 60)
-            [attempt] = app.session.attempts()
-            assert attempt.outcome == "ready", attempt
-            written = original.replace("--port 30010\n", "--port 30010\nKillMode=mixed\n")
-            assert list(attempt.texts.values()) == [written], attempt.texts
-        assert lab.ssh("systemctl", "show", "-p", "KillMode", "--value", unit).stdout.strip() == "mixed"
-        assert kill_mode_findings() == []
-        after = [stop(lab, unit)]
-        for _ in range(2):
-            start_ready(lab, unit)
-            after.append(stop(lab, unit))
-        failed = sum(state == "failed" for state, _ in before)
-        print(f"stops that ended failed: {failed} of {len(before)} before KillMode=mixed, 0 of {len(after)} after")
-        assert after == [("inactive", "success")] * 3, after
-    finally:
-        lab.ssh("tee", TP1_FILE, input=original)
-        lab.ssh("sh", "-c", f"rm -f {TP1_FILE}.cockpit-bak.*")
-        lab.ssh("systemctl", "daemon-reload")
-        end(lab, unit)

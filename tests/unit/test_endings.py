@@ -74,3 +74,82 @@ def test_the_journals_restart_separator_says_stopped_or_the_exit() -> None:
         "previous exit: killed 9/KILL",
         "previous exit: stopped by a stop job (killed 9/KILL)",
     ]
+
+
+def test_the_start_after_a_crash_knows_from_the_journal_how_the_one_before_ended() -> None:
+    """systemd forgets how a start ended once the next begins (an automatic restart): `cockpit
+    status`, which reads once with no memory of earlier polls, reads it from systemd's own line
+    of that start, among the lines it asks journalctl's --grep for; a stop job said as one."""
+    import re
+    from dataclasses import replace
+
+    from cockpit.sglang.status_read import SAID_PATTERN
+
+    kill, restart = entries("real-tp1-kill9-scheduler.jsonl"), entries("real-tp1-restart.jsonl")
+    stopped, started = invocations(restart)
+    # A start after the kill -9 (the restart recording's next start stands for it), and the restart itself.
+    after_crash = kill + [e for e in restart if e.invocation_id == started]
+    grep = re.compile(SAID_PATTERN)
+    running = UnitStatus("sglang-real-tp1.service", "lab", active_state="active", invocation_id=started)
+    for journal, stop in ((after_crash, None), (restart, STOP_JOB)):
+        [exited] = [e for e in journal if e.pid == 1 and "Main process exited" in e.message]
+        said = Endings().feed(journal).of(running)
+        assert (said.previous_exit, said.previous_exit_at) == ("killed 9/KILL", exited.realtime_us / 1e6)
+        assert said.previous_stopped_by == stop and said.last_exit is None
+        asked = Endings().feed([e for e in journal if grep.search(e.message)]).of(running)
+        assert (asked.previous_exit, asked.previous_exit_at, asked.previous_stopped_by) == (
+            said.previous_exit,
+            said.previous_exit_at,
+            stop,
+        )
+    # The poll's memory of an earlier failed state it saw gives way to the journal's line of the start before.
+    remembered = replace(running, previous_exit="exited 1", previous_exit_at=1.0)
+    assert Endings().feed(after_crash).of(remembered).previous_exit == "killed 9/KILL"
+
+
+def test_the_lines_journalctl_greps_newest_first_are_read_oldest_first() -> None:
+    """systemd 252's journalctl prints `--grep`'s last `-n` entries newest first (the lab's
+    bookworm): read as they came, a start's ending would begin at its tree's kill and the start
+    before a restart would be the one after it."""
+    import asyncio
+    import re
+
+    from cockpit.remote.base import RunResult
+    from cockpit.sglang.status_read import SAID_PATTERN
+    from cockpit.systemd.journal import matching
+
+    _, started = invocations(entries("real-tp1-restart.jsonl"))
+    lines = [
+        line
+        for name in ("real-tp1-kill9-scheduler.jsonl", "real-tp1-restart.jsonl")
+        for line in (DATA / name).read_text().splitlines()
+        if re.search(SAID_PATTERN, parse_json_line(line).message)
+        and (name.startswith("real-tp1-kill9") or parse_json_line(line).invocation_id == started)
+    ]
+
+    class Newest:
+        name = "lab"
+
+        async def run(self, argv, *, input=None, timeout=30.0):
+            return RunResult(tuple(argv), 0, "\n".join(reversed(lines)).encode(), b"")
+
+    read = asyncio.run(matching(Newest(), "sglang-real-tp1.service", SAID_PATTERN, 500, 5))  # type: ignore[arg-type]
+    assert read is not None and [e.cursor for e in read] == [parse_json_line(line).cursor for line in lines]
+    running = UnitStatus("sglang-real-tp1.service", "lab", active_state="active", invocation_id=started)
+    assert Endings().feed(read).of(running).previous_exit == "killed 9/KILL"
+
+
+def test_the_last_exit_is_said_alike_by_the_pane_and_cockpit_status() -> None:
+    """The status pane's `last exit` and `cockpit status`'s are one wording; the JSON's last_exit
+    is the unit's last, this start's or else the one before's, as the pane's is."""
+    import time
+
+    restarted = UnitStatus(
+        "sglang-real-tp1.service", "lab", active_state="active", previous_exit="killed 9/KILL", previous_exit_at=1e9
+    )
+    clock = time.strftime("%H:%M:%S", time.localtime(1e9))
+    assert restarted.exit_said == f"killed 9/KILL at {clock}"
+    assert restarted.to_json()["last_exit"] == "killed 9/KILL" and restarted.last_exit is None
+    died = failed("x" * 32)
+    assert died.to_json()["last_exit"] == "killed 9/KILL" and died.exit_said.startswith("killed 9/KILL at ")
+    assert UnitStatus("u", "h").exit_said == "-" and UnitStatus("u", "h").to_json()["last_exit"] is None

@@ -54,15 +54,16 @@ def test_a_hang_ended_by_its_watchdog_reads_every_rank_and_the_sigquit() -> None
     signals = scan.of(invocation)
     assert signals.ready_at is not None
     assert sorted(signals.watchdog) == [f"TP{r}" for r in range(8)]
-    assert signals.sigquit_at is not None and signals.sigquit_at >= max(signals.watchdog.values())
+    assert signals.ending_at is not None and signals.ending_at >= max(signals.watchdog.values())
     status = running(invocation_id=invocation)
     # While the ranks wait for their watchdog's SIGQUIT: hung, every rank named.
     before = Signals(ready_at=signals.ready_at, watchdog=signals.watchdog, titles=dict(signals.titles))
     told = assess(status, before, OK, TITLES)
     assert told.state == HUNG and told.reason.startswith("the watchdog fired on TP0..TP7 at ")
     assert "cockpit stacks" in told.reason
-    # Once the parent has its SIGQUIT, the server is ending.
-    assert assess(status, signals, OK, TITLES).state == DOWN
+    # Once the parent has its SIGQUIT, the server is ending, of the hang.
+    told = assess(status, signals, OK, TITLES)
+    assert (told.state, told.reason) == (DOWN, "ending (the watchdog fired on TP0..TP7)")
 
 
 def test_a_dead_detokenizer_under_a_200_health_is_degraded() -> None:
@@ -147,7 +148,9 @@ def test_the_error_lines_of_every_release_are_read() -> None:
         ]
     )
     signals = scan.of("x")
-    assert signals.ready_at and signals.health_failed_at and signals.sigquit_at and signals.exceptions == {"TP0": 9.0}
+    assert signals.ready_at and signals.health_failed_at and signals.ending_at and signals.exceptions == {"TP0": 9.0}
+    told = assess(running(invocation_id="x"), signals, OK, None)
+    assert (told.state, told.reason) == (DOWN, "ending (TP0 hit an exception; initialization failed)")
 
 
 def test_a_node_of_rank_above_0_is_ready_by_its_schedulers_not_its_dummy_health() -> None:
@@ -168,6 +171,10 @@ def test_the_group_is_broken_when_a_node_is_down_and_another_runs() -> None:
     broken = group_readiness([("n0", ready), ("n1", down)])
     assert broken.state == BROKEN and broken.reason.startswith("n1 (sglang-demo.service on cockpit-lab) is down")
     assert group_readiness([("n0", down), ("n1", down)]).state == DOWN  # nothing runs: down, not broken
+    # Both found ended: the first to end is named, not node 0 because it is listed first.
+    first, later = replace(down, exec_main_exit=100.0), replace(down, exec_main_exit=112.0)
+    assert group_readiness([("n0", later), ("n1", first)]).reason.startswith("n1: ")
+    assert group_readiness([("n0", first), ("n1", later)]).reason.startswith("n0: ")
 
 
 def census(name: str, taken_at: float | None = None) -> processes.UnitProcesses:
@@ -211,3 +218,107 @@ def test_the_real_tp1_census_is_ready_and_its_scheduler_gone_is_degraded() -> No
     )
     told = assess(status, Signals(ready_at=1.0), OK, gone, schedulers=schedulers)
     assert told.state == DEGRADED and told.reason.startswith("1 of its 1 scheduler processes are gone")
+
+
+# -- a child that dies ends the whole server (issue 25, item 4) -------------------------------------
+
+
+def real(name: str) -> list[JournalEntry]:
+    return journal(f"sglang-0.5.23/{name}")
+
+
+def ended(status, **more):
+    """The state systemd leaves once SGLang killed its own tree: failed, 9/KILL."""
+    fields = {"active_state": "failed", "sub_state": "failed", "result": "signal", **more}
+    return replace(status, exec_main_code="killed", exec_main_status=9, exec_main_exit=1796233438.39, **fields)
+
+
+def test_a_killed_tp1_scheduler_is_the_server_ending_from_its_first_line_on() -> None:
+    """0.5.23's watchdog names the dead child and its exit within a second; for the 5 s SGLang
+    sleeps before it kills its tree the server still answers /health's last 200 and its census
+    lacks the scheduler: never degraded, each line on (tests/data/sglang-0.5.23)."""
+    kill = real("real-tp1-kill9-scheduler.jsonl")
+    invocation = kill[0].invocation_id
+    status = running(main_pid=448, invocation_id=invocation)
+    seen = census("real-tp1-processes.txt", taken_at=1796233400.0)
+    scan = HealthScan()
+    scan.feed(real("real-tp1-start.jsonl"))
+    scan.saw(invocation, seen)
+    assert assess(status, scan.of(invocation), OK, seen, schedulers=1).state == READY
+    gone = replace(seen, titles={p: t for p, t in seen.titles.items() if p != 489}, taken_at=1796233434.0)
+    said = []
+    for entry in (e for e in kill if e.pid != 1):
+        scan.feed([entry])
+        scan.saw(invocation, gone, 1)
+        told = assess(status, scan.of(invocation), OK, gone, schedulers=1)
+        said.append((told.state, told.reason))
+    assert said == [(DOWN, "ending (scheduler 0 crashed, exit -9)")] * 5
+    told = assess(ended(status), scan.of(invocation), None, None)
+    assert told.reason == "the unit is failed (failed, last exit killed 9/KILL) after scheduler 0 crashed, exit -9"
+    waiting = ended(status, active_state="activating", sub_state="auto-restart")
+    told = assess(waiting, scan.of(invocation), None, None)
+    assert (told.state, told.reason) == (DOWN, "waiting to restart after killed 9/KILL (scheduler 0 crashed, exit -9)")
+
+
+def test_a_killed_tp2_rank_is_named_by_the_census_taken_while_the_server_ends() -> None:
+    """At tp 2 the rank whose peer died raises first and SIGQUITs the parent, whose handler stops
+    the watchdog before it names the dead one: only the processes say TP1 is gone (TP0 raised,
+    so said why), in the app's census at the ending and in `cockpit status`'s one census."""
+    start, kill = real("real-tp2-start.jsonl"), real("real-tp2-kill9-scheduler-tp1.jsonl")
+    invocation = kill[0].invocation_id
+    status = running(main_pid=739, invocation_id=invocation)
+    seen = census("real-tp2-processes.txt", taken_at=1796233600.0)
+    before_tree_kill = [e for e in kill if "kill_process_tree" not in e.message and e.pid != 1]
+    scan = HealthScan()
+    scan.feed(start)
+    scan.saw(invocation, seen)
+    scan.feed(before_tree_kill)
+    signals = scan.of(invocation)
+    assert signals.ending_at is not None and signals.exceptions.keys() == {"TP0"}
+    told = assess(status, signals, OK, seen, schedulers=2)
+    assert (told.state, told.reason) == (DOWN, "ending (TP0 hit an exception)")  # before any census of its end
+
+    def without(*ranks: str, taken_at: float) -> processes.UnitProcesses:
+        titles = {p: t for p, t in seen.titles.items() if t not in {f"sglang::scheduler_{r}" for r in ranks}}
+        return processes.UnitProcesses(titles, taken_at)
+
+    early = without("TP1", taken_at=signals.ending_at - 0.5)  # taken before the ending: says nothing of it
+    scan.saw(invocation, early, 2)
+    assert signals.crashed == {}
+    later = without("TP0", "TP1", taken_at=signals.ending_at + 0.3)  # TP0 exits after its exception
+    scan.saw(invocation, later, 2)
+    told = assess(status, signals, OK, later, schedulers=2)
+    assert (told.state, told.reason) == (DOWN, "ending (TP1 crashed; TP0 hit an exception)")
+    fresh = HealthScan()  # `cockpit status`: its one census, and the flags' two ranks
+    fresh.feed(before_tree_kill)
+    fresh.saw(invocation, later, 2)
+    assert assess(status, fresh.of(invocation), OK, later, schedulers=2).reason == told.reason
+    late = HealthScan()  # a census after SGLang killed its tree names nothing
+    late.feed(kill)
+    tree_killed = late.of(invocation).tree_killed_at
+    assert tree_killed is not None
+    late.saw(invocation, processes.UnitProcesses({739: seen.titles[739]}, tree_killed + 0.01), 2)
+    assert late.of(invocation).crashed == {}
+    assert assess(status, late.of(invocation), OK, None).reason == "ending (TP0 hit an exception)"
+
+
+def test_the_children_a_stop_kills_are_no_crash() -> None:
+    """Under the default KillMode a stop's SIGTERM kills the scheduler first and 0.5.23 says
+    `crashed with exit code -15` as for a crash; the stop job's line of the same start makes it
+    a stop. A graceful stop kills only its children (`include_parent=False`): no ending at all."""
+    from cockpit.systemd.endings import Endings
+
+    stop = real("real-tp1-stop.jsonl")
+    invocation = stop[0].invocation_id
+    scan = HealthScan()
+    scan.feed(stop)
+    assert scan.of(invocation).crashed == {"scheduler 0": -15}
+    endings = Endings().feed(stop)
+    still = endings.of(running(invocation_id=invocation))  # the poll's last status, from before the stop
+    told = assess(still, scan.of(invocation), OK, None)
+    assert (told.state, told.reason) == (DOWN, "systemd is stopping it")
+    told = assess(endings.of(ended(still)), scan.of(invocation), None, None)
+    assert told.reason == "the unit is failed (failed, last exit killed 9/KILL)"
+    graceful = real("real-tp2-stop.jsonl")
+    scan.feed(graceful)
+    assert scan.of(graceful[0].invocation_id).ending_at is None

@@ -96,6 +96,28 @@ def test_each_of_the_eight_tracebacks_is_in_the_note_in_full_as_the_journal_has_
     assert tl.index("8 tracebacks") < tl.index("Main process exited") < tl.index("ready to roll")
 
 
+def test_a_childs_death_is_the_crash_of_its_start_in_the_timeline_with_or_without_a_traceback() -> None:
+    """A kill -9 of the real tp 1's scheduler prints no traceback; at tp 2, TP1's leaves one on
+    TP0 (gloo's reset connection). Either way SGLang's own lines of its ending stand in the
+    timeline between the last request and systemd's exit (tests/data/sglang-0.5.23)."""
+    for name, first in (
+        ("real-tp1-kill9-scheduler.jsonl", "Subprocess scheduler_0 (pid=489) crashed with exit code -9."),
+        ("real-tp2-kill9-scheduler-tp1.jsonl", "traceback: RuntimeError (TP0)"),
+    ):
+        entries = [parse_json_line(line) for line in (DATA / "sglang-0.5.23" / name).read_text().splitlines()]
+        events = [
+            text
+            for _, text in timeline(
+                Incident("lab", "u", tracebacks=tracebacks_in(entries), events=unit_events(entries))
+            )
+        ]
+        ending = next(k for k, text in enumerate(events) if first in text)
+        said = next(k for k, text in enumerate(events) if "SIGQUIT received. " in text)
+        tree = next(k for k, text in enumerate(events) if "kill_process_tree called: " in text)
+        exited = next(k for k, text in enumerate(events) if "Main process exited, code=killed, status=9/KILL" in text)
+        assert ending <= said < tree < exited, events
+
+
 def test_a_traceback_holding_backticks_gets_a_fence_nothing_inside_can_close() -> None:
     lines = [
         "Traceback (most recent call last):",

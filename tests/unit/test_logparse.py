@@ -223,9 +223,10 @@ def test_lines_that_are_not_events(line: str) -> None:
 # carry SGLang's log prefix). Only the two logs hold events; the launch and preflight outputs are
 # warnings and tracebacks, and only 0.5.23's preflight run logs through SGLang's logger at all.
 EVERY_FIXTURE: dict[str, tuple[int, dict[str, int], int]] = {
-    "launch_server/launch_server-0.5.23-eagle3-steps3-only.txt": (32, {}, 3),
+    # A refused start's `kill_process_tree called: ..., include_parent=False`: no server ending itself.
+    "launch_server/launch_server-0.5.23-eagle3-steps3-only.txt": (32, {"ErrorMarker:tree_killed": 1}, 3),
     "launch_server/launch_server-0.5.23-eagle3-topk4-drafttok3.tail20.txt": (20, {}, 0),
-    "launch_server/launch_server-0.5.23-eagle3-topk4-drafttok3.txt": (33, {}, 3),
+    "launch_server/launch_server-0.5.23-eagle3-topk4-drafttok3.txt": (33, {"ErrorMarker:tree_killed": 1}, 3),
     "launch_server/launch_server-0.5.9-eagle3-topk4-drafttok3.txt": (28, {}, 3),
     "logs/prometheus-metric-names-0.5.23.tsv": (164, {}, 0),
     "logs/scheduler-lines-0.5.23.log": (6, {"DecodeStats": 3, "PrefillStats": 3}, 6),

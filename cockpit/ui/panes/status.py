@@ -46,15 +46,6 @@ _AFTER_LOSS = {"reconnecting": "reconnecting", "error": "cannot reconnect", "dis
 _TROUBLE = tuple(_VERBS)
 
 
-def _last_exit(st: UnitStatus) -> str:
-    """This invocation's exit, else the previous one's with its time (systemd forgets it at an
-    automatic restart); a stop said as one, not as the signal it died of; `-` when none is known."""
-    how, when = (st.ended, st.exec_main_exit) if st.last_exit else (st.previous_ended, st.previous_exit_at)
-    if how is None:
-        return "-"
-    return how + (f" at {time.strftime('%H:%M:%S', time.localtime(when))}" if when else "")
-
-
 class StatusPane(Widget, can_focus=False):
     """State, readiness and identity; PID, uptime, restarts, last exit, resources; trouble."""
 
@@ -243,7 +234,7 @@ class StatusPane(Widget, can_focus=False):
                 f"pid {st.main_pid or '-'}",
                 f"up {duration(st.uptime(st.checked_at))}",
                 f"restarts {st.n_restarts}",
-                f"last exit {_last_exit(st)}",
+                f"last exit {st.exit_said}",
                 *([f"mem {size(st.memory_bytes)}"] if st.memory_bytes is not None else []),
                 f"invocation {st.invocation_id[:12] if st.invocation_id else '-'}",
             ]
