@@ -17,6 +17,7 @@ from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host
 from cockpit.sglang.flags import Catalog
+from cockpit.sglang.health import HealthScan, ending_cause
 from cockpit.sglang.logparse import READY_TEXT
 from cockpit.sglang.preflight import Finding, check_static, given_flags
 from cockpit.sglang.unit_preflight import check_unit
@@ -141,9 +142,19 @@ async def _watched(
         return attempt
     attempt.outcome, attempt.seconds = watch.outcome, watch.seconds
     before = f"the start before it: {watch.ended}" if watch.ended else ""
-    attempt.detail = "; ".join(d for d in (watch.detail, before) if d)
+    attempt.detail = "; ".join(d for d in (watch.detail, _ended_itself(watch.entries), before) if d)
     if watch.outcome != "ready":
         tb = last_with_frames(fold_entries(watch.entries))  # the new invocation's own lines
         attempt.traceback = tb.to_json() if tb is not None else None
     log.save(attempt)
     return attempt
+
+
+def _ended_itself(entries: list[JournalEntry]) -> str:
+    """What ended the watched start where SGLang ended it itself (`scheduler 0 crashed, exit -9`:
+    a child's death prints no traceback at tp 1), else empty."""
+    scan = HealthScan()
+    scan.feed(entries)
+    starts = [e.invocation_id for e in entries if e.invocation_id and e.pid != 1]
+    signals = scan.of(starts[-1] if starts else None)
+    return ending_cause(signals) if signals.ending_at is not None else ""

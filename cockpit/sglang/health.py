@@ -182,7 +182,7 @@ def _lacking(signals: Signals, now: set[str], schedulers: int | None) -> list[tu
     return [(who, None) for who in lacking]
 
 
-def _cause(signals: Signals) -> str:
+def ending_cause(signals: Signals) -> str:
     """What ended the start, as its journal and the census during its end say: `scheduler 0
     crashed, exit -9`, `TP1 crashed; TP0 hit an exception`; empty where nothing says."""
     said = [f"{who} crashed" + (f", exit {code}" if code is not None else "") for who, code in signals.crashed.items()]
@@ -216,7 +216,7 @@ def assess(
     # A start SGLang ended itself, said with what ended it while it ends and after (a stop's
     # children die too, of its SIGTERM: no cause of a start a stop job ended).
     ended = signals.ending_at is not None and status.stopped_by is None
-    cause = _cause(signals) if ended else ""
+    cause = ending_cause(signals) if ended else ""
     if state in ("failed", "inactive"):
         why = f", last exit {status.last_exit}" if status.last_exit else ""
         return Readiness(DOWN, f"the unit is {state} ({status.sub_state}{why})" + (f" after {cause}" if cause else ""))

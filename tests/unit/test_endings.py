@@ -153,3 +153,22 @@ def test_the_last_exit_is_said_alike_by_the_pane_and_cockpit_status() -> None:
     died = failed("x" * 32)
     assert died.to_json()["last_exit"] == "killed 9/KILL" and died.exit_said.startswith("killed 9/KILL at ")
     assert UnitStatus("u", "h").exit_said == "-" and UnitStatus("u", "h").to_json()["last_exit"] is None
+
+
+def test_an_attempt_whose_start_sglang_ended_itself_says_what_ended_it() -> None:
+    """A child's death prints no traceback at tp 1: the attempt's detail names it, and the
+    attempt timeline shows that detail for a crash without a traceback."""
+    from cockpit.attempts import Attempt
+    from cockpit.rollout import _ended_itself
+    from cockpit.ui.panes.attempts import describe
+
+    assert _ended_itself(entries("real-tp1-kill9-scheduler.jsonl")) == "scheduler 0 crashed, exit -9"
+    assert _ended_itself(entries("real-tp1-start.jsonl")) == ""  # a start that ended nothing
+    # A restart under the default KillMode: the stopped start's schedulers die of SIGTERM (SGLang
+    # says `crashed with exit code -15`), but the start watched is the new one, which ended nothing.
+    assert _ended_itself(entries("real-tp1-restart.jsonl")) == ""
+    attempt = Attempt(1, "lab", "u", 0.0, {}, {}, {}, {}, outcome="crashed", detail="failed (killed 9/KILL)")
+    attempt.detail += "; scheduler 0 crashed, exit -9"
+    assert "· failed (killed 9/KILL); scheduler 0 crashed, exit -9" in describe(attempt).plain
+    attempt.traceback = {"exception": "AssertionError"}  # the traceback says it: no detail repeated
+    assert "scheduler 0 crashed" not in describe(attempt).plain

@@ -34,7 +34,7 @@ def describe(attempt: Attempt) -> Text:
     text.append("  ")  # an outcome longer than its column must not run into the changes
     changes = ", ".join(f"{n} {a}→{b}" for n, a, b in attempt.diff()) or "no flag changed"
     text.append(changes + (f" · {attempt.note}" if attempt.note else ""))
-    if attempt.outcome == "failed" and attempt.detail:
+    if attempt.detail and (attempt.outcome == "failed" or (attempt.outcome == "crashed" and not attempt.traceback)):
         text.append(f" · {attempt.detail}", "red")
     return text
 
