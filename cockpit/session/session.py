@@ -211,6 +211,8 @@ class Session:
         self.gpus: GpuUse | None = None
         self.invocations: set[str] = set()  # the unit's starts seen (journal, polls): whose left-overs
         self._running: str | None = None  # the invocation of the start that is up now
+        self._start_seen_at = 0.0  # when the poll first saw it (the jump box's clock)
+        self._gpus_again = asyncio.Event()  # read the GPU table now: a new start was seen
         self.endings = Endings()  # which starts a stop ended (the cockpit's own, or anyone's)
         self._losses = SuppressionScan(self.target.unit if self.target is not None else "")  # journald's reports
         self._unread, self._unread_said = 0, -UNREAD_NOTICE_S  # journalctl's lines that were no entry
@@ -547,18 +549,26 @@ class Session:
             self.group_readiness = None
 
     async def _poll_gpus(self) -> None:
-        """The host's GPU table every GPU_POLL_S; read once only where it has no nvidia-smi."""
+        """The host's GPU table every GPU_POLL_S, and at once when a new start is seen; read
+        once only where it has no nvidia-smi."""
         while True:
+            self._gpus_again.clear()
             use = await gpu_use.read_or_say(self.host)
             self._show_gpus(use)
             if use.no_tool:
                 return
-            await asyncio.sleep(GPU_POLL_S)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._gpus_again.wait(), GPU_POLL_S)
 
     def _show_gpus(self, use: GpuUse) -> None:
         off = self.deployment.off_gpus if self.deployment is not None else None
         if off is not None:  # no process on the GPUs is in its way: no warning about them
             use = GpuUse(missing=off)
+        elif use.read_at is not None and use.read_at < self._start_seen_at:
+            # A table read before the start that runs now was seen says nothing of what outlived
+            # the start before: its processes then are not warned of until a read after says so.
+            view = self.gpu_view()
+            use = replace(use, processes=[p for p in use.processes if not p.earlier_start(view)])
         self.gpus = use
         self.listener.gpus(use)
 
@@ -619,7 +629,12 @@ class Session:
         up = status.running_invocation
         if self._running is not None and up != self._running and self.live:
             self._spawn(self._survivors_of(self._running), "checking what outlived the start")
-        self._running = up
+        if up != self._running:
+            self._start_seen_at = time.time()
+            self._running = up
+            if self.gpus is not None and self.gpus.read_at is not None:
+                self._show_gpus(self.gpus)  # its warnings of the start before no longer stand
+            self._gpus_again.set()
         self.status = status
         waiters, self._status_waiters = self._status_waiters, []
         for waiter in waiters:

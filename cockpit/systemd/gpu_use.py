@@ -14,6 +14,7 @@ H200 is in tests/data/nvidia-smi/). A host without nvidia-smi has no GPU use to 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
@@ -72,6 +73,7 @@ class GpuUse:
     processes: list[GpuProcess] = field(default_factory=list)
     missing: str | None = None  # why there is nothing to show ("no nvidia-smi on H")
     no_tool: bool = False  # the host has no nvidia-smi: nothing to read again
+    read_at: float | None = None  # the jump box's clock when the read began: what it says was true then
 
     def to_json(self, view: Viewpoint) -> list[dict]:
         """`cockpit status --json`'s `gpus`: one entry per GPU, with who holds it."""
@@ -123,8 +125,13 @@ def parse(text: str) -> GpuUse:
 
 async def read(host: Host) -> GpuUse:
     """The host's GPUs and who holds them; `missing` says why not where it has no nvidia-smi."""
+    began = time.time()
     text = await probe(host, SCRIPT, "nvidia-smi")
-    return parse(text) if text is not None else GpuUse(missing=f"no nvidia-smi on {host.name}", no_tool=True)
+    if text is None:
+        return GpuUse(missing=f"no nvidia-smi on {host.name}", no_tool=True)
+    use = parse(text)
+    use.read_at = began
+    return use
 
 
 async def read_or_say(host: Host) -> GpuUse:

@@ -61,7 +61,7 @@ class Owned:
     def unit(self) -> str | None:
         return unit_of(self.cgroup) if self.cgroup is not None else None
 
-    def _earlier_start(self, view: Viewpoint) -> bool:
+    def earlier_start(self, view: Viewpoint) -> bool:
         """A process of an earlier start of the view's unit, in its cgroup or out of it."""
         ours = self.invocation is not None and (self.invocation in view.earlier or self.unit == view.unit)
         return ours and self.invocation != view.invocation
@@ -70,7 +70,7 @@ class Owned:
         """Whose the process is, said from the view's unit."""
         if self.cgroup is None:
             return "gone, or not readable here"
-        if self._earlier_start(view):
+        if self.earlier_start(view):
             parent = "PID 1's child" if self.ppid == 1 else f"child of {self.ppid}"
             left = "" if self.unit == view.unit else f", out of its cgroup (now {self.cgroup})"
             return f"{parent} from {view.unit}'s earlier invocation {str(self.invocation)[:12]}{left}"
@@ -90,7 +90,7 @@ class Owned:
         """The unit other than the view's whose cgroup holds the process now: ending it takes
         a part of that running unit away (TP0 of another server takes the server down). None
         for a process in no unit, in the view's unit, or left over from its earlier start."""
-        if self.cgroup is None or self.unit in (None, view.unit) or self._earlier_start(view):
+        if self.cgroup is None or self.unit in (None, view.unit) or self.earlier_start(view):
             return None
         return self.unit
 

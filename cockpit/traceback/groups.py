@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from cockpit.traceback.model import Traceback
 
 CRASH_LOOP_STARTS = 3  # this many starts dying the same way is a loop
+CRASH_LOOP_RECENT_S = 600.0  # ... while its last crash is this recent
 
 
 def signature(tb: Traceback) -> tuple[str | None, str, str | None, int | None]:
@@ -87,7 +88,7 @@ def group(tracebacks: Iterable[tuple[int, Traceback]], *, by_rank: bool = True) 
     return list(groups.values())
 
 
-def crash_loop(groups: list[Group], now: float | None = None, recent_s: float = 600.0) -> Group | None:
+def crash_loop(groups: list[Group], now: float | None = None, recent_s: float = CRASH_LOOP_RECENT_S) -> Group | None:
     """The failure the unit keeps restarting into: the newest group, when it spans several
     starts and its last traceback is recent."""
     if not groups:

@@ -412,8 +412,9 @@ class CockpitApp(App[None]):
             return
         span = (loop.last_us - loop.first_us) / 1e6 if loop.first_us and loop.last_us else 0.0
         stop = "x stops the unit while you fix it" if not self.changes_refused() else "read-only here"
+        same = f"the same failure ({loop.newest.exception})"
         self.status_pane.show_crash_loop(
-            f"crash loop: {loop.starts} starts in {duration(span)}, the same failure ({loop.newest.exception}) · {stop}"
+            f"crash loop: {loop.starts} starts in {duration(span)}, {same} · {stop}", (loop.last_us or 0) / 1e6
         )
 
     def on_journal_view_need_older(self, event: JournalView.NeedOlder) -> None:

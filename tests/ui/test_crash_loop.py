@@ -63,3 +63,58 @@ async def test_the_side_list_has_one_row_and_the_status_pane_names_the_loop() ->
         assert "AssertionError ×12" in row and "restart loop: 12 starts since" in row
         text = str(app.query_one(StatusPane).render())
         assert "crash loop: 12 starts in 1m06s, the same failure (AssertionError) · x stops the unit" in text
+
+
+async def test_the_banner_goes_once_a_start_got_ready_and_never_hides_the_readiness_reason() -> None:
+    """It never cleared once the unit was fixed and replaced the reason in every later state: a
+    hang after the fix read `⟳ crash loop ...` instead of why it is hung."""
+    from dataclasses import replace
+
+    from tests.ui.test_app_shell import recorded_status
+
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    async with app.run_test(size=(150, 36)) as pilot:
+        app.journal_view.append_entries(restart_loop(12))
+        await pilot.pause()
+        pane = app.query_one(StatusPane)
+        crashing = recorded_status(
+            active_state="activating",
+            sub_state="auto-restart",
+            readiness="down",
+            readiness_reason="waiting to restart after exited 1",
+            exec_main_start=time.time() - 3,
+        )
+        pane.show_status(crashing)
+        await pilot.pause()
+        text = str(pane.render())
+        assert "down: waiting to restart after exited 1" in text and "⟳ crash loop: 12 starts" in text
+        fixed = time.time() + 1  # the fixed start begins after the last crash
+        pane.show_status(
+            replace(crashing, active_state="active", sub_state="running", readiness="ready", exec_main_start=fixed)
+        )
+        await pilot.pause()
+        assert "crash loop" not in str(pane.render())
+        pane.show_status(
+            replace(
+                crashing,
+                active_state="active",
+                sub_state="running",
+                readiness="hung",
+                readiness_reason="/health_generate did not answer in 10 s",
+                exec_main_start=fixed,
+            )
+        )
+        await pilot.pause()
+        text = str(pane.render())
+        assert "hung: /health_generate did not answer in 10 s" in text and "crash loop" not in text
+
+
+async def test_the_banner_expires_with_its_window_without_a_new_traceback() -> None:
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    async with app.run_test(size=(150, 36)) as pilot:
+        app.journal_view.append_entries(restart_loop(5, end=time.time() - 590))  # its last crash 590 s ago
+        await pilot.pause()
+        pane = app.query_one(StatusPane)
+        assert "crash loop: 5 starts" in str(pane.render())
+        pane.crash_loop = (pane.crash_loop[0], time.time() - 601)  # the same loop, 11 s later
+        assert "crash loop" not in str(pane.render())

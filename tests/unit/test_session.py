@@ -3,6 +3,7 @@ subscriber, and a subscriber's failure kept from the others."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from cockpit.config import Config
@@ -195,3 +196,31 @@ async def test_a_load_run_before_the_unit_says_where_it_listens_is_refused_not_s
     session = RecordedSession(Config(), TARGET)
     with pytest.raises(CockpitError, match="cannot tell where sglang-demo.service listens"):
         await session.load_run(lambda *a: None, lambda level: None, lambda i, r: None)
+
+
+def test_a_gpu_holder_of_the_start_before_is_not_warned_of_from_a_table_read_before_the_restart() -> None:
+    """The ⚠ for the last start's processes stayed about 5 s after every restart, for processes
+    already gone: a table read before the new start was seen no longer says they are there; a
+    table read after it does, and the poll is asked to read one at once."""
+    from cockpit.systemd.gpu_use import Gpu, GpuProcess, GpuUse
+    from cockpit.systemd.status import UnitStatus
+
+    def running(invocation: str) -> UnitStatus:
+        return UnitStatus(
+            TARGET.unit, TARGET.host, active_state="active", sub_state="running", invocation_id=invocation
+        )
+
+    cgroup = f"/system.slice/{TARGET.unit}"
+    old = GpuProcess(1140, "python", 122000, 0, "GPU-0", cgroup=cgroup, ppid=1, invocation="a" * 32)
+    session, heard = RecordedSession(Config(), TARGET), GpusHeard()
+    session.listener = heard
+    session._status(running("a" * 32))
+    session._status(running("b" * 32))  # restarted: the table below was read before this was seen
+    assert session._gpus_again.is_set()  # the poll reads again now, not in 5 s
+    before = GpuUse([Gpu(0, "GPU-0", 122000, 143771)], [old], read_at=session._start_seen_at - 1)
+    session._show_gpus(before)
+    assert heard.uses[-1].processes == []
+    after = replace(before, read_at=session._start_seen_at + 1)  # it outlived the start: said
+    session._show_gpus(after)
+    assert [p.pid for p in heard.uses[-1].processes] == [1140]
+    assert heard.uses[-1].processes[0].outside(session.gpu_view())

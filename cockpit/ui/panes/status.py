@@ -23,6 +23,7 @@ from cockpit.sglang.nodes_status import BROKEN
 from cockpit.systemd.gpu_use import GpuUse, by_pid, held_on
 from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.status import UnitStatus
+from cockpit.traceback.groups import CRASH_LOOP_RECENT_S
 
 STALE_AFTER_S = 2 * POLL_S
 _STATE_STYLE = {
@@ -61,7 +62,8 @@ class StatusPane(Widget, can_focus=False):
     status: reactive[UnitStatus | None] = reactive(None, always_update=True, layout=True)
     connection: reactive[tuple[str, str | None]] = reactive(("connecting", None), layout=True)
     problem: reactive[tuple[str, str] | None] = reactive(None, layout=True)
-    crash_loop: reactive[str | None] = reactive(None, layout=True)
+    # The crash loop's banner and its last crash (the host's clock, s): drawn while it is true.
+    crash_loop: reactive[tuple[str, float] | None] = reactive(None, layout=True)
     gpus: reactive[GpuUse | None] = reactive(None, layout=True)
     # An opened deployment: its name, readiness, and each node's status (None: not read).
     group: reactive[tuple[str, Readiness, list[tuple[str, UnitStatus | None]]] | None] = reactive(None, layout=True)
@@ -77,6 +79,7 @@ class StatusPane(Widget, can_focus=False):
         self.received: float | None = None  # self.clock() when `status` arrived
         self._was_stale = False
         self.earlier: frozenset[str] = frozenset()  # the unit's earlier starts (GPU left-overs)
+        self.ready_start: float | None = None  # when the last start seen ready began (the host's clock)
 
     def on_mount(self) -> None:
         self.set_interval(0.5, self._tick)
@@ -84,13 +87,15 @@ class StatusPane(Widget, can_focus=False):
     def reset(self, host: str, unit: str) -> None:
         self.host, self.unit, self.status, self.problem, self.received = host, unit, None, None, None
         self.gpus = None
-        self.crash_loop = None
+        self.crash_loop, self.ready_start = None, None
         self.group = None
         self.set_class(False, "-group")
 
     def show_status(self, status: UnitStatus) -> None:
         self.received = self.clock()
         self.problem = None
+        if status.readiness == READY:
+            self.ready_start = status.exec_main_start or status.active_enter or self.ready_start
         self.status = status
 
     def show_problem(self, kind: str, sentence: str) -> None:
@@ -100,10 +105,23 @@ class StatusPane(Widget, can_focus=False):
             self.status, self.received = None, None
         self.problem = (kind, sentence)
 
-    def show_crash_loop(self, text: str | None) -> None:
-        """`crash loop: 11 starts in 2m10s, the same failure ...`, or None: drawn while the unit
-        is not serving."""
-        self.crash_loop = text
+    def show_crash_loop(self, text: str | None, last_crash: float = 0.0) -> None:
+        """`crash loop: 11 starts in 2m10s, the same failure ...`, or None; `last_crash`: when
+        its newest traceback was logged."""
+        self.crash_loop = (text, last_crash) if text else None
+
+    def _loop_banner(self, st: UnitStatus | None, serving: bool) -> str | None:
+        """The crash loop's banner while it is true: the unit not serving, its last crash within
+        CRASH_LOOP_RECENT_S (re-checked at every draw, not only when a traceback comes), and no
+        start since it that got ready (a fixed unit that later hangs or stops is no crash loop)."""
+        if self.crash_loop is None or serving:
+            return None
+        text, last_crash = self.crash_loop
+        if time.time() - last_crash >= CRASH_LOOP_RECENT_S:
+            return None
+        if st is not None and self.ready_start is not None and self.ready_start > last_crash:
+            return None
+        return text
 
     def show_gpus(self, use: GpuUse, earlier: frozenset[str] = frozenset()) -> None:
         """The host's GPU table; `earlier`: the invocation IDs of the unit's earlier starts."""
@@ -248,13 +266,13 @@ class StatusPane(Widget, can_focus=False):
         if trouble:
             text.append("\n")
             text.append(f"✗ {trouble}", self._style("status-failed"))
-        elif self.crash_loop and not serving:
-            text.append("\n")
-            text.append(f"⟳ {self.crash_loop}", self._style("status-failed"))
         elif st is not None and not stale and st.readiness not in (None, READY) and st.readiness_reason:
             text.append("\n")
             line = f"{_MARK[st.readiness]} {st.readiness}: {st.readiness_reason}"
             text.append(line, self._readiness(st.readiness)[1])
+        if (loop := self._loop_banner(st, serving)) is not None:
+            text.append("\n")
+            text.append(f"⟳ {loop}", self._style("status-failed"))
         return text
 
     def _readiness(self, state: str) -> tuple[str, str]:
