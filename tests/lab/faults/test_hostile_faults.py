@@ -57,6 +57,7 @@ def hostile_unit(fault_lab: LabHandle) -> Iterator[str]:
 
 
 def test_a_control_byte_in_the_description_is_shown_not_a_crash(fault_lab: LabHandle, hostile_unit: str) -> None:
+    fault_lab.wait_for_line("sglang-demo.service", "ready to roll", 60)  # the port's holder, up
     out = subprocess.run(
         [COCKPIT, "status", "--host", fault_lab.name, "--unit", HOSTILE, "--json"],
         capture_output=True,
