@@ -18,6 +18,7 @@ from typing import Any
 from cockpit.statedir import safe_name, state_dir
 
 UNSET = "(unset)"
+ORIGINAL = "original"  # attempt #0's outcome: no attempt, the unit as the cockpit first found it
 
 
 @dataclass
@@ -31,7 +32,7 @@ class Attempt:
     texts: dict[str, str]  # the unit files as written
     previous_texts: dict[str, str]  # as they were before
     findings: list[dict[str, Any]] = field(default_factory=list)
-    outcome: str = "pending"  # "ready", "crashed", "timeout", "refused", "failed", "pending"
+    outcome: str = "pending"  # "ready", "crashed", "timeout", "refused", "failed", "pending", ORIGINAL
     seconds: float | None = None  # to ready, or to the crash
     detail: str = ""
     traceback: dict[str, Any] | None = None  # the folded crash (cockpit fold --json shape)
@@ -81,6 +82,30 @@ class AttemptLog:
         )
         self.save(attempt)
         return attempt
+
+    def keep_original(self, texts: dict[str, str], flags: dict[str, str | None]) -> Attempt | None:
+        """Attempt #0, `the original`: the unit as it was before the cockpit's first attempt, the
+        way back that is always there. Kept once: from the first attempt's own record of what it
+        found where the log has attempts from before #0 was kept, else from `texts` (the unit as
+        the cockpit first opened it). None where it is kept already."""
+        existing = self.load()
+        if existing and existing[0].number == 0:
+            return None
+        first = existing[0] if existing else None
+        original = Attempt(
+            number=0,
+            host=self.host,
+            unit=self.unit,
+            started_at=first.started_at if first else time.time(),
+            flags_before=first.flags_before if first else flags,
+            flags_after=first.flags_before if first else flags,
+            texts=dict(first.previous_texts) if first and first.previous_texts else texts,
+            previous_texts={},
+            outcome=ORIGINAL,
+            note="the unit as it was before the cockpit's first attempt",
+        )
+        self.save(original)
+        return original
 
     def save(self, attempt: Attempt) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cockpit.attempts import Attempt
+from cockpit.attempts import ORIGINAL, Attempt
 from cockpit.sglang.logparse import READY_TEXT, ends_server, parse
 from cockpit.sglang.startup import Startup
 from cockpit.systemd.entry import JournalEntry
@@ -91,5 +91,7 @@ def attempts_in(attempts: Iterable[Attempt], start: float | None, end: float | N
     return [
         a
         for a in attempts
-        if (start is None or a.started_at + (a.seconds or 0.0) >= start) and (end is None or a.started_at <= end)
+        if a.outcome != ORIGINAL  # the way back kept, not something that ran
+        and (start is None or a.started_at + (a.seconds or 0.0) >= start)
+        and (end is None or a.started_at <= end)
     ]

@@ -36,7 +36,7 @@ from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed, Sou
 from cockpit.sglang.architectures import ArchitectureCache
 from cockpit.sglang.catalogs import CatalogCache, package_root_of
 from cockpit.sglang.deployment import Deployment, read_deployment
-from cockpit.sglang.dry_runs import DryRuns, Verdict
+from cockpit.sglang.dry_runs import DryRuns, Verdict, replace_static
 from cockpit.sglang.flags import Catalog
 from cockpit.sglang.fleet import FleetReader, HostRound, hosts_of
 from cockpit.sglang.health import DOWN, STARTING, HealthScan, Readiness, assess
@@ -684,6 +684,8 @@ class Session:
         if self.poll is not None:
             self.poll.url_host_port = found.address
         if self.live:
+            if self.group is None and found.unit is not None:
+                self._keep_original(target, found.unit, found.catalog)
             if self._passive is not None:
                 self._passive.cancel()
             self._passive = self._spawn(self._poll_passive(found), "the server's own figures")
@@ -910,6 +912,28 @@ class Session:
             return attempt_log(self.group, [t for _, t in self.nodes]).load()
         assert self.target is not None
         return AttemptLog(self.target.host, self.target.unit).load()
+
+    def _keep_original(self, target: Target, unit: Unit, catalog: Catalog | None) -> None:
+        """Attempt #0, the unit as the cockpit first found it, kept on the jump box the first time
+        it opens the unit (cockpit.attempts); a state directory that cannot be written is said."""
+        from cockpit.rollout import flags_of
+
+        texts = {f.path: unit.texts[f.path] for f in unit.files if f.path in unit.texts}
+        try:
+            AttemptLog(target.host, target.unit).keep_original(texts, flags_of(unit, catalog))
+        except OSError as e:
+            self.listener.notice(f"the unit as first found could not be kept on this machine: {e}")
+
+    async def write_findings(self, edited: Unit) -> list[Finding]:
+        """The pre-flight a write runs, SGLang's own dry run included where the host can run it:
+        a rollback is checked as any other write (the set it goes back to may be one that crashed)."""
+        found = self.deployment
+        static = self.preflight(edited, found.catalog if found is not None else None)
+        try:
+            verdict = await self.dry_run(edited)
+        except CockpitError:
+            verdict = None
+        return replace_static(static, verdict)
 
     def rollback_of(self, attempt: Attempt) -> Unit | None:
         """The unit as `attempt` found it, as an edit of the unit now (None: nothing to change)."""

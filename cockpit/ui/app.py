@@ -21,7 +21,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input
 
-from cockpit.attempts import Attempt
+from cockpit.attempts import ORIGINAL, Attempt
 from cockpit.config import Config
 from cockpit.errors import CockpitError
 from cockpit.fmt import duration
@@ -549,7 +549,9 @@ class CockpitApp(App[None]):
         self.notify(said, severity="information" if attempt.outcome == "ready" else "error", timeout=15)
 
     @work(exclusive=True, group="write", exit_on_error=False)
-    async def open_write(self, target: Target, loaded: Any, edited: Any, findings: list[Finding]) -> None:
+    async def open_write(
+        self, target: Target, loaded: Any, edited: Any, findings: list[Finding], note: str = ""
+    ) -> None:
         """The write modal, with what other processes hold on the unit's GPUs read first (a
         host that does not say within GPU_CHECK_S gets the modal without it)."""
         try:
@@ -564,7 +566,7 @@ class CockpitApp(App[None]):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.run_attempt(loaded, edited, "")
+                self.run_attempt(loaded, edited, note)
             elif modal.end_chosen:
                 self.confirm_end(target, modal.end_chosen, loaded, edited, findings)
 
@@ -622,16 +624,21 @@ class CockpitApp(App[None]):
             self.notify(said, timeout=4)
             return
         edited = self.session.rollback_of(event.attempt)
+        which = "the original" if event.attempt.outcome == ORIGINAL else f"attempt #{event.attempt.number}"
         if edited is None:
-            self.notify(f"the unit already is as attempt #{event.attempt.number} wrote it", timeout=4)
+            self.notify(f"the unit already is as {which} {'was' if which == 'the original' else 'wrote it'}", timeout=4)
             return
+        self.open_rollback(target, current, edited, f"rollback to {which}")
 
-        def confirmed(yes: bool | None) -> None:
-            if yes:
-                self.run_attempt(current, edited, f"rollback to attempt #{event.attempt.number}")
-
-        sudo = self.config.host(target.host).sudo
-        self.push_screen(WriteModal(target.host, target.unit, current, edited, [], sudo), confirmed)
+    @work(exclusive=True, group="rollback", exit_on_error=False)
+    async def open_rollback(self, target: Target, current: Any, edited: Any, note: str) -> None:
+        """The write modal of a rollback, with the pre-flight a write runs (SGLang's dry run
+        included): the set it goes back to may be one that crashed."""
+        self.notify(f"checking the {note} before anything is written…", timeout=4)
+        findings = await self.session.write_findings(edited)
+        if target != self.target:
+            return
+        self.open_write(target, current, edited, findings, note=note)
 
     @work(exclusive=True, group="attempt", exit_on_error=False)
     async def run_attempt(self, loaded: Any, edited: Any, note: str) -> None:

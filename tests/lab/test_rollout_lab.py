@@ -159,3 +159,40 @@ async def test_operator_writes_through_sudo(lab: LabHandle, seed_unit, tmp_path:
         assert lab.ssh("stat", "-c", "%U %a", UNIT).stdout.strip() == "root 644"
     finally:
         await host.close()
+
+
+async def test_the_original_is_kept_and_a_rollback_to_it_runs_the_writes_pre_flight(lab: LabHandle, seed_unit) -> None:
+    """The unit as the app first found it (here the seed's crashing set) is attempt #0; fixed
+    behind the app's back and read again, a rollback to it is flagged as a write of it would
+    be, with `Write anyway`, and Cancel writes nothing."""
+    from textual.widgets import Button
+
+    from cockpit.attempts import ORIGINAL
+    from cockpit.config import Config
+    from cockpit.ui.app import CockpitApp
+    from cockpit.ui.panes.attempts import AttemptsPane
+    from cockpit.ui.screens.write import WriteModal
+    from tests.conftest import until
+
+    log = AttemptLog(lab.name, "sglang-demo.service")
+    app = CockpitApp(Config(), Target(lab.name, "sglang-demo.service"))
+    async with app.run_test(size=(150, 45)) as pilot:
+        await until(lambda: [a.outcome for a in log.load()] == [ORIGINAL], 60, "attempt #0 kept")
+        assert log.load()[0].texts == {UNIT: SEED}
+        fixed = SEED.replace("--speculative-eagle-topk 4", "--speculative-eagle-topk 1 --speculative-num-steps 2")
+        lab.ssh("tee", UNIT, input=fixed)
+        lab.ssh("systemctl", "daemon-reload")
+        await app.session.reload()
+        assert log.keep_original({UNIT: fixed}, {}) is None  # kept once: still the seed's
+        await pilot.press("h")
+        pane = app.query_one(AttemptsPane)
+        await until(lambda: pane.highlighted == 0 and pane.attempts[0].outcome == ORIGINAL, 10, "the timeline")
+        await pilot.press("u")
+        await until(lambda: isinstance(app.screen, WriteModal), 30, "the rollback's write modal")
+        modal = app.screen
+        assert isinstance(modal, WriteModal)
+        assert "eagle-params-together" in [f.rule for f in modal.findings if f.severity == "error"], modal.findings
+        assert "Write anyway" in str(modal.query_one("#yes", Button).label)
+        await pilot.press("n")
+        await pilot.pause()
+    assert lab.ssh("cat", UNIT).stdout == fixed

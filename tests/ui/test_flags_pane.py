@@ -8,6 +8,7 @@ import asyncio
 import time
 
 import pytest
+from textual.widgets import Button
 
 from cockpit.attempts import Attempt
 from cockpit.config import Config
@@ -382,3 +383,37 @@ async def test_a_restart_in_the_timeline_is_no_rollback_target(catalog) -> None:
         await pilot.pause()
         assert ran == [] and not isinstance(app.screen, WriteModal)
         assert any("wrote nothing (a restart)" in str(n.message) for n in app._notifications), app._notifications
+
+
+async def test_a_rollback_to_a_set_that_crashed_runs_the_writes_pre_flight(catalog) -> None:
+    """Rollback showed `The pre-flight found nothing that stops the server` for the flag set that
+    had crashed 11 times: it opened the write modal with no findings at all."""
+    fixed = load_unit({UNIT: SEED}, UNIT, name="sglang-demo.service", catalog=catalog)
+    fixed = fixed.set_flag("--speculative-num-steps", "3").set_flag("--speculative-num-draft-tokens", "4")
+    fixed = load_unit({UNIT: fixed.files[0].render()}, UNIT, name="sglang-demo.service", catalog=catalog)
+    crashed = Attempt(
+        1,
+        "cockpit-lab",
+        "sglang-demo.service",
+        1796032000.0,
+        {},
+        {"--speculative-eagle-topk": "4"},
+        {UNIT: SEED},  # what it wrote: the seed's mistake
+        {},
+        outcome="crashed",
+        traceback={"exception": "AssertionError"},
+    )
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    app.session.use_unit(fixed, catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        pane = app.query_one(AttemptsPane)
+        pane.show([crashed])
+        app.show_detail("attempts")
+        pane.focus()
+        assert pane.highlighted == 0  # it opened with no selection: u did nothing
+        await pilot.press("u")
+        await until(lambda: isinstance(app.screen, WriteModal), 5)
+        modal = app.screen
+        assert isinstance(modal, WriteModal)
+        assert [f.rule for f in modal.findings if f.severity == "error"] == ["eagle-params-together"]
+        assert "Write anyway" in str(modal.query_one("#yes", Button).label)

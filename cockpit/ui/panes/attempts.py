@@ -1,4 +1,5 @@
-"""The attempt timeline: each write-and-restart of this unit, newest first; `u` rolls back."""
+"""The attempt timeline: each write-and-restart of this unit, newest first, and last #0, the unit
+as the cockpit first found it; `u` rolls back to any of them after the write's pre-flight."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from cockpit.attempts import Attempt
+from cockpit.attempts import ORIGINAL, Attempt
 
 _OUTCOME = {
     "ready": ("✓", "green"),
@@ -19,6 +20,7 @@ _OUTCOME = {
     "timeout": ("…", "yellow"),
     "pending": ("◐", "yellow"),
     "refused": ("✗", "red"),
+    ORIGINAL: ("◆", "cyan"),
 }
 
 
@@ -27,6 +29,10 @@ def describe(attempt: Attempt) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"{mark} #{attempt.number} ", colour + " bold")
     text.append(time.strftime("%H:%M:%S ", time.localtime(attempt.started_at)), "dim")
+    if attempt.outcome == ORIGINAL:  # the way back that is always there
+        text.append(f"{'the original':<28}", colour)
+        text.append(f"  {attempt.note} · u writes it back")
+        return text
     outcome = attempt.outcome + (f" in {attempt.seconds:.1f} s" if attempt.seconds is not None else "")
     if attempt.traceback:
         outcome += f" · {attempt.traceback.get('exception')}"
@@ -58,9 +64,12 @@ class AttemptsPane(OptionList):
         self.clear_options()
         for a in self.attempts:
             self.add_option(Option(describe(a), id=str(a.number)))
-        if not self.attempts:
+        ran = [a for a in self.attempts if a.outcome != ORIGINAL]
+        if not ran:
             self.add_option(Option(Text("no attempt yet: edit the flags (e) and write them (w)", "dim"), disabled=True))
-        self.border_title = f"attempts ({len(self.attempts)})"
+        self.border_title = f"attempts ({len(ran)})"
+        if self.attempts:
+            self.highlighted = 0  # the newest: u acts at once, and the cursor shows where
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action == "rollback" and getattr(self.app, "changes_refused", lambda: False)())
