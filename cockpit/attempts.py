@@ -83,7 +83,7 @@ class AttemptLog:
         self.save(attempt)
         return attempt
 
-    def keep_original(self, texts: dict[str, str], flags: dict[str, str | None]) -> Attempt | None:
+    def keep_original(self, texts: dict[str, str], flags: dict[str, Any]) -> Attempt | None:
         """Attempt #0, `the original`: the unit as it was before the cockpit's first attempt, the
         way back that is always there. Kept once: from the first attempt's own record of what it
         found where the log has attempts from before #0 was kept, else from `texts` (the unit as
