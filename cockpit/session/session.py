@@ -620,7 +620,7 @@ class Session:
             now = under_way(timeline)
             if now is not None:  # where a long start is: "in load weight for 412 s (TP3 slowest so far)"
                 reason = f"{now}; {reason}"
-        return replace(status, readiness=told.state, readiness_reason=reason)
+        return replace(status, readiness=told.state, readiness_reason=reason, ready_since=signals.ready_at)
 
     def _status(self, status: UnitStatus) -> None:
         if status.invocation_id:

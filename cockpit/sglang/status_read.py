@@ -111,7 +111,7 @@ async def read_status(
             journal=said is not None,
             worker_node=worker,
         )
-        status = replace(status, readiness=told.state, readiness_reason=told.reason)
+        status = replace(status, readiness=told.state, readiness_reason=told.reason, ready_since=signals.ready_at)
         return status, await gpus_read
     finally:
         for side in (gpus_read, members_read, said_read):

@@ -111,6 +111,7 @@ class UnitStatus:
     # hung or down, and why; None where nobody assessed it (a bare `systemctl show`).
     readiness: str | None = None
     readiness_reason: str = ""
+    ready_since: float | None = None  # this start's ready line (its journal stamp), where it was read
     fragment_deleted: bool = False  # the unit file is gone from disk while the unit is still loaded
     # How the previous invocation's main process ended: systemd forgets it at the next start
     # (an automatic restart), the status poll and the journal remember it.

@@ -116,6 +116,32 @@ def test_the_group_is_ready_as_one_and_broken_when_a_node_goes(
         assert "n0 still runs" in group["readiness_reason"] and said < 5, (said, group)
 
 
+def test_a_node_systemd_restarted_alone_has_left_the_launch(lab: LabHandle, node1: LabHandle, tmp_path: Path) -> None:
+    """Node 1 SIGKILLed and restarted by systemd alone: the group read `ready ✓` (rc 0) while
+    node 0's ranks waited on peers gone under them. It is broken until the group restarts. Node
+    0's watchdog is long here, so that it still runs when node 1 is back."""
+    config = write_config(lab, node1, tmp_path)
+    slow = "--watchdog-timeout 120"
+    with (
+        standin_unit(lab, NODES[0], PORT, flags=launch(lab, 0).replace("--watchdog-timeout 5", slow), restart=False),
+        standin_unit(node1, NODES[1], PORT, flags=launch(lab, 1).replace("--watchdog-timeout 5", slow)),
+    ):
+        lab.wait_for(lambda: group_status(config)[1]["readiness"] == "ready", 60, "the group to be ready")
+        before = node1.ssh("systemctl", "show", "-p", "InvocationID", "--value", NODES[1]).stdout.strip()
+        node1.ssh("systemctl", "kill", "--signal=SIGKILL", NODES[1])
+
+        def back() -> bool:
+            shown = node1.ssh("systemctl", "show", "-p", "InvocationID", "-p", "ActiveState", NODES[1]).stdout
+            return f"InvocationID={before}" not in shown and "ActiveState=active" in shown
+
+        node1.wait_for(back, 30, "systemd's restart of node 1 alone")
+        rc, group = group_status(config)
+        assert rc == 1 and group["readiness"] == "broken", group
+        reason = group["readiness_reason"]
+        assert reason.startswith(f"n1 ({NODES[1]} on {node1.name}) started again alone at "), reason
+        assert "after n0's start was ready at" in reason and "restart the group" in reason, reason
+
+
 async def test_the_group_restarts_as_one_attempt(lab: LabHandle, node1: LabHandle) -> None:
     """Stop both, both cgroups empty, node 0 then node 1 started, watched to the group's ready:
     one attempt in the deployment's timeline. Then node 1 made to die in its start-up: the

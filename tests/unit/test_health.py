@@ -171,6 +171,13 @@ def test_the_group_is_broken_when_a_node_is_down_and_another_runs() -> None:
     broken = group_readiness([("n0", ready), ("n1", down)])
     assert broken.state == BROKEN and broken.reason.startswith("n1 (sglang-demo.service on cockpit-lab) is down")
     assert group_readiness([("n0", down), ("n1", down)]).state == DOWN  # nothing runs: down, not broken
+    # Node 1 restarted alone by systemd after node 0 was ready: it read ready, node 0 hung on it.
+    head = replace(ready, exec_main_start=1000.0, ready_since=1040.0)
+    joined = replace(ready, exec_main_start=1001.0)
+    assert group_readiness([("n0", head), ("n1", joined)]).state == READY
+    alone = group_readiness([("n0", head), ("n1", replace(joined, exec_main_start=1300.0))])
+    assert alone.state == BROKEN and alone.reason.startswith("n1 (sglang-demo.service on cockpit-lab) started again")
+    assert "has left the launch" in alone.reason and "restart the group" in alone.reason
     # Both found ended: the first to end is named, not node 0 because it is listed first.
     first, later = replace(down, exec_main_exit=100.0), replace(down, exec_main_exit=112.0)
     assert group_readiness([("n0", later), ("n1", first)]).reason.startswith("n1: ")
