@@ -59,13 +59,33 @@ async def ready(session: Session) -> None:
 
 
 async def test_a_hang_reads_hung_before_its_watchdog_and_its_stacks_are_real(lab: LabHandle, fault_unit: str) -> None:
+    from cockpit.remote.pool import HostPool
+    from cockpit.sglang import fleet
+
     session = Session(Config(), Target(lab.name, fault_unit))
+    pool = HostPool(Config())
+    reader, wanted = fleet.FleetReader(pool.get), fleet.hosts_of(Config(), [Target(lab.name, fault_unit)])
+
+    async def fleet_says(state: str, timeout: float) -> fleet.FleetRow:
+        deadline = time.monotonic() + timeout
+        while True:
+            row = next(r for r in fleet.rows(Config(), await reader.round(wanted)) if r.unit == fault_unit)
+            if row.trouble == state:
+                return row
+            assert time.monotonic() < deadline, row
+            await asyncio.sleep(1)
+
     try:
         await ready(session)
+        await fleet_says(fleet.READY, 30)  # what `V` said all through the hang, once
         hung_at = time.monotonic()
         fault(Lab(lab.name), "hang", PORT)
         await until(lambda: session.status.readiness == HUNG, WATCHDOG_S, lambda: session.status)
         seen_after = time.monotonic() - hung_at
+        # The fleet asks the same generating check, at most every RECHECK_S once it answered: it
+        # says hung too, before the watchdog, and so puts the hang first.
+        row = await fleet_says(fleet.HUNG, WATCHDOG_S - (time.monotonic() - hung_at))
+        assert "no answer within" in row.reason, row
         said = lab.ssh("journalctl", "-u", fault_unit, "-o", "cat").stdout
         assert "watchdog timeout" not in said, "hung only once the watchdog fired"
         assert seen_after < WATCHDOG_S and "/health_generate: no answer within 10 s" in session.status.readiness_reason
@@ -98,6 +118,7 @@ async def test_a_hang_reads_hung_before_its_watchdog_and_its_stacks_are_real(lab
         assert said.count("Scheduler watchdog timeout (self.watchdog_timeout=45.0") == 8
     finally:
         await session.close()
+        await pool.close()
 
 
 async def test_a_dead_detokenizer_under_a_200_health_reads_degraded(lab: LabHandle, quiet_health_unit: str) -> None:
