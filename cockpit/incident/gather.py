@@ -135,21 +135,29 @@ async def gather(
     attempt_log: AttemptLog | None = None,
     sources: SourceCache | None = None,
     catalogs: CatalogCache | None = None,
+    period: str | None = None,
 ) -> Incident:
     """Everything the note needs, read over `host`. The status and the journal must be read
-    (a CockpitError otherwise); anything else that fails is named in `problems`."""
+    (a CockpitError otherwise); anything else that fails is named in `problems`. `period`: how
+    the note words `since` where the caller chose it (the app: the incident on its screen)."""
     unit = target.unit
     incident = Incident(
         host=host.name,
         unit=unit,
         load_run=load_run,
-        period=f"since {since}" if since else "the unit's current and previous invocation",
+        period=period or (f"since {since}" if since else "the unit's current and previous invocation"),
     )
     sources = sources or SourceCache()
     catalogs = catalogs or CatalogCache()
     status = await fetch(host, unit)
     incident.status = status
     entries, cut = await period_entries(host, unit, since)
+    if period is not None:  # the caller's period, but never less than the default's two starts
+        default, default_cut = await period_entries(host, unit)
+        first = [e.realtime_us for e in (entries[:1] + default[:1]) if e.realtime_us]
+        if default and (not entries or (len(first) == 2 and first[1] < first[0])):
+            entries, cut = default, default_cut
+            incident.period = "the unit's current and previous invocation, which hold " + period.removeprefix("the ")
     incident.status = Endings().feed(entries).of(status)  # a stop said as a stop, not a crash
     incident.entries = len(entries)
     times = [e.realtime_us for e in entries if e.realtime_us]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cockpit.attempts import Attempt, AttemptLog
+from cockpit.attempts import ORIGINAL, Attempt, AttemptLog
 from cockpit.config import Config, HostConfig
 from cockpit.errors import CockpitError
 from cockpit.lab.paths import ssh_configs as lab_ssh_configs
@@ -1087,11 +1087,43 @@ class Session:
         from cockpit.incident import gather
 
         assert self.target is not None
+        period = None
+        if since is None and (shown := self._incident_on_screen()) is not None:
+            at, period = shown
+            since = f"@{int(at)}"
         incident = await gather(
-            self.host, self.target, since=since, load_run=load_run, sources=self.sources, catalogs=self.catalogs
+            self.host,
+            self.target,
+            since=since,
+            load_run=load_run,
+            sources=self.sources,
+            catalogs=self.catalogs,
+            period=period,
         )
         incident.stacks = self.last_stacks
         return incident
+
+    def _incident_on_screen(self) -> tuple[float, str] | None:
+        """Where the incident the screen shows begins, and how the note words it: its oldest
+        traceback in the journal window, or the first attempt of the latest run of failed ones
+        (from the attempt after the last ready one before a failure), whichever is earlier; the
+        note reads from there, or from the unit's previous start where that is earlier. The
+        default period alone dropped a crash attempt and an eight-rank crash the screen showed."""
+        assert self.target is not None
+        said: list[tuple[float, str]] = []
+        shown = [tb.times[0] for _, tb in self.rows.tracebacks() if tb.times and tb.times[0]]
+        if shown:
+            said.append((min(shown) / 1e6, "its oldest traceback in the journal window"))
+        attempts = [a for a in AttemptLog(self.target.host, self.target.unit).load() if a.outcome != ORIGINAL]
+        failed = [k for k, a in enumerate(attempts) if a.outcome not in ("ready", "pending")]
+        if failed:
+            readies = [k for k in range(failed[-1]) if attempts[k].outcome == "ready"]
+            first = attempts[readies[-1] + 1 if readies else 0]
+            said.append((first.started_at, f"attempt #{first.number}"))
+        if not said:
+            return None
+        at, what = min(said)
+        return at - 1, f"the incident on screen: since {time.strftime('%H:%M:%S', time.localtime(at))} ({what})"
 
     async def incident(self, since: str | None = None) -> Incident:
         """The incident note's facts, read over the session's own connection; what the session

@@ -196,3 +196,25 @@ async def test_the_original_is_kept_and_a_rollback_to_it_runs_the_writes_pre_fli
         await pilot.press("n")
         await pilot.pause()
     assert lab.ssh("cat", UNIT).stdout == fixed
+
+
+async def test_the_note_holds_every_traceback_the_screen_shows(lab: LabHandle, seed_unit) -> None:
+    """`S` after a crash loop wrote `No traceback in the period` while its screenshot showed 19:
+    the default period (the current and previous start) missed the crashes before them."""
+    from cockpit.config import Config
+    from cockpit.ui.app import CockpitApp
+    from tests.conftest import until
+
+    def crashes() -> int:
+        return lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat").stdout.count("AssertionError")
+
+    lab.wait_for(lambda: crashes() >= 4, 90, "four crashes of the seed's mistake")
+    app = CockpitApp(Config(), Target(lab.name, "sglang-demo.service"))
+    async with app.run_test(size=(150, 45)):
+        shown = app.journal_view.model
+        await until(lambda: len({tb.invocation_id for _, tb in shown.tracebacks()}) >= 4, 60, "four on screen")
+        on_screen = {tb.times[0] for _, tb in shown.tracebacks()}
+        incident = await app.session.incident()
+    in_note = {tb.times[0] for tb in incident.tracebacks}
+    assert on_screen <= in_note, (len(on_screen), len(in_note))
+    assert "the incident on screen" in incident.period, incident.period
