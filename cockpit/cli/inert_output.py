@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -32,11 +33,17 @@ class InertText(io.TextIOBase):
         self._shown = shown
 
     def write(self, s: str) -> int:
-        self._wrapped.write(self._shown(s))
+        try:
+            self._wrapped.write(self._shown(s))
+        except BrokenPipeError:
+            reader_gone(self._wrapped)
         return len(s)
 
     def flush(self) -> None:
-        self._wrapped.flush()
+        try:
+            self._wrapped.flush()
+        except BrokenPipeError:
+            reader_gone(self._wrapped)
 
     def fileno(self) -> int:
         return self._wrapped.fileno()
@@ -56,6 +63,14 @@ class InertText(io.TextIOBase):
         return self._wrapped.encoding
 
 
+def reader_gone(stream: TextIO) -> None:
+    """The reader of `stream` closed it (`cockpit status | head -1`): it has what it wanted, so
+    the rest goes to /dev/null and the command ends with its own exit status, not a broken
+    pipe's (a script's `set -o pipefail` reads that status)."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
 @contextlib.contextmanager
 def inert_streams(as_json: bool) -> Iterator[None]:
     """stdout (JSON or text, as the command prints it) and stderr (always sentences) wrapped."""
@@ -64,5 +79,6 @@ def inert_streams(as_json: bool) -> Iterator[None]:
     sys.stderr = InertText(err, partial(printable, lines=True))
     try:
         yield
+        sys.stdout.flush()  # here, where a reader gone is the reader's business, not at exit
     finally:
         sys.stdout, sys.stderr = out, err

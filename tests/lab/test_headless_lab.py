@@ -42,3 +42,19 @@ def test_readiness_is_asked_where_the_unit_says_it_listens(lab: LabHandle) -> No
 def test_preflight_says_dry_run_once(lab: LabHandle) -> None:
     out = _cockpit("preflight", "--host", lab.name, "--unit", "sglang-demo")
     assert "dry-run: SGLang's own argument resolution on" in out.stdout and "dry run: dry run" not in out.stdout
+
+
+def test_a_reader_that_closes_early_leaves_the_commands_own_exit_status(lab: LabHandle) -> None:
+    """`cockpit status | head -1` and `cockpit stacks | head -30` exited 1 with nothing on stderr,
+    so a script under `set -o pipefail` broke on a healthy server. The reader here (`true`) reads
+    nothing at all and is gone before the command prints."""
+    target = ["--host", lab.name, "--unit", "sglang-demo.service"]
+    for words in (["status"], ["stacks"], ["status", "--json"]):
+        alone = subprocess.run([COCKPIT, *words, *target], capture_output=True, text=True, timeout=120)
+        piped = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", '"$0" "$@" | true', COCKPIT, *words, *target],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert alone.stdout and (piped.returncode, piped.stderr) == (alone.returncode, ""), (words, piped, alone)
