@@ -26,3 +26,8 @@ def size(n: int | None) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} TiB"
+
+
+def count(n: int, word: str) -> str:
+    """`1 host`, `2 hosts`: a number with its noun (a plural by `s`)."""
+    return f"{n} {word}{'s' * (n != 1)}"

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cockpit.attempts import UNSET
+from cockpit.fmt import count
 from cockpit.incident.model import Incident
 from cockpit.printable import printable
 from cockpit.sglang.startup import facts, headline, table
@@ -144,28 +145,24 @@ def _summary(incident: Incident) -> str:
         for tb in tbs:
             kinds.setdefault(tb.exception or "an unfinished traceback", []).append(_who(tb))
         parts = [f"{name} ×{len(who)} ({', '.join(sorted(set(who), key=_rank_key))})" for name, who in kinds.items()]
-        what = f"{_count(len(tbs), 'traceback')} in the period: {'; '.join(parts)}."
+        what = f"{count(len(tbs), 'traceback')} in the period: {'; '.join(parts)}."
     st = incident.status
     if st is not None:
         state = f"Now {st.active_state} ({st.sub_state})"
         if st.ready is not None:
             state += ", ready" if st.ready else ", not serving"
-        state += f", {_count(st.n_restarts, 'restart')}"
+        state += f", {count(st.n_restarts, 'restart')}"
         if st.exit_said != "-":
             state += f", last exit {st.exit_said}"
         what += f" {state}."
     if incident.attempts:
         last = incident.attempts[-1]
-        what += f" {_count(len(incident.attempts), 'attempt')} recorded; the last, #{last.number}, {last.outcome}."
+        what += f" {count(len(incident.attempts), 'attempt')} recorded; the last, #{last.number}, {last.outcome}."
     return what
 
 
 def _who(tb: Traceback) -> str:
     return tb.rank or (f"pid {tb.pid}" if tb.pid else "?")
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def _rank_key(who: str) -> tuple[int, str]:
@@ -346,8 +343,8 @@ def _render_attempts(incident: Incident, w) -> None:
             ", ".join(
                 p
                 for p in (
-                    _count(errors, "error") if errors else "",
-                    _count(warnings, "warning") if warnings else "",
+                    count(errors, "error") if errors else "",
+                    count(warnings, "warning") if warnings else "",
                     f"{infos} info" if infos else "",
                 )
                 if p
@@ -418,7 +415,7 @@ def _render_tracebacks(incident: Incident, w) -> None:
     kinds = sorted(
         group(((k, tb) for k, tb in reversed(list(enumerate(tbs)))), by_rank=True), key=lambda g: g.first_us or 0
     )
-    shown = f"{len(tbs)}" if len(kinds) == len(tbs) else f"{len(tbs)}, {_count(len(kinds), 'kind')}"
+    shown = f"{len(tbs)}" if len(kinds) == len(tbs) else f"{len(tbs)}, {count(len(kinds), 'kind')}"
     w(f"## Tracebacks ({shown})\n")
     if not tbs:
         w("None in the period.\n")
@@ -445,7 +442,7 @@ def _render_tracebacks(incident: Incident, w) -> None:
                 + (f", in {code(frame.function)}" if frame.function else "")
             )
         if tb.chained:
-            facts.append(f"{_count(len(tb.chained), 'earlier exception')} in its chain")
+            facts.append(f"{count(len(tb.chained), 'earlier exception')} in its chain")
         if tb.truncated:
             facts.append("its start was cut off before the journal received it")
         if tb.exception is None or not tb.complete:

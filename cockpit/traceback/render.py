@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 
+from cockpit.fmt import count
 from cockpit.traceback.model import Line, Traceback
 
 
@@ -33,7 +34,7 @@ def header(tb: Traceback) -> str:
     who = " ".join(p for p in (tb.rank, f"pid {tb.pid}" if tb.pid is not None else None) if p)
     parts = [who] if who else []
     parts.append(_what(tb))
-    parts.append(f"{len(tb.lines)} line{'s' if len(tb.lines) != 1 else ''}")
+    parts.append(count(len(tb.lines), "line"))
     if tb.chained:
         parts.append(f"{len(tb.chained)} chained")
     if tb.truncated:

@@ -28,6 +28,7 @@ from textual.strip import Strip
 from textual.widgets import Label
 
 from cockpit.errors import CockpitError
+from cockpit.fmt import count
 from cockpit.session import Session
 from cockpit.sglang.fleet import TROUBLE, FleetRow, rows
 from cockpit.targets import Target, resolve
@@ -172,7 +173,7 @@ class FleetScreen(ModalScreen[Target | str | None]):
         counts = {t: sum(1 for r in units if r.trouble == t) for t in TROUBLE}
         said = ", ".join(f"{n} {t}" for t, n in counts.items() if n)
         self.query_one("#fleet-summary", Label).update(
-            f"{hosts} hosts, {len(units)} units: {said or 'none'} (round {self.round_ms:.0f} ms)"
+            f"{count(hosts, 'host')}, {count(len(units), 'unit')}: {said or 'none'} (round {self.round_ms:.0f} ms)"
         )
         view = self.query_one("#fleet-rows", FleetList)
         kept = _key(self.rows[view.cursor]) if view.cursor < len(self.rows) else None
