@@ -119,11 +119,14 @@ class SourceCache:
         refused = OutsideRoots(
             f"{path} is outside {roots.describe()}, so it was not opened: a traceback can name any file"
         )
-        if not roots.holds(path):
-            raise refused
         try:
             resolved = await host.realpath(path)
         except HostError as e:
+            if not roots.holds(path):
+                raise refused from None
             raise SourceError(str(e)) from None
-        if not roots.holds(resolved):  # a symlink inside the roots that leads out of them
+        # Both ways round: a symlink inside the roots that leads out of them is refused, and a
+        # path through a symlink into them is read (Debian's /lib is /usr/lib: the stdlib frames
+        # of a service whose Python says /lib/python3.11 were refused).
+        if not roots.holds(resolved):
             raise refused

@@ -116,6 +116,13 @@ async def test_a_file_outside_the_python_roots_is_not_read(fault_lab: LabHandle,
             await SourceCache().get(host, "/usr/lib/python3/dist-packages/evil.py", roots=facts.roots)
         # Asked for by name (the user pressed O), it is read.
         assert SECRET in (await SourceCache().get(host, forged_unit, roots=None)).text
+        # A stdlib frame through Debian's /lib (a symlink to usr/lib) lies inside the roots: read.
+        # And a name outside them that leads to the secret stays refused however it is spelled.
+        assert (await host.run(["readlink", "/lib"])).text.strip() == "usr/lib"
+        stdlib = await SourceCache().get(host, f"/lib/{LAB_PYTHON}/json/__init__.py", roots=facts.roots)
+        assert "JSON (JavaScript Object Notation)" in stdlib.text
+        with pytest.raises(OutsideRoots):
+            await SourceCache().get(host, f"/lib/{LAB_PYTHON}/../../../{forged_unit}", roots=facts.roots)
     finally:
         await host.run(["rm", "-f", "/usr/lib/python3/dist-packages/evil.py"])
         await host.close()
