@@ -121,3 +121,23 @@ async def test_the_server_row_says_which_source_it_shows() -> None:
         await pilot.pause()
         assert str(row.query_one(".spark-name").render()) == "server (/metrics)"
         assert "prefix cache hit 40%" in str(row.query(".spark-value").last().render())
+
+
+async def test_a_run_is_not_compared_with_itself() -> None:
+    """Compare accepted a run against itself (all deltas 0, a table that says nothing)."""
+    from cockpit.load.store import SavedRun
+    from cockpit.ui.screens.runs import RunPicker
+
+    runs = [SavedRun("plain", {"levels": []}), SavedRun("eagle3", {"levels": []})]
+    picked: list = []
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.push_screen(RunPicker(runs), picked.append)
+        await pilot.pause()
+        await pilot.press("enter", "enter")  # the newest, twice
+        await pilot.pause()
+        assert picked == [] and isinstance(app.screen, RunPicker)
+        assert "B must be another run" in str(app.screen.query_one("#runs-title").render())
+        await pilot.press("down", "enter")
+        await pilot.pause()
+    assert picked == [(runs[1], runs[0])]

@@ -1,4 +1,4 @@
-"""Pick two saved load runs to compare: Enter marks A, then B."""
+"""Pick two saved load runs to compare: Enter marks A, then B (another run)."""
 
 from __future__ import annotations
 
@@ -39,5 +39,7 @@ class RunPicker(ModalScreen[tuple[SavedRun, SavedRun] | None]):
         if self.first is None:
             self.first = run
             self.query_one("#runs-title", Label).update(f"A: {run.label} · now pick B")
+        elif run is self.first:  # a run against itself says nothing: B must be another
+            self.query_one("#runs-title", Label).update(f"A: {run.label} · B must be another run")
         else:
             self.dismiss((self.first, run))
