@@ -417,3 +417,18 @@ async def test_a_rollback_to_a_set_that_crashed_runs_the_writes_pre_flight(catal
         assert isinstance(modal, WriteModal)
         assert [f.rule for f in modal.findings if f.severity == "error"] == ["eagle-params-together"]
         assert "Write anyway" in str(modal.query_one("#yes", Button).label)
+
+
+async def test_a_name_like_no_flag_offers_none(catalog) -> None:
+    """`zzznotaflag` offered --cpu-offload-gb, and Enter would have taken it."""
+    from textual.widgets import OptionList
+
+    app = app_with_unit(catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e", "a", *"zzznotaflag")
+        await pilot.pause()
+        box = app.query_one(FlagsPane).query_one("#flag-suggestions", OptionList)
+        assert not box.display
+        await pilot.press("ctrl+u", *"memfrac")
+        await pilot.pause()
+        assert box.display and box.get_option_at_index(box.highlighted).id == "--mem-fraction-static"

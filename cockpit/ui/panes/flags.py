@@ -34,6 +34,7 @@ from cockpit.suggest import closest, score
 from cockpit.systemd.unit import Unit
 from cockpit.ui.failures import said_failure
 
+FUZZY_CUTOFF = 0.35  # of suggest.score: `memfrac` finds --mem-fraction-static, `zzznotaflag` nothing
 ASK_AFTER_S = 0.6  # a pause in typing this long asks SGLang itself (a dry run of several seconds)
 TOPICS = (
     (
@@ -437,7 +438,9 @@ class FlagsPane(Vertical):
             box.display = False
             return
         names = [f.name for f in self.catalog.flags if not f.deprecated]
-        ranked = closest(text, names, n=12, cutoff=0.0) if text else sorted(names)[:12]
+        # Only names somewhat like it (or holding it): junk offers nothing rather than the least
+        # unlike flag (`zzznotaflag` offered --cpu-offload-gb, which Enter would have taken).
+        ranked = closest(text, names, n=12, cutoff=FUZZY_CUTOFF) if text else sorted(names)[:12]
         contains = [n for n in names if text and text.strip("-") in n]
         picks = list(dict.fromkeys(contains[:6] + ranked))[:12]
         box.clear_options()
