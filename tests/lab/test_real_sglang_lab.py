@@ -746,3 +746,19 @@ def test_a_unit_that_turns_the_switch_off_is_said_to_ask_the_model_nothing(servi
     assert health["generation"] == f"{SWITCH}=0 in the unit's environment", health
     assert health["seconds"] < 1.0 and HEALTH_PREFILL not in said, (health, said)
     assert told["readiness"] == "ready", told
+
+
+async def test_transformers_classes_are_found_in_a_real_install(real_lab: LabHandle) -> None:
+    """The model pre-flight's look into transformers, on the real-SGLang lab's venv (it skipped
+    wherever one developer's /tmp/rs-venv was missing)."""
+    from cockpit.config import HostConfig
+    from cockpit.remote.ssh import SSHHost
+    from cockpit.sglang.architectures import in_transformers
+
+    host = SSHHost(HostConfig(name=real_lab.name))
+    try:
+        site = real_lab.info.site_packages
+        assert await in_transformers(host, site, "LlamaForCausalLM") is True
+        assert await in_transformers(host, site, "FooBarForCausalLM") is False
+    finally:
+        await host.close()
