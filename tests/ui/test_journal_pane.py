@@ -305,3 +305,21 @@ async def test_a_row_is_as_wide_as_the_view_and_its_text_stops_at_the_scrollbar(
         assert strip.cell_length == len(text) == view.content_region.width
         under_bar = view.content_region.width - view.scrollable_content_region.width
         assert text.endswith(" " * under_bar) and text[:-under_bar].endswith("x")
+
+
+async def test_the_title_says_start_of_the_journal_only_while_it_is_in_view() -> None:
+    """It said `start of the journal · following` after `g` then `G`, over the newest lines."""
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = await load(pilot)
+        view.history_exhausted = True  # paging has reached the journal's first entry
+        view.focus()
+        await pilot.press("g")
+        await pilot.pause()
+        assert "start of the journal · paused" in view.title_text()
+        await pilot.press("G")
+        await pilot.pause()
+        assert "start of the journal" not in view.title_text() and view.title_text().endswith("following")
+        await pilot.press("g")
+        await pilot.pause()
+        assert "start of the journal" in str(view.parent.border_title)

@@ -296,6 +296,13 @@ class JournalView(CursorView):
             self.behind = lines
             self._update_title()
 
+    def _start_in_view(self) -> bool:
+        """Whether the journal's first row is on screen: the title says `start of the journal`
+        only then (it stayed after `g` then `G`, over the newest lines)."""
+        if self.follow:
+            return len(self.model.rows) <= self.scrollable_content_region.height
+        return int(self.scroll_y) == 0
+
     def title_text(self) -> str:
         """The box's title: what is shown and whether it is live, where the eye is."""
         parts = [self.label]
@@ -305,7 +312,7 @@ class JournalView(CursorView):
             parts.append(f"behind by ~{self.behind:,} lines")
         if self.model.filter.active:
             parts.append(f"filtered: {self.filter_text} (F to change)")
-        if self.history_exhausted:
+        if self.history_exhausted and self._start_in_view():
             parts.append("start of the journal")
         if self.fixed:
             return " · ".join(parts)
@@ -514,6 +521,7 @@ class JournalView(CursorView):
         row = self.place_cursor(row)
         if row == rows - 1 and not self.follow and self.unread:
             self.follow = True
+        self._update_title()
 
     def on_click(self, event: events.Click) -> None:
         self._move_to(int(self.scroll_y) + event.y)
