@@ -38,11 +38,14 @@ class Filter:
     pattern: re.Pattern[str] | None = None
     tracebacks_only: bool = False
     node: int | None = None  # a deployment's merged journal: one node's records
+    # Words that make a line an error whatever its priority: SGLang logs everything at info
+    # (`Health check failed`, `Scheduler hit an exception`), which `err` must not leave out.
+    error_texts: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, text: str) -> Filter:
+    def parse(cls, text: str, error_texts: tuple[str, ...] = ()) -> Filter:
         """`err`, `warn`, `rank:TP3`, `pid:1234`, `node:1`, `tb`, anything else a regular expression."""
-        kwargs: dict = {}
+        kwargs: dict = {"error_texts": error_texts}
         words = []
         for token in text.split():
             low = token.lower()
@@ -74,6 +77,16 @@ class Filter:
             for v in (self.max_priority, self.rank, self.pid, self.pattern, self.tracebacks_only, self.node)
         )
 
+    def _says_error(self, record: Line) -> bool:
+        """A line that is an error by its words: systemd's of a start that failed (`Main process
+        exited, code=exited, status=1/FAILURE`, `Failed with result ...`), or one of the
+        server's own (`error_texts`)."""
+        text = record.text
+        if record.pid == 1:
+            how = main_exit_of(text)
+            return (how is not None and how != "exited 0/SUCCESS") or "Failed with result" in text
+        return any(word in text for word in self.error_texts)
+
     def accepts(self, record: Line | Traceback) -> bool:
         if self.node is not None and (record.node if isinstance(record, Traceback) else record.entry.node) != self.node:
             return False
@@ -94,6 +107,7 @@ class Filter:
         if (
             self.max_priority is not None
             and (record.priority if record.priority is not None else 6) > self.max_priority
+            and not self._says_error(record)
         ):
             return False
         if self.rank is not None and log_rank(record.text) != self.rank:

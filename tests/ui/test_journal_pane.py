@@ -323,3 +323,14 @@ async def test_the_title_says_start_of_the_journal_only_while_it_is_in_view() ->
         await pilot.press("g")
         await pilot.pause()
         assert "start of the journal" in str(view.parent.border_title)
+
+
+async def test_a_node_filter_on_one_units_journal_is_refused_not_a_blank_journal() -> None:
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = await load(pilot)
+        rows = len(view.model.rows)
+        said = view.set_filter("node:1")
+        assert said is not None and said.startswith("node:1: this journal is one unit's")
+        assert len(view.model.rows) == rows and not view.model.filter.active  # the journal as it was
+        assert view.set_filter("node:0") is None and len(view.model.rows) == rows

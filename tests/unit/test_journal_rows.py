@@ -85,6 +85,23 @@ def test_filter_by_rank_priority_pid_and_regex() -> None:
     assert {rows.record_at(i).pid for i in range(len(rows.rows)) if rows.rows[i][1] == MAIN} == {pid}
 
 
+def test_err_shows_the_lines_that_say_a_failure_whatever_their_priority() -> None:
+    """`err` left out systemd's `Main process exited ... FAILURE` and SGLang's `Health check
+    failed`, both logged below priority 3."""
+    from cockpit.ui.panes.journal import ERROR_TEXTS
+
+    shown: list[str] = []
+    for name in ("journal-eagle.jsonl", "journal-dead-detokenizer.jsonl"):
+        rows = JournalRows()
+        rows.add(entries(name))
+        rows.set_filter(Filter.parse("err", error_texts=ERROR_TEXTS))
+        shown += [rows.text(i) for i in range(len(rows.rows)) if rows.rows[i][1] == MAIN]
+    assert any("Main process exited, code=exited, status=1/FAILURE" in t for t in shown), shown
+    assert any("Failed with result 'exit-code'" in t for t in shown)
+    assert any("Health check failed" in t for t in shown)
+    assert not any("Started " in t or "ready to roll" in t for t in shown)  # nor what is no error
+
+
 def test_window_stays_bounded_and_rows_follow() -> None:
     rows = JournalRows(window=100)
     batch = entries("journal-restart.jsonl")

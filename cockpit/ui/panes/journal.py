@@ -27,6 +27,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from cockpit.printable import printable
+from cockpit.sglang.logparse import ERRORS
 from cockpit.systemd.entry import JournalEntry
 from cockpit.traceback.grammar import is_frame_line
 from cockpit.traceback.journal_rows import MAIN, SEPARATOR, Filter, JournalRows
@@ -57,6 +58,11 @@ def thumb(size: int, virtual: float, window: float, position: float) -> tuple[in
     length = max(1, window / (virtual / size))
     start = int((size - length) * (position / (virtual - window)) * 8)
     return (start, start + ceil(length * 8))
+
+
+# SGLang's own lines of something gone wrong, which it logs at info: `err` shows them (a graceful
+# stop's kill_process_tree is no error).
+ERROR_TEXTS = tuple(text for text, kind in ERRORS if kind != "tree_killed")
 
 
 class JournalView(CursorView):
@@ -621,9 +627,16 @@ class JournalView(CursorView):
 
     def set_filter(self, text: str) -> str | None:
         try:
-            new = Filter.parse(text)
+            new = Filter.parse(text, error_texts=ERROR_TEXTS)
         except ValueError as e:
             return str(e)
+        if new.node is not None and new.node >= max(1, self.model.nodes):
+            nodes = self.model.nodes
+            return (
+                f"node:{new.node}: this journal is one unit's, node 0's (node:N is for a deployment's merged journal)"
+                if nodes <= 1
+                else f"node:{new.node}: the deployment's nodes are 0 to {nodes - 1}"
+            )
         self.model.set_filter(new)
         self.filter_text = text.strip()
         self.cursor = min(self.cursor, max(0, len(self.model.rows) - 1))
