@@ -807,8 +807,22 @@ class CockpitApp(App[None]):
         if self._load_running():
             self.notify("a load run is going: B cancels it", severity="warning")
             return
-        self.action_throughput()
-        self.load_run_worker()
+        target = self.target
+        profile = self.config.profile(target.profile)
+        body = (
+            f"Profile {profile.name}: concurrency {', '.join(map(str, profile.concurrency))}, {profile.requests} "
+            f"requests a level after {profile.warmup} warm-up, {profile.input_len} tokens in, {profile.output_len} out "
+            "(ignore_eos: every request runs to its length).\n\nThe load competes with whatever else the server "
+            "is answering on the host; B cancels it at any time, with no request left running."
+        )
+
+        def confirmed(yes: bool | None) -> None:
+            if yes and self.target == target and not self._load_running():
+                self.action_throughput()
+                self.load_run_worker()
+
+        title = f"Send a load run to {target.unit} on {target.host}?"
+        self.push_screen(ConfirmModal(title, body, confirm="Run", danger=False), confirmed)
 
     def action_cancel_run(self) -> None:
         self.workers.cancel_group(self, "load")  # load_run_worker's group, and only its

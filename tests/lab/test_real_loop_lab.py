@@ -273,7 +273,7 @@ async def test_the_apps_load_profile_counts_what_the_server_counted(real_lab: La
         head = app.query_one(ThroughputPane).query_one("#run-head")
         # where the server listens is the unit's own --port, known once the unit is read
         await until(lambda: app.session.address == ("127.0.0.1", PORT), 60, lambda: app.session.address)
-        await pilot.press("b")
+        await pilot.press("b", "y")  # the load run, confirmed
         await until(lambda: "done:" in str(head.render()), 240, lambda: str(head.render()))
     [(_, record)] = load_runs(lab.name, TP1)
     assert record["server_args"]["port"] == PORT, record["server_args"]  # its own /server_info

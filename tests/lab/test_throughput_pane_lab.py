@@ -37,7 +37,7 @@ async def test_a_run_from_the_pane_is_cancelled_cleanly_and_runs_compare(lab: La
     async with app.run_test(size=(160, 50)) as pilot:
         pane = app.query_one(ThroughputPane)
         for _ in range(2):  # two complete runs
-            await pilot.press("b")
+            await pilot.press("b", "y")  # the load run, confirmed
             deadline = time.monotonic() + 60
             while "done:" not in str(pane.query_one("#run-head").render()):
                 assert time.monotonic() < deadline, str(pane.query_one("#run-head").render())
@@ -51,7 +51,7 @@ async def test_a_run_from_the_pane_is_cancelled_cleanly_and_runs_compare(lab: La
                 "tiny": LoadProfile(name="tiny", concurrency=(8,), requests=64, warmup=0, input_len=16, output_len=400)
             },
         )
-        await pilot.press("b")
+        await pilot.press("b", "y")  # the load run, confirmed
         await asyncio.sleep(3)
         assert _stats(lab)["running"] > 0
         await pilot.press("B")

@@ -205,3 +205,19 @@ def test_every_screen_in_each_theme(snap_compare, sglang_root, monkeypatch, them
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(140, 44), run_before=run_before)
+
+
+async def test_b_asks_before_it_sends_load_to_a_server() -> None:
+    """`b` started a load run at once, on a production server as anywhere."""
+    app = CockpitApp(Config(), TARGET, live=False)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await pilot.press("b")
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, ConfirmModal) and "Send a load run to sglang-demo.service on cockpit-lab?" in (
+            modal.title_text
+        )
+        assert "concurrency 1, 2, 4, 8, 16, 32" in modal.body
+        await pilot.press("n")
+        await pilot.pause()
+        assert len(app.screen_stack) == 1 and not any(w.name == "load_run_worker" for w in app.workers)
