@@ -179,20 +179,25 @@ async def _run(args: argparse.Namespace) -> int:
         except OSError as e:
             raise CockpitError(f"cannot reach {url}: {e}") from None
     print(table(levels))
+    record = run_record(
+        config,
+        levels,
+        started_at=started,
+        host=where.get("host"),
+        unit=where.get("unit"),
+        sglang_version=info.get("version"),
+        server_args=server_args(info),
+    )
+    record["config"]["url"] = where.get("url", url)  # the server's own URL, not a forwarded port
+    if where.get("forwarded_by"):
+        record["config"]["forwarded_by"] = where["forwarded_by"]  # "openssh", or why asyncssh carried it
     if args.json:
-        record = run_record(
-            config,
-            levels,
-            started_at=started,
-            host=where.get("host"),
-            unit=where.get("unit"),
-            sglang_version=info.get("version"),
-            server_args=server_args(info),
-        )
-        record["config"]["url"] = where.get("url", url)  # the server's own URL, not a forwarded port
-        if where.get("forwarded_by"):
-            record["config"]["forwarded_by"] = where["forwarded_by"]  # "openssh", or why asyncssh carried it
         await asyncio.to_thread(Path(args.json).write_text, json.dumps(record, indent=1))
+    if where.get("host") and where.get("unit"):  # a unit's run: the app's compare (c) lists it
+        from cockpit.load.store import save_run
+
+        saved = await asyncio.to_thread(save_run, where["host"], where["unit"], record)
+        print(f"cockpit: the run is saved as {saved}: c in the cockpit compares it", file=sys.stderr)
     return 1 if any(lv.errors for lv in levels) else 0
 
 

@@ -252,6 +252,9 @@ def test_cockpit_bench_at_concurrency_1_and_2_counts_what_the_server_counted(
     )
     assert bench.returncode == 0, bench.stdout + bench.stderr
     assert_adds_up(json.loads(out.read_text()), before, counters(lab))
+    # Saved where the app's compare (c) finds the unit's runs, as the app's own b saves them.
+    [(path, saved)] = load_runs(lab.name, TP1)
+    assert saved == json.loads(out.read_text()) and f"the run is saved as {path}" in bench.stderr
 
 
 @pytest.mark.timeout(480)
