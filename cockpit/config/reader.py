@@ -10,8 +10,9 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -30,6 +31,8 @@ from cockpit.config.schema import (
 from cockpit.config.toml_lines import _KeyLines
 from cockpit.errors import UsageError
 from cockpit.suggest import closest
+
+T = TypeVar("T")
 
 # --- validation ------------------------------------------------------------------------
 
@@ -270,20 +273,41 @@ def _parse(text: str, path: Path) -> Config:
         where = f"{path}:{m.group(1)}" if m else str(path)
         raise UsageError(f"{where}: not valid TOML: {reason}") from None
     r = _Reader(path, text)
-    r.known_keys(doc, (), _TOP_KEYS)
-    hosts = {n: _read_host(r, n, v) for n, v in r.table(doc.get("hosts", {}), ("hosts",)).items()}
+    problems: list[str] = []  # every one, not the first alone: a config is fixed in one go
+
+    def said(read: Callable[[], T]) -> T | None:
+        try:
+            return read()
+        except UsageError as e:
+            problems.append(str(e))
+            return None
+
+    def each(section: str, read: Callable[[str, Any], T]) -> dict[str, T]:
+        entries = said(partial(r.table, doc.get(section, {}), (section,))) or {}
+        read_ = {n: said(partial(read, n, v)) for n, v in entries.items()}
+        return {n: v for n, v in read_.items() if v is not None}
+
+    for name in doc:
+        said(partial(r.known_keys, {name: None}, (), _TOP_KEYS))
+    hosts = each("hosts", partial(_read_host, r))
+    loops: set[frozenset[str]] = set()
     for h in hosts.values():
         if h.jump == h.name:
-            raise r.fail(("hosts", h.name, "jump"), "a host cannot be its own jump host")
-        loop = _jump_loop(hosts, h.name)
-        if loop is not None:
-            raise r.fail(("hosts", h.name, "jump"), f"the jump hosts make a loop: {' -> '.join(loop)}")
-    profiles = {n: _read_profile(r, n, v) for n, v in r.table(doc.get("profiles", {}), ("profiles",)).items()}
-    units = {n: _read_unit(r, n, v, hosts, profiles) for n, v in r.table(doc.get("units", {}), ("units",)).items()}
-    ui = _read_ui(r, doc.get("ui", {}))
-    deployments = {
-        n: _read_deployment(r, n, v, units) for n, v in r.table(doc.get("deployments", {}), ("deployments",)).items()
-    }
+            problems.append(str(r.fail(("hosts", h.name, "jump"), "a host cannot be its own jump host")))
+        elif (loop := _jump_loop(hosts, h.name)) is not None and frozenset(loop) not in loops:
+            loops.add(frozenset(loop))  # said once, at the first host on it
+            problems.append(str(r.fail(("hosts", h.name, "jump"), f"the jump hosts make a loop: {' -> '.join(loop)}")))
+    profiles = each("profiles", partial(_read_profile, r))
+    ui = said(lambda: _read_ui(r, doc.get("ui", {})))
+    # A unit names its host and profile, a deployment its units: read only once those were, so
+    # that a broken host is said once, not again as every unit's unknown host.
+    units = each("units", lambda n, v: _read_unit(r, n, v, hosts, profiles)) if not problems else {}
+    deployments = each("deployments", lambda n, v: _read_deployment(r, n, v, units)) if not problems else {}
+    if problems:
+        if len(problems) == 1:
+            raise UsageError(problems[0])
+        raise UsageError(f"{len(problems)} problems in the config:\n  " + "\n  ".join(problems))
+    assert ui is not None
     return Config(path=path, hosts=hosts, units=units, profiles=profiles, ui=ui, deployments=deployments)
 
 

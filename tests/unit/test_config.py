@@ -169,3 +169,16 @@ def test_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_unknown_host_name_falls_back_to_ssh_alias() -> None:
     cfg = config.Config()
     assert cfg.host("cockpit-lab").ssh_alias == "cockpit-lab"
+
+
+def test_every_mistake_is_said_at_once(tmp_path: Path) -> None:
+    """They came one at a time: fix, run, the next one. A unit of a broken host is not said
+    again as an unknown host."""
+    text = GOOD.replace("sudo = true", "sodu = true").replace("port = 2222", 'port = "abc"')
+    text = text.replace("requests = 64", "requests = -1")
+    msg = error_of(tmp_path, text)
+    lines = msg.splitlines()
+    assert lines[0] == "3 problems in the config:", msg
+    assert lines[1].endswith("cockpit.toml:3: hosts.gpu1.sodu: unknown key (did you mean 'sudo'?)")
+    assert lines[2].endswith("cockpit.toml:8: hosts.gpu2.port: expected a port number between 1 and 65535, got 'abc'")
+    assert "profiles.sweep.requests" in lines[3] and "unknown host" not in msg
