@@ -141,3 +141,18 @@ async def test_a_run_is_not_compared_with_itself() -> None:
         await pilot.press("down", "enter")
         await pilot.pause()
     assert picked == [(runs[1], runs[0])]
+
+
+async def test_the_run_head_says_the_sweeps_time_left_by_its_levels() -> None:
+    from cockpit.fmt import duration
+
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    async with app.run_test(size=(150, 40)) as pilot:
+        pane = app.query_one(ThroughputPane)
+        pane.begin((1, 4), 8, "profile tiny")
+        await pilot.pause()
+        head = pane.query_one("#run-head")
+        assert "left" not in str(head.render())  # no request ended: nothing to go on
+        pane.request_done(1, RequestResult(ok=True, ttft_s=0.1, e2e_s=2.0, output_tokens=16))
+        await pilot.pause()
+        assert f"about {duration((7 + 2) * 2.0)} left" in str(head.render())  # 7 more at 1, 2 rounds at 4

@@ -2,7 +2,7 @@
 
 Rows of sparklines (one per concurrency level, then TTFT, per-token ITL, each GPU's
 utilisation and memory, power, and the decode throughput SGLang logs even when no run is
-going), a progress bar with an ETA for the running level, and one plotext chart of output
+going), a progress bar with the sweep's time left (cockpit.load.eta), and one plotext chart of output
 tok/s against concurrency, redrawn only when a level ends or a comparison opens (a plot costs
 about 30 ms, too much to pay per request).
 """
@@ -20,6 +20,8 @@ from textual.message import Message
 from textual.widgets import Label, ProgressBar, Sparkline, Static
 from textual_plotext import PlotextPlot
 
+from cockpit.fmt import duration
+from cockpit.load.eta import sweep_left_s
 from cockpit.load.gpu import GpuSample
 from cockpit.load.passive import ThroughputPoint
 from cockpit.load.results import LevelResult, RequestResult
@@ -103,12 +105,14 @@ class ThroughputPane(Vertical, can_focus=True):
         self._requests = 0
         self._level_started = 0.0
         self._done_in_level = 0
+        self._level_now = 0  # the running level's concurrency
+        self._request_times: list[float] = []  # its finished requests' seconds, for the time left
         self._compare: Comparison | None = None
         self.clock = time.monotonic  # recorded runs replay with their own clock
 
     def compose(self) -> ComposeResult:
         yield Label("no load run yet: b starts the unit's load profile", id="run-head", markup=False)
-        yield ProgressBar(id="run-progress", show_eta=True)
+        yield ProgressBar(id="run-progress", show_eta=False)  # the sweep's own estimate is in the head
         with Horizontal(id="throughput-body"):
             with VerticalScroll(id="spark-rows"):
                 yield Vertical(id="level-rows")
@@ -144,14 +148,28 @@ class ThroughputPane(Vertical, can_focus=True):
     def _start_level(self, concurrency: int) -> None:
         self._level_started = self.clock()
         self._done_in_level = 0
+        self._level_now, self._request_times = concurrency, []
+        self._say_level()
+
+    def _say_level(self) -> None:
+        """`level 2/6 · concurrency 2 · 64 requests · about 25s left` (cockpit.load.eta)."""
+        concurrency = self._level_now
         index = self._plan.index(concurrency) + 1
+        times = self._request_times
+        left = sweep_left_s(
+            self._plan, concurrency, self._requests, self._done_in_level, sum(times) / len(times) if times else None
+        )
         self.query_one("#run-head", Label).update(
             f"level {index}/{len(self._plan)} · concurrency {concurrency} · {self._requests} requests"
+            + (f" · about {duration(left)} left" if left is not None else "")
         )
 
     def request_done(self, concurrency: int, result: RequestResult) -> None:
         self.query_one("#run-progress", ProgressBar).advance(1)
         self._done_in_level += 1
+        if result.ok and result.e2e_s is not None and concurrency == self._level_now:
+            self._request_times.append(result.e2e_s)
+        self._say_level()
         if not result.ok:
             return
         now = self.clock()
