@@ -102,7 +102,20 @@ def parse(text: str) -> list[ProcessStack]:
 
 def _thread(raw: dict) -> ThreadStack:
     frames = [StackFrame(str(f["name"]), str(f["filename"]), int(f["line"])) for f in raw["frames"]]
-    return ThreadStack(str(raw.get("thread_name") or raw.get("thread_id")), bool(raw.get("active")), frames)
+    return ThreadStack(_thread_name(raw), bool(raw.get("active")), frames)
+
+
+def _thread_name(raw: dict) -> str:
+    """py-spy's name of the thread; where it has none (a process whose main thread Python's
+    threading never named, as the detokenizer's: `thread_name: null`), `MainThread` for the
+    thread whose OS id is the process's own, else `thread TID` (the OS id, not the pthread
+    address py-spy calls thread_id: 140193838092992 on the detokenizer's row)."""
+    if raw.get("thread_name"):
+        return str(raw["thread_name"])
+    tid = raw.get("os_thread_id")
+    if tid is not None and tid == raw.get("pid"):
+        return "MainThread"
+    return f"thread {tid if tid is not None else raw.get('thread_id')}"
 
 
 async def read(host: Host, control_group: str, *, sudo: bool = False, root_ptrace: bool = False) -> list[ProcessStack]:

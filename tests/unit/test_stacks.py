@@ -31,6 +31,10 @@ def test_every_member_is_read_with_its_threads() -> None:
         ]
         assert main.frames[2].file == "/opt/cockpit/cockpit/lab/standin/worker.py"
         assert {t.name for t in rank.threads} == {"MainThread", "Thread-1 (fire)"}  # and its watchdog
+    # py-spy gives the detokenizer's main thread no name (null): its row showed the pthread id.
+    [detokenizer_main] = HUNG[-1].threads
+    assert detokenizer_main.name == "MainThread" and HUNG[-1].main is detokenizer_main
+    assert "140193838092992" not in stack_entries([HUNG[-1]], 0)[0].message
 
 
 def test_a_process_that_is_not_python_is_said() -> None:
