@@ -120,7 +120,10 @@ async def test_the_server_row_says_which_source_it_shows() -> None:
         app.throughput_pane.passive([point_from_reading(now, now.cache_hit_rate(None))])
         await pilot.pause()
         assert str(row.query_one(".spark-name").render()) == "server (/metrics)"
-        assert "prefix cache hit 40%" in str(row.query(".spark-value").last().render())
+        assert str(row.query(".spark-value").last().render()).strip().endswith("tok/s")
+        # its other figures whole, on their own line: in the row's value they were cut (`… accept`)
+        words = str(app.query_one("#passive-words").render())
+        assert "prefix cache hit 40%" in words and "…" not in words, words
 
 
 async def test_a_run_is_not_compared_with_itself() -> None:

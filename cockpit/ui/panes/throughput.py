@@ -120,6 +120,9 @@ class ThroughputPane(Vertical, can_focus=True):
                 yield SparkRow("ITL/token", "ms", id="row-itl")
                 self._passive_row = SparkRow("server (log)", "tok/s", id="row-passive")
                 yield self._passive_row
+                # its other figures on a line of their own, wrapped: in the row's value they were cut
+                # (`… accept`) at any width the pane leaves it
+                yield Label("", id="passive-words", classes="spark-note", markup=False)
                 yield Vertical(id="gpu-rows")
             yield PlotextPlot(id="chart")
         yield Static("", id="compare-table")
@@ -239,7 +242,9 @@ class ThroughputPane(Vertical, can_focus=True):
         name = f"server ({_SOURCE[last.source]})"
         if name != self._passive_row.row_name:
             self._passive_row.rename(name)
-        self._passive_row.extend([p.gen_throughput for p in points], last.words())
+        rate, _, rest = last.words().partition(" · ")
+        self._passive_row.extend([p.gen_throughput for p in points], rate)
+        self.query_one("#passive-words", Label).update(rest)
 
     # -- the chart and the comparison -----------------------------------------------------------
 
