@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import sys
+
 
 def duration(seconds: float | None) -> str:
     """`42s`, `4m21s`, `3h05m`, `2d04h`; `-` when unknown."""
@@ -31,3 +36,19 @@ def size(n: int | None) -> str:
 def count(n: int, word: str) -> str:
     """`1 host`, `2 hosts`: a number with its noun (a plural by `s`)."""
     return f"{n} {word}{'s' * (n != 1)}"
+
+
+def cockpit_command() -> str:
+    """How to type the cockpit again, for a command line it prints: `cockpit` where that name on
+    PATH is this program, else as it was started (`.venv/bin/cockpit`, the README's install,
+    whose venv is not on PATH; `python -m cockpit`)."""
+    me = sys.argv[0] if sys.argv and sys.argv[0] else "cockpit"
+    if os.path.basename(me) == "__main__.py":
+        return f"{sys.executable} -m cockpit"
+    found = shutil.which("cockpit")
+    try:
+        if found and os.path.samefile(found, me):
+            return "cockpit"
+    except OSError:
+        pass
+    return shlex.quote(me)

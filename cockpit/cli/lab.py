@@ -8,6 +8,7 @@ import os
 import sys
 
 from cockpit.errors import UsageError
+from cockpit.fmt import cockpit_command
 
 
 def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.lab.paths import DEFAULT_NAME
 
     lab = Lab(args.name or DEFAULT_NAME)
+    me = cockpit_command()  # the commands it prints run as typed: `.venv/bin/cockpit` where that is how
     if args.lab_command == "up" and args.nodes > 1:
         from cockpit.lab import nodes
 
@@ -107,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             for rank, info in enumerate(infos):
                 print(f"lab {info.name} is up at {info.address}: node {rank}, {nodes.node_unit(rank)}")
-            print(f"  cockpit --config {config_file} --deployment {nodes.DEPLOYMENT}")
-            print(f"  cockpit --config {config_file} status --deployment {nodes.DEPLOYMENT}")
+            print(f"  {me} --config {config_file} --deployment {nodes.DEPLOYMENT}")
+            print(f"  {me} --config {config_file} status --deployment {nodes.DEPLOYMENT}")
         return 0
     if args.lab_command == "up":
         info = lab.up(
@@ -125,16 +127,16 @@ def run(args: argparse.Namespace) -> int:
                 f"{'installed, importable' if info.real_sglang else 'source'}, stand-in server)"
             )
             print(f"  ssh -F {info.ssh_config} {info.name}")
-            print(f"  cockpit --host {info.name} --unit sglang-demo.service")
+            print(f"  {me} --host {info.name} --unit sglang-demo.service")
             if info.real_sglang:
                 print(
                     "and SGLang 0.5.23 itself on the CPU, a tiny random-weight Llama, stopped until you start it "
                     "(about 3 GB and 30 s of both cores; tp 2 about 4 GB):"
                 )
                 for unit, port in REAL_UNITS.items():
-                    print(f"  cockpit lab ssh --name {info.name} -- systemctl start {unit}")
-                    print(f"  cockpit --host {info.name} --unit {unit}")
-                    print(f"  cockpit lab generate --name {info.name} --port {port} 'what is the model ?'")
+                    print(f"  {me} lab ssh --name {info.name} -- systemctl start {unit}")
+                    print(f"  {me} --host {info.name} --unit {unit}")
+                    print(f"  {me} lab generate --name {info.name} --port {port} 'what is the model ?'")
         return 0
     if args.lab_command == "down":
         for each in [lab, *(Lab(f"{lab.name}-n{rank}") for rank in range(1, args.nodes))]:

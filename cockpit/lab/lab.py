@@ -27,6 +27,7 @@ import cockpit
 from cockpit.config import Config
 from cockpit.config import parse as parse_config
 from cockpit.errors import CockpitError, UsageError
+from cockpit.fmt import cockpit_command
 from cockpit.lab import image, network
 from cockpit.lab.paths import DEFAULT_NAME, run_root, state_root
 from cockpit.localfs import remove_stale
@@ -170,7 +171,7 @@ class Lab:
                 raise UsageError(
                     f"the lab {self.name} is up on {running.release}"
                     f"{' with a real SGLang' if running.real_sglang else ''}: take it down first "
-                    f"(`cockpit lab down --name {self.name}`) to boot it on {wanted}"
+                    f"(`{cockpit_command()} lab down --name {self.name}`) to boot it on {wanted}"
                 )
             return running
         chosen = image.release(release)
@@ -386,7 +387,7 @@ class Lab:
         """OpenSSH's argv for `command`: an argv quoted once for the remote shell (it runs
         exactly those words), or, with `shell`, one string the remote shell reads as a command."""
         if self.info() is None:
-            raise CockpitError(f"the lab {self.name} is not up: run `cockpit lab up --name {self.name}`")
+            raise CockpitError(f"the lab {self.name} is not up: run `{cockpit_command()} lab up --name {self.name}`")
         alias = self.name if user == "root" else f"{self.name}-{user}"
         words = ([" ".join(command)] if shell else [shlex.join(command)]) if command else []
         return ["ssh", "-F", str(self.ssh_config), alias, *words]
