@@ -72,7 +72,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
     from cockpit.systemd.process_facts import Viewpoint
 
     async with open_target(args, unit=False) as session:
-        python, on_gpus, root, unit_findings = None, None, None, []
+        python, on_gpus, root, unit_findings, cwd = None, None, None, [], "/"
         if session.target is not None:
             found = await read_deployment(
                 session.host, session.target, catalogs=session.catalogs, python=catalog is None
@@ -82,6 +82,7 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
             argv = argv or found.command
             python, root = found.interpreter, found.package_root
             unit_findings = check_unit(found.unit)
+            cwd = found.unit.setting("WorkingDirectory") or "/"
             on_gpus = (Viewpoint(found.target.unit, found.status.running_invocation), found.unit.environment())
             if catalog is None:
                 if found.catalog is None:
@@ -94,32 +95,39 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
             raise UsageError("give the flags to check after `--`, or --unit to read them from the unit")
         if catalog is None:
             raise UsageError("give --unit (its Python tells where SGLang is) or --sglang-version")
-        report = await _report(args, argv, catalog, host, python)
+        # a unit's model directories are checked with the rest of the host (check_before_start)
+        report = await _report(args, argv, catalog, host, python, paths=on_gpus is None)
         report.findings += unit_findings
         if on_gpus is not None:
             from cockpit.sglang.architectures import ArchitectureCache
             from cockpit.sglang.model_preflight import check_before_start
 
             report.findings += await check_before_start(
-                host, argv, catalog, *on_gpus, root=root, architectures=ArchitectureCache()
+                host, argv, catalog, *on_gpus, root=root, architectures=ArchitectureCache(), cwd=cwd
             )
         return report
 
 
 async def _report(
-    args: argparse.Namespace, argv: list[str], catalog: Catalog, host: Host | None, python: str | None
+    args: argparse.Namespace,
+    argv: list[str],
+    catalog: Catalog,
+    host: Host | None,
+    python: str | None,
+    *,
+    paths: bool = True,
 ) -> Report:
     from cockpit.sglang.dry_runs import DryRuns, replace_static
     from cockpit.sglang.preflight import Report, check_paths, check_static, flags_only
 
     report = Report(check_static(argv, catalog))
     if host is not None:
-        paths = await check_paths(host, argv, catalog)
+        missing = await check_paths(host, argv, catalog) if paths else []
         if not args.static_only and python is not None:
             verdict = await DryRuns().verdict(host, python, flags_only(argv), catalog)
             report.dry_run = verdict.outcome
             report.findings = [*replace_static(report.findings, verdict), verdict.said()]
-        report.findings += paths
+        report.findings += missing
     return report
 
 

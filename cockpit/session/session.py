@@ -888,6 +888,7 @@ class Session:
             edited.environment(),
             root=root,
             architectures=self.architectures,
+            cwd=edited.setting("WorkingDirectory") or "/",
         )
 
     def gpu_view(self) -> Viewpoint:

@@ -21,7 +21,7 @@ from cockpit.sglang.flags import Catalog
 from cockpit.sglang.host_preflight import check_host
 from cockpit.sglang.model_files import ModelFiles, read_model_files
 from cockpit.sglang.model_fit import fit_findings
-from cockpit.sglang.preflight import INFO, WARNING, Finding, given_flags
+from cockpit.sglang.preflight import INFO, WARNING, Finding, check_paths, given_flags, on_host
 from cockpit.systemd import gpu_use
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.process_facts import Viewpoint
@@ -44,9 +44,11 @@ async def check_before_start(
     root: str | None,
     architectures: ArchitectureCache,
     use: GpuUse | None = None,
+    cwd: str = "/",
 ) -> list[Finding]:
     """Everything the host decides about a start, on one read of its GPU table (`use`, where the
     caller read it already): what other processes hold that the unit will need (host_preflight),
+    the model directories the flags name (check_paths, from the unit's WorkingDirectory `cwd`)
     and the model (check_model). A server given another `--device` than CUDA uses none of the
     GPUs: the lab's real SGLang on `--device cpu` was told that a process on GPU 0 held its
     memory, and offered it to end."""
@@ -55,7 +57,9 @@ async def check_before_start(
         use = GpuUse(missing=off)
     use = use or await gpu_use.read_or_say(host)
     held = await check_host(host, argv, catalog, view, env, use=use)
-    return held + await check_model(host, argv, catalog, use, view, env, root=root, architectures=architectures)
+    paths = await check_paths(host, argv, catalog, cwd)
+    model = await check_model(host, argv, catalog, use, view, env, root=root, architectures=architectures, cwd=cwd)
+    return held + paths + model
 
 
 async def check_model(
@@ -68,16 +72,17 @@ async def check_model(
     *,
     root: str | None,
     architectures: ArchitectureCache,
+    cwd: str = "/",
 ) -> list[Finding]:
     """The model findings for a server argv; `root` is where the service's Python keeps SGLang
-    (None: unknown, and the architecture is not checked)."""
+    (None: unknown, and the architecture is not checked); `cwd`, the unit's WorkingDirectory."""
     flags = given_flags(argv, catalog)
     version = catalog.version or ""
     path = flags.get(MODEL)
     if not on_disk(path):
         return [Finding(INFO, "model-fit", [], f"{MODEL} {path} is not a directory on {host.name}: no model checks.")]
     assert path is not None
-    target = await read_model_files(host, path)
+    target = await read_model_files(host, on_host(path, cwd))
     if target.config is None:
         return []  # check_paths says the directory or its config.json is missing
     found = fit_findings(target, flags, env or {}, use, view, host.name, version)
@@ -86,7 +91,7 @@ async def check_model(
     if algorithm_of(flags) is not None:
         if on_disk(draft_path) and draft_path != path:
             assert draft_path is not None
-            draft = await read_model_files(host, draft_path, sizes=False)
+            draft = await read_model_files(host, on_host(draft_path, cwd), sizes=False)
         if draft_path is None or draft is not None or draft_path == path:
             found += draft_findings(flags, target, draft, version)
     if root is not None:

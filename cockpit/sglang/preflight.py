@@ -248,20 +248,36 @@ def given_flags(argv: Sequence[str], catalog: Catalog) -> dict[str, str | None]:
     return out
 
 
-async def check_paths(host: Host, argv: Sequence[str], catalog: Catalog) -> list[Finding]:
-    """Model directories named by the flags exist on the host and hold config.json."""
+LOCAL_PATH = ("/", "./", "../", "~")  # a path, not a Hugging Face id (`org/name`)
+
+
+def on_host(value: str, cwd: str = "/") -> str:
+    """Where the server will look for a path flag's value: a relative one from the unit's
+    WorkingDirectory (systemd's default `/`), not from the SSH login's home, which the check
+    read before (a missing `./eagle3` passed there); `~` as written, which SGLang never expands."""
+    base = (cwd or "/").lstrip("-")  # systemd's `-` prefix: the directory may be missing
+    return value if value.startswith(("/", "~")) else posixpath.normpath(posixpath.join(base or "/", value))
+
+
+async def check_paths(host: Host, argv: Sequence[str], catalog: Catalog, cwd: str = "/") -> list[Finding]:
+    """Model directories named by the flags exist on the host and hold config.json; `cwd`: the
+    unit's WorkingDirectory, where a relative one is looked for."""
     findings = []
     for name, value in given_flags(argv, catalog).items():
-        if name not in PATH_FLAGS or not value or not value.startswith(("/", "./", "~")):
+        if name not in PATH_FLAGS or not value or not value.startswith(LOCAL_PATH):
             continue
+        where = on_host(value, cwd)
+        said = value if where == value else f"{value} ({where}, from the unit's WorkingDirectory {cwd or '/'})"
         try:
-            await host.stat(posixpath.join(value, "config.json"))
+            await host.stat(posixpath.join(where, "config.json"))
         except HostError:
             try:
-                await host.stat(value)
-                problem = f"{value} on {host.name} holds no config.json"
+                await host.stat(where)
+                problem = f"{said} on {host.name} holds no config.json"
             except HostError:
-                problem = f"{value} does not exist on {host.name}"
+                problem = f"{said} does not exist on {host.name}" + (
+                    " (SGLang does not expand ~)" if value.startswith("~") else ""
+                )
             findings.append(
                 Finding(
                     ERROR,

@@ -25,6 +25,14 @@ async def test_paths_and_dry_run_in_the_lab(lab: LabHandle, sglang_root) -> None
             catalog,
         )
         assert missing.flags == ["--model-path"] and f"/models/nope does not exist on {lab.name}" in missing.message
+        # A relative path is the unit's WorkingDirectory's, not the SSH login's home: a missing
+        # `./eagle3` passed, read from there.
+        relative = ["--model-path", "./Llama-3.1-8B-Instruct", "--speculative-draft-model-path", "./eagle3"]
+        [draft] = await check_paths(host, relative, catalog, cwd="/models")
+        assert draft.flags == ["--speculative-draft-model-path"], draft
+        assert "./eagle3 (/models/eagle3, from the unit's WorkingDirectory /models) does not exist" in draft.message
+        [both] = await check_paths(host, relative[:2], catalog)  # systemd's default WorkingDirectory, /
+        assert "(/Llama-3.1-8B-Instruct, from the unit's WorkingDirectory /) does not exist" in both.message
     finally:
         await host.close()
     out = await asyncio.to_thread(
