@@ -905,8 +905,13 @@ class Session:
         return await control.end_processes(identities)
 
     def attempts(self) -> list[Attempt]:
-        """The unit's timeline; for a deployment opened, the deployment's own (its group
-        restarts, each one attempt)."""
+        """The unit's attempts, oldest first; for a deployment opened, the deployment's own (its
+        group restarts, each one attempt). Not the original (`timeline_entries`)."""
+        return [a for a in self.timeline_entries() if a.outcome != ORIGINAL]
+
+    def timeline_entries(self) -> list[Attempt]:
+        """What the attempt timeline lists: the attempts, and first #0, the unit as the cockpit
+        first found it (a single unit's way back)."""
         if self.group is not None:
             from cockpit.group_rollout import attempt_log
 
@@ -1115,7 +1120,7 @@ class Session:
         shown = [tb.times[0] for _, tb in self.rows.tracebacks() if tb.times and tb.times[0]]
         if shown:
             said.append((min(shown) / 1e6, "its oldest traceback in the journal window"))
-        attempts = [a for a in AttemptLog(self.target.host, self.target.unit).load() if a.outcome != ORIGINAL]
+        attempts = self.attempts()
         failed = [k for k, a in enumerate(attempts) if a.outcome not in ("ready", "pending")]
         if failed:
             readies = [k for k in range(failed[-1]) if attempts[k].outcome == "ready"]

@@ -504,7 +504,7 @@ class CockpitApp(App[None]):
         if self.target is None:
             return
         pane = self.query_one(AttemptsPane)
-        pane.show(self.session.attempts())
+        pane.show(self.session.timeline_entries())
         self.show_detail("attempts")
         pane.focus()
 

@@ -115,7 +115,9 @@ async def test_the_seed_mistake_is_caught_by_sglang_written_anyway_read_in_its_s
             last = crash.traceback["frames"][-1]
             assert (last["file"], last["line"], last["function"]) == (HOOK, 1162, "_handle_eagle_family"), last
             listed = app.query_one(AttemptsPane)
-            await until(lambda: app.focused is listed and listed.option_count == 1, 10, "the timeline on the attempt")
+            # the attempt, and under it #0, the unit as the cockpit first found it (the way back)
+            await until(lambda: app.focused is listed and listed.option_count == 2, 10, "the timeline on the attempt")
+            assert "the original" in str(listed.get_option_at_index(1).prompt)
             row = str(listed.get_option_at_index(0).prompt)
             assert row.startswith("✗ #1") and "crashed" in row and "AssertionError" in row, row
 
@@ -177,7 +179,7 @@ async def test_the_seed_mistake_is_caught_by_sglang_written_anyway_read_in_its_s
             print(f"{TP1}: the mistake crashed in {crashed.seconds:.1f} s, the fix was ready in {fixed.seconds:.1f} s")
             status = app.query_one(StatusPane)
             await until(lambda: status.status is not None and status.status.ready, 30, lambda: status.status)
-            await until(lambda: app.focused is listed and listed.option_count == 2, 10, "the timeline on the fix")
+            await until(lambda: app.focused is listed and listed.option_count == 3, 10, "the timeline on the fix")
             rows = [str(listed.get_option_at_index(i).prompt) for i in range(2)]  # newest first
             assert rows[0].startswith("✓ #2") and "ready in" in rows[0], rows
             assert rows[1].startswith("✗ #1") and "crashed" in rows[1] and "AssertionError" in rows[1], rows

@@ -522,7 +522,7 @@ async def test_the_cockpits_own_restart_is_recorded_as_a_restart_watched_to_the_
             await until(lambda: pane.status.invocation_id != first and pane.status.ready, 30, lambda: pane.status)
             assert "last exit stopped by the cockpit's restart" in str(pane.render()), str(pane.render())
             listed = app.query_one(AttemptsPane)
-            await until(lambda: listed.option_count == 1, 5, "the timeline opened on the attempt")
+            await until(lambda: listed.option_count == 2, 5, "the timeline opened on the attempt (and #0)")
             row = str(listed.get_option_at_index(0).prompt)
             assert "✓ #1" in row and "ready in" in row and "restart" in row and "crash" not in row, row
             assert any("previous exit: stopped by a stop job" in t for t in view.model.separators.values())

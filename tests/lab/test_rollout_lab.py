@@ -218,3 +218,32 @@ async def test_the_note_holds_every_traceback_the_screen_shows(lab: LabHandle, s
     in_note = {tb.times[0] for tb in incident.tracebacks}
     assert on_screen <= in_note, (len(on_screen), len(in_note))
     assert "the incident on screen" in incident.period, incident.period
+
+
+async def test_the_crash_loop_banner_goes_once_a_fixed_start_is_ready(lab: LabHandle, seed_unit) -> None:
+    """It never cleared once the unit was fixed, and replaced the readiness reason in every later
+    state (a stop here): the banner is drawn while the loop is true, and under the reason."""
+    from cockpit.config import Config
+    from cockpit.ui.app import CockpitApp
+    from tests.conftest import until
+
+    def crashes() -> int:
+        return lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat").stdout.count("AssertionError")
+
+    lab.wait_for(lambda: crashes() >= 3, 90, "three crashes of the seed's mistake")
+    app = CockpitApp(Config(), Target(lab.name, "sglang-demo.service"))
+    async with app.run_test(size=(150, 45)):
+        pane = app.status_pane
+        await until(lambda: "⟳ crash loop: " in str(pane.render()), 60, lambda: str(pane.render()))
+        topk = "    --speculative-eagle-topk 4 \\\n"
+        fixed = SEED.replace("--speculative-num-draft-tokens 3", "--speculative-num-draft-tokens 8")
+        fixed = fixed.replace(topk, topk + "    --speculative-num-steps 3 \\\n")
+        lab.ssh("tee", UNIT, input=fixed)
+        lab.ssh("systemctl", "daemon-reload")
+        lab.ssh("systemctl", "restart", "sglang-demo")
+        await until(lambda: pane.status is not None and pane.status.readiness == "ready", 60, lambda: pane.status)
+        assert "crash loop" not in str(pane.render())
+        lab.ssh("systemctl", "stop", "sglang-demo")
+        await until(lambda: pane.status.active_state in ("inactive", "failed"), 30, lambda: pane.status)
+        shown = str(pane.render())
+        assert "crash loop" not in shown and "down: the unit is" in shown, shown
