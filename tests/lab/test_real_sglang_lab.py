@@ -387,6 +387,10 @@ async def test_the_server_row_of_a_real_plain_server(real_lab: LabHandle) -> Non
             app.action_throughput()
             row = app.query_one("#row-passive", SparkRow)
 
+            def figures() -> str:
+                """The row's tok/s and, on its own wrapped line under it, the server's other figures."""
+                return f"{row.shown} · {app.query_one('#passive-words', Label).render()}"
+
             async def polled_after(done: float) -> ThroughputPoint:
                 """The first /metrics reading after a request was answered (the server counts it
                 before it answers): its interval holds that request and nothing after it."""
@@ -404,15 +408,16 @@ async def test_the_server_row_of_a_real_plain_server(real_lab: LabHandle) -> Non
             assert first["meta_info"]["cached_tokens"] == 0, first  # type: ignore[index]
             point = await polled_after(time.time())
             assert point.accept_len is None and point.accept_rate is None, point
-            assert row.row_name == "server (/metrics)" and "accept" not in row.shown, row.shown
-            assert row.shown.endswith("prefix cache hit 0%"), row.shown
+            assert row.row_name == "server (/metrics)" and "accept" not in figures(), figures()
+            assert figures().endswith("prefix cache hit 0%"), figures()
             again = await asyncio.to_thread(generate, Lab(lab.name), PROMPT, port, 8)
             meta = again["meta_info"]
             assert isinstance(meta, dict) and meta["cached_tokens"] > 0, again  # the radix cache: 4 of 5 here
             point = await polled_after(time.time())
             truth = meta["cached_tokens"] / meta["prompt_tokens"]
             assert point.cache_hit_rate == truth, (point, meta)
-            assert row.shown.endswith(f"prefix cache hit {100 * truth:.0f}%") and "accept" not in row.shown, row.shown
+            shown = figures()
+            assert shown.endswith(f"prefix cache hit {100 * truth:.0f}%") and "accept" not in shown, shown
         metrics = lab.ssh(
             "python3",
             "-c",
