@@ -69,15 +69,6 @@ class Entry:
     def raw(self) -> str:
         return "".join(line.text + line.eol for line in self.lines)
 
-    def line_of(self, value_offset: int) -> int:
-        """The index (in `lines`) of the physical line holding this offset of `value`."""
-        at = value_offset + self.value_start
-        found = 0
-        for i, start in enumerate(self.offsets):
-            if start <= at:  # a comment line shares its offset with the line after it
-                found = i
-        return found
-
 
 @dataclass(frozen=True)
 class UnitFile:
@@ -132,7 +123,7 @@ def _is_comment(text: str) -> bool:
     return bool(body) and body[0] in COMMENTS
 
 
-def _continues(text: str) -> bool:
+def continues(text: str) -> bool:
     """systemd's test: the line ends in an unescaped backslash (an odd run of them)."""
     return (len(text) - len(text.rstrip("\\"))) % 2 == 1
 
@@ -172,7 +163,7 @@ def parse_unit_file(path: str, text: str) -> UnitFile:
         offsets.append(length)
         if comment:
             continue
-        piece = content[:-1] + " " if _continues(content) else content
+        piece = content[:-1] + " " if continues(content) else content
         parts.append(piece)
         length += len(piece)
         if piece is not content:

@@ -24,7 +24,7 @@ from cockpit.systemd.unit import UnitError, load_unit, read_local
 from cockpit.systemd.unit_env import parse_env_file
 from cockpit.systemd.unit_exec import ExecSyntaxError, check_representable, expand_env, parse_commands, quote_word
 from cockpit.systemd.unit_paths import dropin_dirs, select_dropins
-from cockpit.systemd.unit_syntax import UnitSyntaxError, parse_unit_file
+from cockpit.systemd.unit_syntax import UnitSyntaxError, parse_unit_file, split_lines
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "units"
@@ -251,10 +251,7 @@ def test_an_override_that_resets_execstart_defines_the_command() -> None:
     ]
     edited = unit.set_flag("tp", "8")
     assert set(edited.changed()) == {OVERRIDE}
-    assert edited.render(OVERRIDE).endswith(
-        "--tp 8 \\\n    --trust-remote-code \\\n    --speculative-algorithm EAGLE3 "
-        "\\\n    --speculative-draft-model-path ${DRAFT_DIR} \\\n    --port 30001\n"
-    )
+    assert edited.render(OVERRIDE) == eagle_texts(override=True)[OVERRIDE].replace("--tp 4", "--tp 8")
 
 
 def test_dropins_are_found_and_ordered_the_way_systemd_does() -> None:
@@ -311,17 +308,25 @@ def _split(text: str, start: str, end: str) -> tuple[str, str, str]:
     return text[:i], text[i:j], text[j:]
 
 
-def test_set_flag_rewrites_only_the_command_one_flag_per_line() -> None:
+def test_set_flag_changes_the_flags_words_and_no_other_byte() -> None:
+    """Issue 26: the README promises every other byte kept, the wrapping of the continuation
+    lines too (the edit used to re-wrap the command one flag per line)."""
     original = eagle_texts()[FRAGMENT]
-    edited = load_unit(eagle_texts(), FRAGMENT).set_flag("--tp-size", "4").render()
-    before, old_block, after = _split(original, "ExecStart=", "--port 30000\n")
-    new_before, new_block, new_after = _split(edited, "ExecStart=", "--port 30000\n")
-    assert (new_before, new_after) == (before, after)  # every byte outside the directive
-    assert new_block == old_block.replace("--tp-size 8", "--tp-size 4").replace(
-        "--speculative-num-steps 3 --speculative-eagle-topk 4 \\\n",
-        "--speculative-num-steps 3 \\\n    --speculative-eagle-topk 4 \\\n",
-    ).replace("--host 0.0.0.0 --port 30000", "--host 0.0.0.0 \\\n    --port 30000")
-    assert "    # --disable-cuda-graph \\\n    --tp-size 4" in new_block  # comments stay where they were
+    unit = load_unit(eagle_texts(), FRAGMENT)
+    assert unit.set_flag("--tp-size", "4").render() == original.replace("--tp-size 8", "--tp-size 4")
+    assert unit.set_flag("--speculative-eagle-topk", "1").render() == original.replace("topk 4", "topk 1")
+    # a flag alone on its continuation line goes with its line; one that shares it, with its blank
+    assert unit.unset_flag("--trust-remote-code").render() == original.replace("    --trust-remote-code \\\n", "")
+    assert unit.unset_flag("--speculative-num-steps").render() == original.replace("--speculative-num-steps 3 ", "")
+    assert unit.unset_flag("--port").render() == original.replace(" --port 30000", "")
+    # the last line goes: the line above ends the directive now
+    assert unit.unset_flag("--host").unset_flag("--port").render() == original.replace(
+        "    $EXTRA_ARGS \\\n    --host 0.0.0.0 --port 30000", "    $EXTRA_ARGS"
+    )
+    # a new flag: on a continuation line of its own, indented like the last one
+    assert unit.set_flag("--enable-lora").render() == original.replace(
+        "--port 30000\n", "--port 30000 \\\n    --enable-lora\n"
+    )
 
 
 def test_set_an_unchanged_value_changes_nothing_and_unset_removes_every_occurrence() -> None:
@@ -329,8 +334,11 @@ def test_set_an_unchanged_value_changes_nothing_and_unset_removes_every_occurren
     assert unit.set_flag("tp-size", "8").changed() == {}
     texts = {"/u/a.service": "[Service]\nExecStart=/bin/a --x 1 --y --x=2\n"}
     a = load_unit(texts, "/u/a.service")
-    assert a.set_flag("--x", "3").render() == "[Service]\nExecStart=/bin/a \\\n    --x 1 \\\n    --y \\\n    --x=3\n"
-    assert a.unset_flag("x").render() == "[Service]\nExecStart=/bin/a \\\n    --y\n"
+    assert a.set_flag("--x", "3").render() == "[Service]\nExecStart=/bin/a --x 1 --y --x=3\n"
+    assert a.unset_flag("x").render() == "[Service]\nExecStart=/bin/a --y\n"
+    assert a.set_flag("--z", "4").render() == "[Service]\nExecStart=/bin/a --x 1 --y --x=2 --z 4\n"
+    ended = load_unit({"/u/a.service": "[Service]\nExecStart=/bin/a --x 1 -- in.txt\n"}, "/u/a.service")
+    assert ended.set_flag("--z", "4").render() == "[Service]\nExecStart=/bin/a --x 1 --z 4 -- in.txt\n"
     with pytest.raises(UnitError, match="has no flag --z"):
         a.unset_flag("--z")
 
@@ -339,7 +347,7 @@ def test_edits_keep_line_endings_prefixes_and_argv0() -> None:
     unit = load_unit({"/u/a.service": "[Service]\r\nExecStart=-@/usr/bin/python3 py -m x --a 1\r\nX=1"}, "/u/a.service")
     edited = unit.set_flag("b", "2").set_env("K", "v")
     assert edited.render() == (
-        "[Service]\r\nEnvironment=K=v\r\nExecStart=-@/usr/bin/python3 py -m x \\\r\n    --a 1 \\\r\n    --b 2\r\nX=1"
+        "[Service]\r\nEnvironment=K=v\r\nExecStart=-@/usr/bin/python3 py -m x --a 1 --b 2\r\nX=1"
     )
     assert edited.exec() == ["py", "-m", "x", "--a", "1", "--b", "2"]
 
@@ -358,8 +366,7 @@ def test_values_are_quoted_so_systemd_reads_them_back() -> None:
     unit = load_unit({"/u/a.service": "[Service]\nExecStart=/bin/a\n"}, "/u/a.service")
     edited = unit.set_flag("--name", 'it\'s "50%" of $HOME\\n\n').set_flag("--neg", "-1").set_flag("--empty", "")
     assert edited.render() == (
-        '[Service]\nExecStart=/bin/a \\\n    --name "it\'s \\"50%%\\" of $$HOME\\\\n\\n" \\\n'
-        '    --neg=-1 \\\n    --empty ""\n'
+        '[Service]\nExecStart=/bin/a --name "it\'s \\"50%%\\" of $$HOME\\\\n\\n" --neg=-1 --empty ""\n'
     )
     assert edited.exec() == ["/bin/a", "--name", 'it\'s "50%" of $HOME\\n\n', "--neg=-1", "--empty", ""]
 
@@ -520,6 +527,14 @@ def test_set_flag_changes_no_byte_outside_the_command(parts: tuple[str, str, str
     assert [i.value for i in reread.flags() if i.name == "--tp-size"][-1] == value
     others = [(i.name, i.value) for i in unit.items() if i.name != "--tp-size"]
     assert [(i.name, i.value) for i in reread.items() if i.name != "--tp-size"] == others
+    # the wrapping is the command's own: an edit in place adds no line, a new flag at most one
+    had = any(i.name == "--tp-size" for i in unit.items())
+    assert len(split_lines(edited)) - len(split_lines(before + command + after)) <= (0 if had else 1)
+    if had:
+        gone = unit.unset_flag("--tp-size").render()
+        assert gone.startswith(before) and gone.endswith(after)
+        reread = load_unit({"/u/x.service": gone}, "/u/x.service")
+        assert [(i.name, i.value) for i in reread.items()] == others
 
 
 @settings(max_examples=300, deadline=None)
