@@ -10,6 +10,8 @@ gets `sglang-k26-node{i}.service`: the demo unit's stand-in started as a launch 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,9 +25,13 @@ DEMO_UNIT = (GUEST_DIR / "sglang-demo.service").read_text()
 
 
 def standin_unit_text(port: int, flags: str = "", env: str = "", restart: bool = True) -> str:
-    """The demo unit's stand-in on `port`, with `flags` added to its command and `env` (words of
-    COCKPIT_STANDIN_*=V) to its settings; with no [Install] section, so nothing starts it at boot."""
-    text = DEMO_UNIT.replace("--port 30000", f"--port {port}{' ' + flags if flags else ''}")
+    """The demo unit's stand-in on `port`, with `flags` added to its command (in place of the
+    demo's own, so each flag is given once) and `env` (words of COCKPIT_STANDIN_*=V) to its
+    settings; with no [Install] section, so nothing starts it at boot."""
+    text = DEMO_UNIT
+    for name in {word.partition("=")[0] for word in shlex.split(flags) if word.startswith("--")}:
+        text = re.sub(rf"\n    {re.escape(name)}( [^ \\\n]+)? \\(?=\n)", "", text)  # one line each: given once
+    text = text.replace("--port 30000", f"--port {port}{' ' + flags if flags else ''}")
     text = text.replace("COCKPIT_STANDIN_CAPACITY=1200", f"COCKPIT_STANDIN_CAPACITY=1200{' ' + env if env else ''}")
     if not restart:
         text = text.replace("Restart=on-failure", "Restart=no")
@@ -68,6 +74,8 @@ def up(name: str, count: int, progress: Callable[[str], None], **up_args: object
     head = infos[0].address
     for rank, lab in enumerate(labs):
         unit = node_unit(rank)
+        # the demo unit would hold the node's GPUs beside the launch (and warn of it on every node)
+        _ssh(lab, "systemctl", "stop", "sglang-demo.service")
         _ssh(lab, "tee", f"/etc/systemd/system/{unit}", input=standin_unit_text(PORT, launch_flags(head, count, rank)))
         _ssh(lab, "systemctl", "daemon-reload")
         _ssh(lab, "systemctl", "restart", unit)
