@@ -258,16 +258,22 @@ def assess(
     if probe.ok:  # an earlier `Health check failed` that answers again now: ready (the line stays in the journal)
         return Readiness(READY, probe.words() + ("" if journal else "; its journal was not read"))
     if probe.timed_out:
-        silent = ""
-        if signals.last_line_at is not None:
-            silent = f"; the journal has been silent for {max(0.0, time.time() - signals.last_line_at):.0f} s"
-        return Readiness(HUNG, f"{probe.words()}{silent} ({STACKS_HINT})")
+        return Readiness(HUNG, f"{probe.words()}{_silence(signals, probe)} ({STACKS_HINT})")
     if signals.ready_at is None:
         return Readiness(STARTING, f"{probe.words()}: it has not said it is ready yet")
     failed = (
         f"; `Health check failed` at {_clock(signals.health_failed_at)}" if signals.health_failed_at is not None else ""
     )
     return Readiness(DEGRADED, f"{probe.words()} after it was ready at {_clock(signals.ready_at)}{failed}")
+
+
+def _silence(signals: Signals, probe: Probe) -> str:
+    """`; not a journal line since it was asked, 42 s ago`: silence counted from the request
+    that got no answer. The journal's last line dates nothing: an idle server logs nothing, so
+    after a load run it was the run's end, however recent the hang."""
+    if probe.asked_at is None or signals.last_line_at is None or signals.last_line_at >= probe.asked_at:
+        return ""
+    return f"; not a journal line since it was asked, {max(0.0, time.time() - probe.asked_at):.0f} s ago"
 
 
 def _worker_node(processes: UnitProcesses | None, schedulers: int | None) -> Readiness:

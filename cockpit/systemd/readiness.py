@@ -54,6 +54,9 @@ class Probe:
     # Why it does or does not, as the release's source and the unit say it
     # ("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is on, SGLang 0.5.23's default").
     generation: str = ""
+    # When it was asked (the epoch, by the clock of whoever asked; None: not known): a hang is
+    # dated by what the server logged since, not by its last line (an idle server logs nothing)
+    asked_at: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -108,17 +111,18 @@ async def probe(host: Host, addr: str, port: int, path: str = HEALTH, timeout: f
     """`path` asked once, and timed; a server too old for `/health_generate` (404) is asked
     `/health`. `/health_generate` generates a token by its name; whether `/health` does is for
     the caller to say (it needs the release and the unit)."""
-    began = time.monotonic()
+    began, asked_at = time.monotonic(), time.time()
     try:
         status, _ = await host.http_request("GET", addr, port, path, timeout=timeout)
     except asyncio.TimeoutError:
-        return Probe(path, None, f"no answer within {timeout:g} s")
+        return Probe(path, None, f"no answer within {timeout:g} s", asked_at=asked_at)
     except (OSError, ConnectionError, HostError) as e:
         said = f"nothing answers on {addr}:{port} ({e})" if str(e) else f"nothing answers on {addr}:{port}"
-        return Probe(path, None, said)
+        return Probe(path, None, said, asked_at=asked_at)
     if status == 404 and path == GENERATE:
         return await probe(host, addr, port, HEALTH, timeout)
-    return Probe(path, status, seconds=time.monotonic() - began, generates=True if path == GENERATE else None)
+    seconds = time.monotonic() - began
+    return Probe(path, status, seconds=seconds, generates=True if path == GENERATE else None, asked_at=asked_at)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ server that still answers /health."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -127,6 +128,18 @@ def test_each_source_moves_the_verdict(changes, probe, signals, state, says) -> 
     status = running(**changes)
     told = assess(status, signals, probe, TITLES)
     assert told.state == state and says in told.reason
+
+
+def test_a_hang_is_dated_by_the_request_that_got_no_answer_not_by_the_last_line() -> None:
+    """Issue 26, item 5: after a load run the journal's last line is the run's end; the hint
+    counted the silence from there (an idle server logs nothing), however recent the hang."""
+    now = time.time()
+    asked = Probe(GENERATE, None, "no answer within 10 s", asked_at=now - 12)
+    after_a_run = assess(running(), Signals(ready_at=now - 3600, last_line_at=now - 900), asked, TITLES)
+    assert after_a_run.state == HUNG and "900" not in after_a_run.reason, after_a_run.reason
+    assert "; not a journal line since it was asked, 12 s ago (" in after_a_run.reason, after_a_run.reason
+    spoke = assess(running(), Signals(ready_at=now - 3600, last_line_at=now - 5), asked, TITLES)
+    assert spoke.state == HUNG and "journal" not in spoke.reason.partition("(")[0], spoke.reason
 
 
 def test_ready_only_when_the_journal_was_read_says_so() -> None:
