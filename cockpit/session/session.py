@@ -870,6 +870,15 @@ class Session:
 
         return await self.dry_runs.verdict(self.host, found.interpreter, flags_only(edited.exec()), found.catalog)
 
+    async def complete_path(self, edited: Unit, typed: str) -> list[str]:
+        """Tab in a path flag's value: the host's names that complete it, a relative one from
+        the edited unit's WorkingDirectory (nothing for a recorded session)."""
+        if not self.live:
+            return []
+        from cockpit.sglang.path_completion import complete_path
+
+        return await complete_path(self.host, typed, edited.setting("WorkingDirectory") or "/")
+
     async def host_findings(self, edited: Unit) -> list[Finding]:
         """What processes outside the unit hold that the edited unit will need, its GPUs and
         its ports, and whether its model fits them, its draft its target, and the release its

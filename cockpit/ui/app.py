@@ -221,7 +221,12 @@ class CockpitApp(App[None]):
             yield TracebackList(id="tracebacks")
         with ContentSwitcher(id="detail"):
             yield SourcePane(id="source")
-            yield FlagsPane(self.session.preflight, self.session.dry_run if self.session.live else None, id="flags")
+            yield FlagsPane(
+                self.session.preflight,
+                self.session.dry_run if self.session.live else None,
+                self.session.complete_path if self.session.live else None,
+                id="flags",
+            )
             yield AttemptsPane(id="attempts")
             self._throughput = ThroughputPane(id="throughput")
             yield self._throughput

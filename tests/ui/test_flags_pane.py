@@ -432,3 +432,53 @@ async def test_a_name_like_no_flag_offers_none(catalog) -> None:
         await pilot.press("ctrl+u", *"memfrac")
         await pilot.pause()
         assert box.display and box.get_option_at_index(box.highlighted).id == "--mem-fraction-static"
+
+
+async def test_tab_completes_a_path_from_the_host_and_keeps_the_editor(catalog, tmp_path) -> None:
+    """Issue 26, item 5: the value field had no path completion; Tab left the editor, and
+    Shift+Tab back then a key erased the value. Completion lists a real directory (LocalHost)."""
+    from textual.widgets import Input, OptionList
+
+    from cockpit.remote.local import LocalHost
+    from cockpit.sglang.path_completion import complete_path
+
+    for name in ("Llama-3.1-8B", "Llama-3.2-1B"):
+        (tmp_path / "models" / name).mkdir(parents=True)
+    app = app_with_unit(catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        pane = await _enter_on(pilot, "--speculative-draft-model-path")
+        pane.complete = lambda unit, typed: complete_path(LocalHost(), typed, "/")
+        field = pane.query_one("#flag-input", Input)
+        box = pane.query_one("#flag-suggestions", OptionList)
+        field.value = f"{tmp_path}/mo"
+        await pilot.press("tab")
+        await until(lambda: field.value == f"{tmp_path}/models/", 5, lambda: field.value)
+        assert field.has_focus and not box.display  # one name: filled in, nothing to list
+        await pilot.press("tab")
+        await until(lambda: box.display, 5, lambda: field.value)
+        assert field.value == f"{tmp_path}/models/Llama-3."  # what both share
+        listed = [box.get_option_at_index(i).id for i in range(box.option_count)]
+        assert listed == [f"path:{tmp_path}/models/Llama-3.1-8B/", f"path:{tmp_path}/models/Llama-3.2-1B/"]
+        await pilot.press("down", "tab")
+        await pilot.pause()
+        assert field.value == f"{tmp_path}/models/Llama-3.2-1B/" and field.has_focus
+        await pilot.press("shift+tab", "x")
+        await pilot.pause()
+        assert field.has_focus and field.value == f"{tmp_path}/models/Llama-3.2-1B/x", field.value
+        await pilot.press("backspace", "enter")
+        await pilot.pause()
+        assert _flags(pane)["--speculative-draft-model-path"] == f"{tmp_path}/models/Llama-3.2-1B/"
+
+
+async def test_tab_takes_the_highlighted_choice_without_writing_it(sglang_root) -> None:
+    from textual.widgets import Input
+
+    app = app_with_unit(load_catalog(sglang_root("0.5.9")))
+    async with app.run_test(size=(150, 50)) as pilot:
+        pane = await _enter_on(pilot, "--speculative-algorithm")
+        field = pane.query_one("#flag-input", Input)
+        field.value = ""
+        await pilot.press(*"nex", "tab")
+        await pilot.pause()
+        assert field.has_focus and field.value == "NEXTN"
+        assert _flags(pane)["--speculative-algorithm"] == "EAGLE3"  # Enter writes it, not Tab

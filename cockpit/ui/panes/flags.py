@@ -28,6 +28,7 @@ from textual.widgets.option_list import Option
 from cockpit.errors import CockpitError
 from cockpit.sglang.dry_runs import Verdict, replace_static
 from cockpit.sglang.flags import Catalog, Flag
+from cockpit.sglang.path_completion import completes, shared_start
 from cockpit.sglang.preflight import ERROR, WARNING, Finding
 from cockpit.sglang.unit_preflight import SETTINGS
 from cockpit.suggest import closest, score
@@ -139,13 +140,16 @@ class FlagsPane(Vertical):
         self,
         check: Callable[[Unit, Catalog | None], list[Finding]],
         dry_run: Callable[[Unit], Awaitable[Verdict | None]] | None = None,
+        complete: Callable[[Unit, str], Awaitable[list[str]]] | None = None,
         **kwargs,
     ) -> None:
         """`check`: the static pre-flight of an edited unit (the session's), run at every change;
-        `dry_run`: SGLang's own verdict on it from the host (the session's), asked once typing pauses."""
+        `dry_run`: SGLang's own verdict on it from the host (the session's), asked once typing
+        pauses; `complete`: the host's paths that complete a typed value (Tab)."""
         super().__init__(**kwargs)
         self.check = check
         self.dry_run = dry_run
+        self.complete = complete
         self.loaded: Unit | None = None
         self.edited: Unit | None = None
         self.catalog: Catalog | None = None
@@ -158,6 +162,7 @@ class FlagsPane(Vertical):
         self._editing: str | None = None  # the flag the input edits; "+" while adding
         self._choices: tuple[list[str], bool] = ([], False)
         self._prefill = ""  # the edited flag's choices, and whether any matches
+        self._listed_paths = ""  # the value whose completions Tab listed under the field
         self._raw = False
 
     def compose(self) -> ComposeResult:
@@ -457,7 +462,9 @@ class FlagsPane(Vertical):
             self._suggest(event.value.strip())
         elif not self._editing.startswith("env:"):
             typed = event.value.strip()
-            if typed == self._prefill:
+            if self._listed_paths and typed == self._listed_paths:
+                pass  # the value Tab filled in: its list of paths stays under it
+            elif typed == self._prefill:
                 self._offer_choices(self._editing, "", current=typed)
             else:
                 self._offer_choices(self._editing, typed)
@@ -481,7 +488,14 @@ class FlagsPane(Vertical):
     def on_key(self, event) -> None:
         field = self.query_one("#flag-input", Input)
         box = self.query_one("#flag-suggestions", OptionList)
-        if field.has_focus and self._editing is not None and box.display and event.key in ("down", "up"):
+        if field.has_focus and self._editing is not None and event.key in ("tab", "shift+tab"):
+            # Tab completes; neither moves the focus out of the editor, where Shift+Tab back
+            # selected the whole value and the next key typed over it
+            event.stop()
+            event.prevent_default()
+            if event.key == "tab":
+                self._tab(field, box)
+        elif field.has_focus and self._editing is not None and box.display and event.key in ("down", "up"):
             if event.key == "down":
                 box.action_cursor_down()
             else:
@@ -491,6 +505,36 @@ class FlagsPane(Vertical):
             self._end_prompt()
             self._refresh()  # the verdict goes back to the unit as edited, without the typed value
             event.stop()
+
+    def _tab(self, field: Input, box: OptionList) -> None:
+        """The highlighted suggestion (a choice, a flag's name, a path) into the field; else the
+        host's names that complete a path as typed (Tab again lists inside a directory)."""
+        picked = box.get_option_at_index(box.highlighted).id if box.display and box.highlighted is not None else None
+        if picked:
+            value = picked.partition(":")[2] if picked.startswith(("choice:", "path:")) else picked
+            field.value, field.cursor_position = value, len(value)
+            return
+        if self.complete is not None and self.edited is not None and completes(field.value):
+            self.run_worker(self._completed(field.value), group="complete", exclusive=True, exit_on_error=False)
+
+    async def _completed(self, typed: str) -> None:
+        assert self.complete is not None and self.edited is not None
+        found = await self.complete(self.edited, typed)
+        field = self.query_one("#flag-input", Input)
+        box = self.query_one("#flag-suggestions", OptionList)
+        if self._editing is None or field.value != typed:
+            return  # typed on or closed meanwhile: the answer is about a value no longer there
+        value = found[0] if len(found) == 1 else max(shared_start(found), typed, key=len)
+        field.value, field.cursor_position = value, len(value)
+        self._listed_paths = value if len(found) > 1 else ""
+        box.clear_options()
+        if len(found) > 1:
+            box.add_options(Option(name, id=f"path:{name}") for name in found)
+            box.display, box.highlighted = True, 0
+        else:
+            box.display = False
+        if not found:
+            self.notify(f"nothing on the host starts with {typed}", timeout=4)
 
     def _end_prompt(self) -> None:
         self.query_one("#flag-input").display = False
