@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.errors import CockpitError, UsageError
+from cockpit.printable import printable
 
 if TYPE_CHECKING:
     from cockpit.sglang.explain import Explanation
@@ -58,9 +60,11 @@ def pick_traceback(path: str, index: int | None = None) -> Traceback:
     tb = found[k - 1]
     if len(found) > 1:
         which = "the last" if k == len(found) else "the first" if k == 1 else f"number {k}"
+        first = tb.times[0] if tb.times else None
+        at = f" at {datetime.fromtimestamp(first / 1e6):%Y-%m-%d %H:%M:%S}" if first is not None else ""
         print(
-            f"cockpit: {path} holds {len(found)} tracebacks; explaining {which} ({tb.exception}"
-            f"{' at ' + tb.start if tb.start else ''}); --index N picks another",
+            f"cockpit: {path} holds {len(found)} tracebacks; explaining {which} ({printable(tb.exception)}{at}); "
+            "--index N picks another",
             file=sys.stderr,
         )
     return tb

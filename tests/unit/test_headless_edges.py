@@ -3,6 +3,7 @@ silent wrong answer; values that begin with a dash are values."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from tests.conftest import FIXTURES, ROOT
 
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))
 DEMO = ROOT / "cockpit" / "lab" / "guest" / "sglang-demo.service"
+DATA = ROOT / "tests" / "data"
 
 
 def _unit(tmp_path: Path) -> Path:
@@ -107,6 +109,33 @@ def test_explain_says_which_traceback_it_picked(tmp_path: Path, sglang_root) -> 
         timeout=60,
     )
     assert beyond.returncode == 2 and "holds 2 tracebacks with frames" in beyond.stderr
+
+
+def test_explain_dates_a_journal_traceback_by_the_clock(tmp_path: Path, sglang_root) -> None:
+    """Issue 26, item 5: the summary showed a journal traceback's raw __REALTIME_TIMESTAMP.
+    The export: the lab's EAGLE crash, then the same crash a minute later (its restart)."""
+    from datetime import datetime
+
+    entries = [json.loads(line) for line in (DATA / "journal-eagle.jsonl").read_text().splitlines()]
+    later = [
+        {**e, "__REALTIME_TIMESTAMP": str(int(e["__REALTIME_TIMESTAMP"]) + 60_000_000), "__CURSOR": e["__CURSOR"] + "b"}
+        for e in entries
+    ]
+    export = tmp_path / "two-starts.jsonl"
+    export.write_text("".join(json.dumps(e) + "\n" for e in entries + later))
+    first_us = next(
+        int(e["__REALTIME_TIMESTAMP"]) for e in entries if "Traceback (most recent call last)" in str(e.get("MESSAGE"))
+    )
+    said = subprocess.run(
+        [COCKPIT, "explain", str(export), "--index", "1", "--source-root", str(sglang_root("0.5.23"))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    clock = f"{datetime.fromtimestamp(first_us / 1e6):%Y-%m-%d %H:%M:%S}"
+    assert said.returncode == 0 and json.loads(said.stdout)["exception"].startswith("AssertionError"), said
+    assert f"explaining the first (AssertionError at {clock})" in said.stderr, said.stderr
+    assert str(first_us) not in said.stderr
 
 
 def test_the_repository_stands_alone() -> None:
