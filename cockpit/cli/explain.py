@@ -63,7 +63,7 @@ def pick_traceback(path: str, index: int | None = None) -> Traceback:
         first = tb.times[0] if tb.times else None
         at = f" at {datetime.fromtimestamp(first / 1e6):%Y-%m-%d %H:%M:%S}" if first is not None else ""
         print(
-            f"cockpit: {path} holds {len(found)} tracebacks; explaining {which} ({printable(tb.exception or "")}{at}); "
+            f"cockpit: {path} holds {len(found)} tracebacks; explaining {which} ({printable(tb.exception or '')}{at}); "
             "--index N picks another",
             file=sys.stderr,
         )
