@@ -123,10 +123,13 @@ async def restart_group(
     timeout: float = 900.0,
     note: str = "",
     flags: tuple[dict, dict] = ({}, {}),
+    step: Callable[[str], None] = lambda what: None,
 ) -> Attempt:
     """Stop all, check all stopped, start node 0 then the others, watch to the group's ready;
-    `flags`: node 0's before and after, where an edit was written first. A read-only node
-    refuses before any node is stopped (one stopped alone would leave the others waiting)."""
+    `flags`: node 0's before and after, where an edit was written first; `step` hears each
+    step as it begins (a node's stop can take its whole TimeoutStopSec, minutes of nothing
+    else to see). A read-only node refuses before any node is stopped (one stopped alone would
+    leave the others waiting)."""
     _refuse_read_only(nodes, "no node of the group was stopped or started")
     attempt = log.new(
         flags_before=flags[0],
@@ -137,11 +140,15 @@ async def restart_group(
     )
     started = time.monotonic()
     try:
+        step("stopping every node")
         await stop_group(nodes)
+        step("checking that no process of any node is left")
         await _all_stopped(nodes)
+        step("starting node 0, then the others")
         for n in nodes:
             await n.control.daemon_reload()
             await n.control.act("start", n.target.unit)
+        step("watching the group to ready")
         attempt.outcome, attempt.detail = await _watch(nodes, catalogs, timeout)
     except (CockpitError, HostError) as e:
         attempt.outcome, attempt.detail = "failed", str(e)

@@ -193,6 +193,7 @@ class Session:
         self.target = self.nodes[0][1] if self.nodes else target
         self.group_readiness: Readiness | None = None
         self._group_changing = 0  # group restarts and stops under way: their own stops are not a node lost
+        self._group_step: tuple[str, float] | None = None  # what the cockpit does to the group now, since when
         self._group_changes = 0  # how many began or ended: a read that spans one says nothing of a lost node
         self._node_health: dict[tuple[str, str], LastAnswer] = {}  # each node's last /health: asked when due
         self.read_only = read_only
@@ -479,7 +480,8 @@ class Session:
                 else group_readiness(statuses)
             )
             was, self.group_readiness = self.group_readiness, group
-            self.listener.group(group, [(node, said if isinstance(said, UnitStatus) else None) for node, said in read])
+            shown = self._said_with_step(group)
+            self.listener.group(shown, [(node, said if isinstance(said, UnitStatus) else None) for node, said in read])
             ours = self._group_changing or changes != self._group_changes
             if group.state == BROKEN and (was is None or was.state != BROKEN) and not ours:
                 node, status = next((n, s) for n, s in statuses if s.readiness == DOWN)
@@ -511,7 +513,7 @@ class Session:
         assert self.group is not None
         async with self._changing_group():
             log = attempt_log(self.group, [t for _, t in self.nodes])
-            return await restart_group(nodes, log, self.catalogs, note=note, flags=flags)
+            return await restart_group(nodes, log, self.catalogs, note=note, flags=flags, step=self._group_step_began)
 
     async def group_writes(self, loaded: Unit, edited: Unit) -> tuple[list[NodeWrite], list[Finding]]:
         """Node 0's edit carried to every node's unit as read now (each keeps its --node-rank),
@@ -547,6 +549,20 @@ class Session:
             self._group_changing -= 1
             self._group_changes += 1
             self.group_readiness = None
+            self._group_step = None
+
+    def _group_step_began(self, what: str) -> None:
+        self._group_step = (what, time.monotonic())
+
+    def _said_with_step(self, group: Readiness) -> Readiness:
+        """The group's line while the cockpit restarts or stops it: the step and how long it has
+        taken first (a node's stop can take its whole TimeoutStopSec, and the line said only
+        what the nodes read meanwhile, a restart that looked like nothing happening)."""
+        if self._group_step is None:
+            return group
+        what, since = self._group_step
+        said = f"the cockpit is {what} ({time.monotonic() - since:.0f} s)"
+        return Readiness(group.state, f"{said} · {group.reason}" if group.reason else said)
 
     async def _poll_gpus(self) -> None:
         """The host's GPU table every GPU_POLL_S, and at once when a new start is seen; read
@@ -779,6 +795,7 @@ class Session:
 
             nodes = self._group_nodes()
             async with self._changing_group():
+                self._group_step_began("stopping every node")
                 await stop_group(nodes)
             return None
         return await self.restart_group()

@@ -41,19 +41,24 @@ async def test_a_node_that_cannot_be_read_after_its_stop_is_not_taken_for_stoppe
         for node, host, unit in zip(("n0", "n1"), hosts, NODES, strict=True)
     ]
     cut = False
+    steps: list[str] = []
     try:
         restart = asyncio.create_task(
-            restart_group(nodes, attempt_log("gr", [n.target for n in nodes]), CatalogCache(), timeout=30)
+            restart_group(
+                nodes, attempt_log("gr", [n.target for n in nodes]), CatalogCache(), timeout=30, step=steps.append
+            )
         )
         await until(lambda: _state(node1, NODES[1]) == "inactive", 10, "node 1 stopped")
         await asyncio.sleep(1)  # systemctl's answer to the stop is home
         assert _state(lab, NODES[0]) == "deactivating"  # node 0 still stops: the read of node 1 comes after
+        assert steps == ["stopping every node"]  # what the app's group line says meanwhile (issue 26)
         set_link(Lab(node1.name).net(), up=False)
         cut = True
         attempt = await asyncio.wait_for(restart, 60)
         assert attempt.outcome == "failed", attempt
         assert attempt.detail.startswith("n1 could not be read after its stop, so no node was started"), attempt
         assert _state(lab, NODES[0]) == "inactive"  # not started alone
+        assert steps == ["stopping every node", "checking that no process of any node is left"], steps
     finally:
         if cut:
             set_link(Lab(node1.name).net(), up=True)

@@ -224,3 +224,25 @@ def test_a_gpu_holder_of_the_start_before_is_not_warned_of_from_a_table_read_bef
     session._show_gpus(after)
     assert [p.pid for p in heard.uses[-1].processes] == [1140]
     assert heard.uses[-1].processes[0].outside(session.gpu_view())
+
+
+def test_the_group_line_says_the_step_the_cockpit_is_at() -> None:
+    """Issue 26, item 5: a group restart showed nothing while node 1 sat 100 s in stop-sigterm;
+    the group's line says the step and how long it has taken, and goes back once it is done."""
+    import asyncio
+
+    from cockpit.sglang.health import DOWN, Readiness
+
+    session = RecordedSession(Config(), TARGET)
+    down = Readiness(DOWN, "n1 is down while n0 runs")
+    assert session._said_with_step(down) == down
+
+    async def restart() -> None:
+        async with session._changing_group():
+            session._group_step_began("stopping every node")
+            said = session._said_with_step(down)
+            assert said.state == DOWN
+            assert said.reason == "the cockpit is stopping every node (0 s) · n1 is down while n0 runs", said
+
+    asyncio.run(restart())
+    assert session._said_with_step(down) == down
