@@ -93,11 +93,15 @@ class Printer:
         self.records += len(records)
 
 
-def stream_fold(stream: BinaryIO, printer: Printer) -> None:
+def stream_fold(stream: BinaryIO, printer: Printer) -> int:
+    """Returns how many journal entries came without their MESSAGE (an export made without
+    `--all`: journalctl sends a field over 4096 bytes as null, a traceback's longest lines)."""
     from cockpit.traceback.fold import Folder, feed_lines
 
     folder = Folder()
+    left_out = 0
     for lines in chunks(stream):
+        left_out += sum(1 for line in lines if line.startswith(b"{") and b'"MESSAGE":null' in line)
         feed_lines(folder, lines)
         folder.release(LATE_LINES)
         done = folder.settled()
@@ -105,16 +109,25 @@ def stream_fold(stream: BinaryIO, printer: Printer) -> None:
         folder.discard(done)
     folder.close()
     printer.write(folder.records)
+    return left_out
 
 
 def run(args: argparse.Namespace) -> int:
     printer = Printer(sys.stdout.buffer, args.json)
     try:
         if args.file == "-":
-            stream_fold(sys.stdin.buffer, printer)
+            left_out = stream_fold(sys.stdin.buffer, printer)
         else:
             with open(args.file, "rb") as stream:
-                stream_fold(stream, printer)
+                left_out = stream_fold(stream, printer)
+        if left_out:
+            one = left_out == 1
+            print(
+                f"cockpit: {left_out} journal entr{'y' if one else 'ies'} came without {'its' if one else 'their'} "
+                "message (journalctl sends a field over 4096 bytes only with --all): export with "
+                "`journalctl -o json --all` to see them whole.",
+                file=sys.stderr,
+            )
     except BrokenPipeError:  # `cockpit fold x | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except IsADirectoryError:

@@ -75,6 +75,9 @@ class _Wire(msgspec.Struct, gc=False):
     about_object: str | None | UnsetType = field(name="OBJECT_SYSTEMD_UNIT", default=UNSET)
 
 
+# What stands in a row for a MESSAGE an export left out: said where the line was, not a blank row.
+LEFT_OUT = "[journalctl left this message out: over 4096 bytes, a field comes whole only with `-o json --all`]"
+
 _decode_wire = msgspec.json.Decoder(_Wire, strict=False).decode  # strict=False: "4100" -> 4100
 _decode_any = msgspec.json.Decoder().decode
 
@@ -85,8 +88,8 @@ def _message_from(value: Any) -> tuple[str, bool]:
     stored twice); a number or an object written by some other tool is shown as its JSON."""
     if isinstance(value, str):
         return value, False
-    if value is None:
-        return "", False  # a field journald did not send (without --all, over 4096 bytes)
+    if value is None:  # journalctl without --all sends a field over 4096 bytes as null
+        return LEFT_OUT, False
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return "\n".join(value), False  # MESSAGE stored more than once
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 256 for v in value):

@@ -21,6 +21,7 @@ import msgspec
 import pytest
 
 from cockpit.cli import fold as cli
+from cockpit.systemd.entry import LEFT_OUT
 from cockpit.traceback import Folder, Traceback, fold_lines
 from tests.conftest import ROOT, LabHandle
 from tests.data.fold.checks import assert_every_line_once, assert_same
@@ -378,3 +379,26 @@ def test_restart_loop_gives_one_traceback_per_crash(fold_lab: LabHandle, tmp_pat
     assert len({tb.invocation_id for tb in tracebacks}) == 3  # each crash is its own invocation
     assert any("healthy after 3 crashes" in line for line in messages(export))
     assert_every_line_once(messages(export), folder.records)
+
+
+def test_an_export_without_all_says_what_journalctl_left_out(fold_lab: LabHandle, tmp_path: Path, capsysbinary) -> None:
+    """Issue 26, item 6: journalctl without --all sends a field over 4096 bytes as null, and
+    fold showed those lines as blank rows and said nothing. Each row now says what was left out
+    and stderr says how to export the whole message."""
+    run_scenario(fold_lab, "noise", tmp_path)
+    bare = fold_lab.ssh("journalctl", "-u", "fold-noise", "-o", "json", "--no-pager").stdout.encode()
+    nulls = sum(1 for line in bare.splitlines() if msgspec.json.decode(line).get("MESSAGE") is None)
+    assert nulls > 0  # journalctl's own: the 100,000 y's come as null without --all
+    path = tmp_path / "bare.json"
+    path.write_bytes(bare)
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers(dest="command"))
+    capsysbinary.readouterr()
+    assert cli.run(parser.parse_args(["fold", str(path)])) == 0
+    out, err = capsysbinary.readouterr()
+    assert out.decode().count(LEFT_OUT) == nulls
+    assert err.decode() == (
+        f"cockpit: {nulls} journal entr{'y' if nulls == 1 else 'ies'} came without "
+        f"{'its' if nulls == 1 else 'their'} message (journalctl sends a field over 4096 bytes only with --all): "
+        "export with `journalctl -o json --all` to see them whole.\n"
+    )

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from cockpit.cli import fold as cli
-from cockpit.systemd.entry import JournalEntry, parse_json_line, parse_json_lines
+from cockpit.systemd.entry import LEFT_OUT, JournalEntry, parse_json_line, parse_json_lines
 from cockpit.traceback import BatchChanges, Change, Folder, Line, Traceback
 from cockpit.traceback.render import header, summary
 from tests.conftest import FIXTURES, ROOT
@@ -729,7 +729,7 @@ def test_entry_parsing_keeps_its_semantics() -> None:
     )
     assert (systemd.unit, systemd.pid, systemd.priority, systemd.invocation_id) == ("x.service", 1, 6, "abc")
     null = parse_json_line('{"MESSAGE":null,"PRIORITY":"3","_PID":"12","__REALTIME_TIMESTAMP":"5"}')
-    assert (null.message, null.priority, null.pid, null.realtime_us, null.binary) == ("", 3, 12, 5, False)
+    assert (null.message, null.priority, null.pid, null.realtime_us, null.binary) == (LEFT_OUT, 3, 12, 5, False)
     binary = parse_json_line('{"MESSAGE":[104,105,255],"_PID":"12"}')
     assert (binary.message, binary.binary) == ("hi\ufffd", True)
     repeated = parse_json_line('{"MESSAGE":["a","b"],"_PID":["1","2"]}')
