@@ -47,7 +47,7 @@ def free_port() -> int:
 def start_standin(port: int, **settings: float) -> subprocess.Popen:
     """The SGLang stand-in on 127.0.0.1:port, quiet and quick to start; `tokens_per_s=40` sets
     COCKPIT_STANDIN_TOKENS_PER_S=40, and so on for each setting."""
-    from cockpit.sglang.releases import sglang_source
+    from cockpit.sglang.catalog.releases import sglang_source
 
     env = dict(
         os.environ,

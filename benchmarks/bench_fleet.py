@@ -2,7 +2,7 @@
 
 Two halves, as one machine cannot hold 32 GPU hosts:
 
-- `data`: real rounds (cockpit.sglang.fleet) over `--labs` labs of `--units` SGLang stand-in
+- `data`: real rounds (cockpit.sglang.deployments.fleet) over `--labs` labs of `--units` SGLang stand-in
   units each, one connection per host, a round a second, with 1, 2, 4 ... hosts at once. For
   each count: the cockpit's CPU per round (its own process: asyncssh, parsing, assessing) and
   per host, and the round's wall time. A per-host cost that stays flat as hosts are added is
@@ -33,7 +33,7 @@ from cockpit.config import Config, HostConfig
 from cockpit.lab.nodes import standin_unit_text
 from cockpit.remote.pool import HostPool
 from cockpit.session import RecordedSession
-from cockpit.sglang.fleet import READY, FleetReader, FleetUnit, HostGpus, HostRound
+from cockpit.sglang.deployments.fleet import READY, FleetReader, FleetUnit, HostGpus, HostRound
 from cockpit.systemd.status import UnitStatus
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.launch import collect_less_often

@@ -1,4 +1,4 @@
-"""How fast `cockpit.sglang.logparse.parse` runs over the lines of a busy SGLang journal.
+"""How fast `cockpit.sglang.server.logparse.parse` runs over the lines of a busy SGLang journal.
 
 It runs on every journal line, so both halves matter: the lines it turns into events (decode
 and prefill stats, which a loaded server prints several times a second) and the far more
@@ -18,7 +18,7 @@ import time
 
 from _common import emit
 
-from cockpit.sglang.logparse import parse
+from cockpit.sglang.server.logparse import parse
 
 KINDS = {
     "decode": (

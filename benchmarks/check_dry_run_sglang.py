@@ -1,4 +1,4 @@
-"""The pre-flight dry run (`cockpit.sglang.preflight.dry_run`) against a Python that really imports SGLang.
+"""The pre-flight dry run (`cockpit.sglang.preflight.preflight.dry_run`) against a Python that really imports SGLang.
 
 NOT PART OF CI: it needs SGLang importable in a virtual environment outside the repository, and
 each case imports SGLang afresh (about 7-11 s a case on a two-core machine, a minute a release).
@@ -54,7 +54,7 @@ resolution reads through transformers' AutoConfig; no weights):
   `check_server_args()`, which launch_server calls after resolving (the static layer's
   served-name-colon rule names it too).
 Each case also records what the static layer (`check_static`) says, and its errors' `would_raise`.
-With `--rules`, each static rule of cockpit/sglang/rule_families.py adds a breaking case
+With `--rules`, each static rule of cockpit/sglang/preflight/rule_families.py adds a breaking case
 (`rule-NAME-break`: the release refuses it with the rule's exception, and the static layer says
 the same, or an INFO for a rule the GPU or the model decides) and a passing one (`rule-NAME-pass`:
 it resolves, and the static layer says no error); tests/unit/test_rule_families.py reads them.
@@ -87,9 +87,9 @@ from _common import emit
 
 from cockpit.remote.base import RunResult
 from cockpit.remote.local import LocalHost
-from cockpit.sglang.flags import Catalog, load_catalog
-from cockpit.sglang.preflight import ERROR, PROBE, Finding, check_static, dry_run
-from cockpit.sglang.releases import sglang_source
+from cockpit.sglang.catalog.flags import Catalog, load_catalog
+from cockpit.sglang.catalog.releases import sglang_source
+from cockpit.sglang.preflight.preflight import ERROR, PROBE, Finding, check_static, dry_run
 
 TINY_LLAMA = {
     "architectures": ["LlamaForCausalLM"],
@@ -218,7 +218,7 @@ def cases(model: str, draft: str) -> list[Case]:
 
 
 def rule_cases(model: str, draft: str) -> dict[str, tuple[list[str], list[str]]]:
-    """Rule name (cockpit/sglang/rule_families.py) -> (flags that break it, flags next to them that
+    """Rule name (cockpit/sglang/preflight/rule_families.py) -> (flags that break it, flags next to them that
     do not), each added to `--model-path MODEL`. `D` stands for the draft model directory."""
     spec = ["--speculative-algorithm"]
     eagle = [*spec, "EAGLE", "--speculative-draft-model-path", draft]
@@ -362,7 +362,7 @@ def rule_cases(model: str, draft: str) -> dict[str, tuple[list[str], list[str]]]
 def rule_case_list(model: str, draft: str) -> list[Case]:
     """A breaking and a passing case of every rule: the real outcome, and the static layer naming
     the rule (an error, or an INFO for a rule the GPU or the model may decide) or saying nothing."""
-    from cockpit.sglang.rule_families import BY_NAME
+    from cockpit.sglang.preflight.rule_families import BY_NAME
 
     failed = Check("outcome is failed", lambda r: r[0] == "failed")
     passed = Check("outcome is passed", lambda r: r == ("passed", []))

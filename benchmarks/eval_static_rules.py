@@ -33,9 +33,9 @@ from pathlib import Path
 from _common import emit
 from check_dry_run_sglang import model_dirs
 
-from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.preflight import ERROR, INFO, check_static
-from cockpit.sglang.releases import sglang_source
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.catalog.releases import sglang_source
+from cockpit.sglang.preflight.preflight import ERROR, INFO, check_static
 
 RUNNER = """\
 import contextlib, io, json, os, sys, traceback
@@ -220,7 +220,7 @@ def dry_run_says(python: str, argv: list[str], catalog, work: Path) -> str:
     import asyncio
 
     from cockpit.remote.local import LocalHost
-    from cockpit.sglang.preflight import dry_run
+    from cockpit.sglang.preflight.preflight import dry_run
 
     outcome, findings = asyncio.run(dry_run(LocalHost(), python, argv, catalog))
     if outcome != "failed":

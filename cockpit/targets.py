@@ -28,7 +28,7 @@ class Target:
     @property
     def given_address(self) -> tuple[str, int] | None:
         """Where the server listens when the config says so; None: only the unit's own
-        --host/--port can tell (cockpit.sglang.deployment)."""
+        --host/--port can tell (cockpit.sglang.deployments.deployment)."""
         return self.url_host_port if self.url != DEFAULT_URL else None
 
     @classmethod

@@ -88,7 +88,7 @@ def private_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 @pytest.fixture(scope="session")
 def sglang_root() -> callable:
     """`sglang_root("0.5.23")`: a directory holding that release's real `sglang` package source."""
-    from cockpit.sglang.releases import sglang_source
+    from cockpit.sglang.catalog.releases import sglang_source
 
     def get(version: str) -> Path:
         return sglang_source(version, progress=lambda m: None)

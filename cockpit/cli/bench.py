@@ -110,7 +110,7 @@ async def _endpoint(args: argparse.Namespace) -> AsyncIterator[tuple[str, dict[s
         raise UsageError("--unit is needed with --host")
     from cockpit.cli.target import session_of, targets_of
     from cockpit.load.runner import forwarded
-    from cockpit.sglang.deployment import read_deployment
+    from cockpit.sglang.deployments.deployment import read_deployment
 
     cfg, nodes = targets_of(args)
     async with session_of(cfg, nodes[0][1], read_only=read_only) as session:  # a launch over nodes: node 0 serves

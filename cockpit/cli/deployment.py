@@ -19,9 +19,9 @@ from cockpit.errors import CockpitError
 
 if TYPE_CHECKING:
     from cockpit.attempts import Attempt
-    from cockpit.group_rollout import GroupNode
+    from cockpit.rollout.group import GroupNode
     from cockpit.session import Session
-    from cockpit.sglang.flags import Catalog
+    from cockpit.sglang.catalog.flags import Catalog
     from cockpit.systemd.group_write import NodeWrite
 
 
@@ -48,7 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 async def _writes(args: argparse.Namespace, session: Session) -> list[tuple[NodeWrite, Catalog | None]]:
     """Every node's unit as read, and as edited, with its release's flag catalog."""
-    from cockpit.group_rollout import node_writes
+    from cockpit.rollout.group import node_writes
 
     return await node_writes(
         _nodes(args, session),
@@ -58,7 +58,7 @@ async def _writes(args: argparse.Namespace, session: Session) -> list[tuple[Node
 
 
 def _nodes(args: argparse.Namespace, session: Session) -> list[GroupNode]:
-    from cockpit.group_rollout import GroupNode
+    from cockpit.rollout.group import GroupNode
     from cockpit.targets import deployment_targets
 
     return [
@@ -70,8 +70,8 @@ def _nodes(args: argparse.Namespace, session: Session) -> list[GroupNode]:
 async def _run(args: argparse.Namespace) -> tuple[dict, bool]:
     from cockpit import config as config_mod
     from cockpit.cli.target import session_of
-    from cockpit.group_rollout import attempt_log, checked, restart_group
-    from cockpit.sglang.preflight import ERROR
+    from cockpit.rollout.group import attempt_log, checked, restart_group
+    from cockpit.sglang.preflight.preflight import ERROR
     from cockpit.systemd.group_write import write_group
 
     cfg = config_mod.load(getattr(args, "config", None))

@@ -14,8 +14,8 @@ from cockpit.errors import CockpitError, UsageError
 from cockpit.printable import printable
 
 if TYPE_CHECKING:
-    from cockpit.sglang.explain import Explanation
-    from cockpit.sglang.flags import Catalog
+    from cockpit.sglang.catalog.flags import Catalog
+    from cockpit.sglang.explain.explain import Explanation
     from cockpit.traceback.model import Traceback
 
 
@@ -87,8 +87,8 @@ def local_path(root: Path, remote: str) -> Path:
 
 
 def _explain_local(tb: Traceback, root: Path) -> Explanation:
-    from cockpit.sglang.explain import explain_traceback
-    from cockpit.sglang.flags import load_catalog
+    from cockpit.sglang.catalog.flags import load_catalog
+    from cockpit.sglang.explain.explain import explain_traceback
 
     frame = tb.failing_frame
     assert frame is not None and frame.line is not None
@@ -102,8 +102,8 @@ def _explain_local(tb: Traceback, root: Path) -> Explanation:
 async def _explain_remote(tb: Traceback, args: argparse.Namespace) -> Explanation:
     from cockpit.cli.target import open_target
     from cockpit.remote.source import PACKAGE_DIRS
-    from cockpit.sglang.catalogs import package_root_of
-    from cockpit.sglang.explain import explain_traceback
+    from cockpit.sglang.catalog.catalogs import package_root_of
+    from cockpit.sglang.explain.explain import explain_traceback
 
     frame = tb.failing_frame
     assert frame is not None and frame.line is not None

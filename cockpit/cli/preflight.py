@@ -13,9 +13,9 @@ from cockpit.errors import CockpitError, UsageError
 if TYPE_CHECKING:
     from cockpit.remote.base import Host
     from cockpit.session import Session
-    from cockpit.sglang.flags import Catalog
-    from cockpit.sglang.nodes_preflight import NodeFacts
-    from cockpit.sglang.preflight import Finding, Report
+    from cockpit.sglang.catalog.flags import Catalog
+    from cockpit.sglang.preflight.nodes_preflight import NodeFacts
+    from cockpit.sglang.preflight.preflight import Finding, Report
     from cockpit.targets import Target
 
 
@@ -46,13 +46,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def _given_catalog(args: argparse.Namespace, argv: list[str]) -> Catalog | None:
     """The catalog named by --sglang-source or --sglang-version, if any."""
-    from cockpit.sglang.flags import load_catalog
+    from cockpit.sglang.catalog.flags import load_catalog
 
     catalog: Catalog | None = None
     if args.sglang_source:
         catalog = load_catalog(Path(args.sglang_source))
     elif args.sglang_version:
-        from cockpit.sglang.releases import sglang_source
+        from cockpit.sglang.catalog.releases import sglang_source
 
         catalog = load_catalog(sglang_source(args.sglang_version, progress=lambda m: print(m, file=sys.stderr)))
     if not args.host:
@@ -67,8 +67,8 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
     """The checks against a host: its deployment gives the flags (with --unit), the release's
     catalog and the Python for the dry run."""
     from cockpit.cli.target import open_target
-    from cockpit.sglang.deployment import read_deployment
-    from cockpit.sglang.unit_preflight import check_unit
+    from cockpit.sglang.deployments.deployment import read_deployment
+    from cockpit.sglang.preflight.unit_preflight import check_unit
     from cockpit.systemd.process_facts import Viewpoint
 
     async with open_target(args, unit=False) as session:
@@ -99,8 +99,8 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
         report = await _report(args, argv, catalog, host, python, paths=on_gpus is None)
         report.findings += unit_findings
         if on_gpus is not None:
-            from cockpit.sglang.architectures import ArchitectureCache
-            from cockpit.sglang.model_preflight import check_before_start
+            from cockpit.sglang.preflight.architectures import ArchitectureCache
+            from cockpit.sglang.preflight.model_preflight import check_before_start
 
             report.findings += await check_before_start(
                 host, argv, catalog, *on_gpus, root=root, architectures=ArchitectureCache(), cwd=cwd
@@ -117,8 +117,8 @@ async def _report(
     *,
     paths: bool = True,
 ) -> Report:
-    from cockpit.sglang.dry_runs import DryRuns, replace_static
-    from cockpit.sglang.preflight import Report, check_paths, check_static, flags_only
+    from cockpit.sglang.preflight.dry_runs import DryRuns, replace_static
+    from cockpit.sglang.preflight.preflight import Report, check_paths, check_static, flags_only
 
     report = Report(check_static(argv, catalog))
     if host is not None:
@@ -137,10 +137,10 @@ async def _node(
     """One node's own checks (as `--unit` runs them), said of the node, and its facts."""
     import asyncio
 
-    from cockpit.sglang.deployment import read_deployment
-    from cockpit.sglang.model_preflight import check_before_start
-    from cockpit.sglang.nodes_preflight import NodeFacts, host_network, on_node
-    from cockpit.sglang.unit_preflight import check_unit
+    from cockpit.sglang.deployments.deployment import read_deployment
+    from cockpit.sglang.preflight.model_preflight import check_before_start
+    from cockpit.sglang.preflight.nodes_preflight import NodeFacts, host_network, on_node
+    from cockpit.sglang.preflight.unit_preflight import check_unit
     from cockpit.systemd import gpu_use
     from cockpit.systemd.process_facts import Viewpoint
 
@@ -170,8 +170,8 @@ async def _deployment(args: argparse.Namespace) -> Report:
 
     from cockpit import config as config_mod
     from cockpit.cli.target import session_of
-    from cockpit.sglang.nodes_preflight import cross_node_findings, dist_init_addr, reach_findings
-    from cockpit.sglang.preflight import Report
+    from cockpit.sglang.preflight.nodes_preflight import cross_node_findings, dist_init_addr, reach_findings
+    from cockpit.sglang.preflight.preflight import Report
     from cockpit.targets import deployment_targets
 
     cfg = config_mod.load(getattr(args, "config", None))

@@ -74,8 +74,8 @@ def _json(status: UnitStatus, gpus: GpuUse) -> dict:
 
 
 async def _status(args: argparse.Namespace, cfg: Config, target: Target, reader: MuxHost | None) -> int:
-    from cockpit.sglang.health import READY
-    from cockpit.sglang.status_read import read_status
+    from cockpit.sglang.deployments.status_read import read_status
+    from cockpit.sglang.server.health import READY
 
     async with session_of(cfg, target, reader=reader) as session:
         status, gpus = await read_status(await session.reading_host(), target, session.catalogs, args.generate)
@@ -90,9 +90,9 @@ async def _deployment(args: argparse.Namespace, cfg: Config) -> int:
     """Every node's status, and one line for the group: ready only when the head is ready and
     every other node's schedulers run."""
     from cockpit.errors import CockpitError
-    from cockpit.sglang.health import READY
-    from cockpit.sglang.nodes_status import group_readiness
-    from cockpit.sglang.status_read import read_group
+    from cockpit.sglang.deployments.nodes_status import group_readiness
+    from cockpit.sglang.deployments.status_read import read_group
+    from cockpit.sglang.server.health import READY
     from cockpit.targets import deployment_targets
 
     nodes = deployment_targets(cfg, args.deployment)

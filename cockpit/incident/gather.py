@@ -18,12 +18,12 @@ from cockpit.errors import CockpitError
 from cockpit.incident.model import Incident, SourceExcerpt, attempts_in, unit_events
 from cockpit.remote.base import Host, HostError
 from cockpit.remote.source import SourceCache, SourceRoots, staleness
-from cockpit.sglang.catalogs import CatalogCache, package_root_of, remote_version
-from cockpit.sglang.deployment import read_deployment
-from cockpit.sglang.explain import explain_traceback
-from cockpit.sglang.flags import Catalog
-from cockpit.sglang.preflight import given_flags
-from cockpit.sglang.startup import StartupMemory, StartupScan
+from cockpit.sglang.catalog.catalogs import CatalogCache, package_root_of, remote_version
+from cockpit.sglang.catalog.flags import Catalog
+from cockpit.sglang.deployments.deployment import read_deployment
+from cockpit.sglang.explain.explain import explain_traceback
+from cockpit.sglang.preflight.preflight import given_flags
+from cockpit.sglang.server.startup import StartupMemory, StartupScan
 from cockpit.systemd import gpu_use, journal
 from cockpit.systemd.endings import Endings
 from cockpit.systemd.entry import JournalEntry

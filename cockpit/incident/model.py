@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cockpit.attempts import ORIGINAL, Attempt
-from cockpit.sglang.logparse import READY_TEXT, ends_server, parse
-from cockpit.sglang.startup import Startup
+from cockpit.sglang.server.logparse import READY_TEXT, ends_server, parse
+from cockpit.sglang.server.startup import Startup
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.stacks import StackCapture
 from cockpit.systemd.status import UnitStatus

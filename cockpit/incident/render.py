@@ -19,7 +19,7 @@ from cockpit.attempts import UNSET
 from cockpit.fmt import count
 from cockpit.incident.model import Incident
 from cockpit.printable import printable
-from cockpit.sglang.startup import facts, headline, table
+from cockpit.sglang.server.startup import facts, headline, table
 from cockpit.traceback import Traceback
 from cockpit.traceback.groups import group
 from cockpit.traceback.stack_dump import headline as stack_headline

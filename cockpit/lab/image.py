@@ -2,7 +2,7 @@
 
 The image is keyed by a hash of its recipe (suite, mirror, packages, the setup script), so a
 changed recipe builds a new image and an unchanged one is never rebuilt; each boot runs on a
-throw-away overlay of it. The SGLang source it shows comes from cockpit.sglang.releases.
+throw-away overlay of it. The SGLang source it shows comes from cockpit.sglang.catalog.releases.
 
 The real-SGLang flavour adds, on top of that image, a service Python where one SGLang release
 really imports and serves on the CPU (its wheel and the pinned CPU-runnable part of what it
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cockpit.errors import CockpitError, UsageError
 from cockpit.localfs import build_once, is_complete
-from cockpit.sglang.releases import cache_root, wheel
+from cockpit.sglang.catalog.releases import cache_root, wheel
 
 HERE = Path(__file__).parent
 SETUP_SCRIPT = HERE / "image-setup.sh"

@@ -31,7 +31,7 @@ from cockpit.fmt import cockpit_command
 from cockpit.lab import image, network
 from cockpit.lab.paths import DEFAULT_NAME, run_root, state_root
 from cockpit.localfs import remove_stale
-from cockpit.sglang.releases import cache_root, sglang_source
+from cockpit.sglang.catalog.releases import cache_root, sglang_source
 
 DEFAULT_SGLANG = "0.5.23"
 GUEST_DIR = Path(__file__).with_name("guest")

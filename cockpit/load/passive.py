@@ -3,7 +3,7 @@
 Three sources, one shown at a time (each point says which). `/metrics`, where the server runs
 with `--enable-metrics`, is the first: the session polls it (every METRICS_S, 5 s), and it says
 the throughput, the running and queued requests, the KV cache's use, the speculative accept
-length and rate, and the prefix cache hit rate (cockpit.sglang.metrics); while it answers,
+length and rate, and the prefix cache hit rate (cockpit.sglang.server.metrics); while it answers,
 decode lines add nothing. Without it, SGLang's decode lines (`gen throughput (token/s)`,
 `#running-req`, `accept len`), printed every `decode_log_interval` steps, come with the journal
 the cockpit follows anyway. `/server_info`'s `internal_states` (`last_gen_throughput`,
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cockpit.remote.base import Host, HostError
-from cockpit.sglang.logparse import DecodeStats, parse
-from cockpit.sglang.metrics import Reading, reading
+from cockpit.sglang.server.logparse import DecodeStats, parse
+from cockpit.sglang.server.metrics import Reading, reading
 from cockpit.systemd.entry import JournalEntry
 
 
@@ -243,7 +243,7 @@ class ServerInfoPoller(Poller):
 
 
 class MetricsPoller(Poller):
-    """`/metrics` of a server started with `--enable-metrics` (cockpit.sglang.metrics)."""
+    """`/metrics` of a server started with `--enable-metrics` (cockpit.sglang.server.metrics)."""
 
     path = "/metrics"
 

@@ -24,14 +24,14 @@ from cockpit.attempts import Attempt, AttemptLog
 from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
-from cockpit.sglang.catalogs import CatalogCache
-from cockpit.sglang.deployment import read_deployment
-from cockpit.sglang.flags import Catalog
-from cockpit.sglang.health import DOWN, READY
-from cockpit.sglang.nodes_preflight import NodeFacts, cross_node_findings, on_node
-from cockpit.sglang.nodes_status import BROKEN, group_readiness
-from cockpit.sglang.preflight import Finding, check_static, flags_only
-from cockpit.sglang.status_read import read_group
+from cockpit.sglang.catalog.catalogs import CatalogCache
+from cockpit.sglang.catalog.flags import Catalog
+from cockpit.sglang.deployments.deployment import read_deployment
+from cockpit.sglang.deployments.nodes_status import BROKEN, group_readiness
+from cockpit.sglang.deployments.status_read import read_group
+from cockpit.sglang.preflight.nodes_preflight import NodeFacts, cross_node_findings, on_node
+from cockpit.sglang.preflight.preflight import Finding, check_static, flags_only
+from cockpit.sglang.server.health import DOWN, READY
 from cockpit.systemd import processes
 from cockpit.systemd.control import UnitControl
 from cockpit.systemd.group_write import NodeWrite

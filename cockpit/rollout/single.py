@@ -16,11 +16,11 @@ from cockpit.attempts import Attempt, AttemptLog
 from cockpit.config import HostConfig
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host
-from cockpit.sglang.flags import Catalog
-from cockpit.sglang.health import HealthScan, ending_cause
-from cockpit.sglang.logparse import READY_TEXT
-from cockpit.sglang.preflight import Finding, check_static, given_flags
-from cockpit.sglang.unit_preflight import check_unit
+from cockpit.sglang.catalog.flags import Catalog
+from cockpit.sglang.preflight.preflight import Finding, check_static, given_flags
+from cockpit.sglang.preflight.unit_preflight import check_unit
+from cockpit.sglang.server.health import HealthScan, ending_cause
+from cockpit.sglang.server.logparse import READY_TEXT
 from cockpit.systemd.deploy import UnitFeed, restart_and_watch, write_files
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.unit import Unit

@@ -33,18 +33,18 @@ from cockpit.remote.pool import HostPool
 from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, SourceFile, staleness
 from cockpit.session.feeds import POLL_S, StatusPoll, supervise
 from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed, Source
-from cockpit.sglang.architectures import ArchitectureCache
-from cockpit.sglang.catalogs import CatalogCache, package_root_of
-from cockpit.sglang.deployment import Deployment, read_deployment
-from cockpit.sglang.dry_runs import DryRuns, Verdict, replace_static
-from cockpit.sglang.flags import Catalog
-from cockpit.sglang.fleet import FleetReader, HostRound, hosts_of
-from cockpit.sglang.health import DOWN, STARTING, HealthScan, Readiness, assess
-from cockpit.sglang.nodes_status import BROKEN, group_readiness
-from cockpit.sglang.preflight import Finding, given_flags
-from cockpit.sglang.ranks import node_rank, ranks_on_node
-from cockpit.sglang.startup import Startup, StartupMemory, StartupScan, under_way
-from cockpit.sglang.status_read import read_group
+from cockpit.sglang.catalog.catalogs import CatalogCache, package_root_of
+from cockpit.sglang.catalog.flags import Catalog
+from cockpit.sglang.deployments.deployment import Deployment, read_deployment
+from cockpit.sglang.deployments.fleet import FleetReader, HostRound, hosts_of
+from cockpit.sglang.deployments.nodes_status import BROKEN, group_readiness
+from cockpit.sglang.deployments.status_read import read_group
+from cockpit.sglang.preflight.architectures import ArchitectureCache
+from cockpit.sglang.preflight.dry_runs import DryRuns, Verdict, replace_static
+from cockpit.sglang.preflight.preflight import Finding, given_flags
+from cockpit.sglang.server.health import DOWN, STARTING, HealthScan, Readiness, assess
+from cockpit.sglang.server.ranks import node_rank, ranks_on_node
+from cockpit.sglang.server.startup import Startup, StartupMemory, StartupScan, under_way
 from cockpit.systemd import gpu_use, processes
 from cockpit.systemd.endings import Endings
 from cockpit.systemd.entry import JournalEntry
@@ -65,11 +65,11 @@ from cockpit.traceback.model import Traceback
 # What only some actions need is imported when they run: `cockpit status` opens a session too,
 # and paid 60 ms for the incident, rollout and load modules it never used.
 if TYPE_CHECKING:
-    from cockpit.group_rollout import GroupNode
     from cockpit.incident import Incident
     from cockpit.load.gpu import NoticeCallback, SamplesCallback
     from cockpit.load.store import Comparison, SavedRun
     from cockpit.remote.mux import MuxHost
+    from cockpit.rollout.group import GroupNode
     from cockpit.systemd.group_write import NodeWrite
     from cockpit.systemd.stacks import StackCapture
 
@@ -457,7 +457,7 @@ class Session:
                 )
 
     async def read_nodes(self) -> list[tuple[str, UnitStatus | str]]:
-        """Every node's status with its readiness (cockpit.sglang.status_read's read_group), or
+        """Every node's status with its readiness (cockpit.sglang.deployments.status_read's read_group), or
         why it could not be read. Read once a second: node 0's /health, which generates a token,
         is asked again only when its last answer is due (at most every 15 s once it answered)."""
         targets = [target for _, target in self.nodes]
@@ -466,7 +466,7 @@ class Session:
         return [(node, status) for (node, _), status in zip(self.nodes, read, strict=True)]
 
     async def _watch_group(self) -> None:
-        """The group's readiness once a second (cockpit.sglang.nodes_status); the round it turns
+        """The group's readiness once a second (cockpit.sglang.deployments.nodes_status); the round it turns
         broken, the node that went down is named with its last traceback (sglang #3099: the
         others keep answering until their watchdogs end them, minutes later)."""
         while True:
@@ -499,15 +499,15 @@ class Session:
         self.listener.group_broken(group.reason, node, traceback)
 
     def _group_nodes(self) -> list[GroupNode]:
-        from cockpit.group_rollout import GroupNode
+        from cockpit.rollout.group import GroupNode
 
         assert self.group is not None
         return [GroupNode(node, t, self.pool.get(t.host), self.config.host(t.host)) for node, t in self.nodes]
 
     async def restart_group(self, note: str = "", flags: tuple[dict, dict] = ({}, {})) -> Attempt:
         """Every node stopped, checked stopped, started and watched to the group's ready, as one
-        attempt of the deployment (cockpit.group_rollout)."""
-        from cockpit.group_rollout import attempt_log, restart_group
+        attempt of the deployment (cockpit.rollout.group)."""
+        from cockpit.rollout.group import attempt_log, restart_group
 
         nodes = self._group_nodes()
         assert self.group is not None
@@ -518,7 +518,7 @@ class Session:
     async def group_writes(self, loaded: Unit, edited: Unit) -> tuple[list[NodeWrite], list[Finding]]:
         """Node 0's edit carried to every node's unit as read now (each keeps its --node-rank),
         and what the checks say of the edited command lines, before anything is written."""
-        from cockpit.group_rollout import carried, checked, node_writes
+        from cockpit.rollout.group import carried, checked, node_writes
 
         writes = await node_writes(self._group_nodes(), self.catalogs, carried(loaded, edited))
         return [w for w, _ in writes], checked(writes)
@@ -526,7 +526,7 @@ class Session:
     async def apply_group(self, writes: list[NodeWrite]) -> Attempt:
         """Every node written or none (cockpit.systemd.group_write), then the group restarted as
         one attempt with node 0's flag changes; node 0's unit read again for the next edit."""
-        from cockpit.rollout import flags_of
+        from cockpit.rollout.single import flags_of
         from cockpit.systemd.group_write import write_group
 
         await write_group(writes)
@@ -591,7 +591,7 @@ class Session:
     def _ending(self, invocation: str) -> None:
         """The running start has just said it is ending itself: said at once, not at the next
         poll (SGLang kills its tree 5 s later), and its processes counted now, which name the
-        child that died where its watchdog did not (cockpit.sglang.health)."""
+        child that died where its watchdog did not (cockpit.sglang.server.health)."""
         status = self.status
         if status is None or status.invocation_id != invocation:
             return
@@ -612,7 +612,7 @@ class Session:
         self.listener.status(self.status)
 
     def _assess(self, status: UnitStatus) -> UnitStatus:
-        """`status` with its readiness from every source (cockpit.sglang.health) and how its
+        """`status` with its readiness from every source (cockpit.sglang.server.health) and how its
         start and the one before ended (the journal's)."""
         status = self.endings.of(status)
         if status.processes is not None:
@@ -777,7 +777,7 @@ class Session:
 
     async def act(self, action: str) -> Attempt | None:
         """A systemctl action on the unit; on an opened deployment, on the group: `stop` stops
-        every node, `start` and `restart` are the group restart (cockpit.group_rollout), as one
+        every node, `start` and `restart` are the group restart (cockpit.rollout.group), as one
         node started or restarted alone would wait on peers that never come. A restart is an
         attempt, returned: watched to the next start's end and recorded (`restart`)."""
         assert self.target is not None
@@ -791,7 +791,7 @@ class Session:
             await UnitControl(self.host, self.host_config).act(action, self.target.unit)
             return None
         if action == "stop":
-            from cockpit.group_rollout import stop_group
+            from cockpit.rollout.group import stop_group
 
             nodes = self._group_nodes()
             async with self._changing_group():
@@ -804,7 +804,7 @@ class Session:
         """The unit restarted as it is, through the session's own feeds, and watched to the next
         start's ready or crash: one attempt in the timeline (cockpit.rollout.restart). The start it
         stops is said as stopped by the cockpit's restart, however it died of the stop."""
-        from cockpit.rollout import restart
+        from cockpit.rollout.single import restart
         from cockpit.systemd.deploy import RESTART
 
         target = self.target
@@ -845,7 +845,7 @@ class Session:
             catalog = None
         view.source, view.start, view.end = source, site.line, site.line
         try:
-            from cockpit.sglang.explain import explain
+            from cockpit.sglang.explain.explain import explain
 
             explained = explain(
                 source.text,
@@ -872,7 +872,7 @@ class Session:
 
     def preflight(self, unit: Unit, catalog: Catalog | None) -> list[Finding]:
         """The static pre-flight of an edit, as the write will run it."""
-        from cockpit.rollout import preflight
+        from cockpit.rollout.single import preflight
 
         return preflight(unit, catalog)
 
@@ -883,7 +883,7 @@ class Session:
         found = self.deployment
         if not self.live or found is None or found.catalog is None or found.interpreter is None:
             return None
-        from cockpit.sglang.preflight import flags_only
+        from cockpit.sglang.preflight.preflight import flags_only
 
         return await self.dry_runs.verdict(self.host, found.interpreter, flags_only(edited.exec()), found.catalog)
 
@@ -892,7 +892,7 @@ class Session:
         the edited unit's WorkingDirectory (nothing for a recorded session)."""
         if not self.live:
             return []
-        from cockpit.sglang.path_completion import complete_path
+        from cockpit.sglang.preflight.path_completion import complete_path
 
         return await complete_path(self.host, typed, edited.setting("WorkingDirectory") or "/")
 
@@ -903,7 +903,7 @@ class Session:
         catalog = self.deployment.catalog if self.deployment is not None else None
         if not self.live or self.target is None or catalog is None:
             return []
-        from cockpit.sglang.model_preflight import check_before_start
+        from cockpit.sglang.preflight.model_preflight import check_before_start
 
         root = self.deployment.package_root if self.deployment is not None else None
         return await check_before_start(
@@ -939,7 +939,7 @@ class Session:
         """What the attempt timeline lists: the attempts, and first #0, the unit as the cockpit
         first found it (a single unit's way back)."""
         if self.group is not None:
-            from cockpit.group_rollout import attempt_log
+            from cockpit.rollout.group import attempt_log
 
             return attempt_log(self.group, [t for _, t in self.nodes]).load()
         assert self.target is not None
@@ -948,7 +948,7 @@ class Session:
     def _keep_original(self, target: Target, unit: Unit, catalog: Catalog | None) -> None:
         """Attempt #0, the unit as the cockpit first found it, kept on the jump box the first time
         it opens the unit (cockpit.attempts); a state directory that cannot be written is said."""
-        from cockpit.rollout import flags_of
+        from cockpit.rollout.single import flags_of
 
         texts = {f.path: unit.texts[f.path] for f in unit.files if f.path in unit.texts}
         try:
@@ -972,7 +972,7 @@ class Session:
         current = self.unit
         if current is None:
             return None
-        from cockpit.rollout import with_files
+        from cockpit.rollout.single import with_files
 
         edited = with_files(current, attempt.texts)
         return edited if edited.changed() else None
@@ -980,7 +980,7 @@ class Session:
     async def apply(self, loaded: Unit, edited: Unit, note: str = "") -> Attempt:
         """Write, restart and watch through the session's own feeds; the deployment is read
         again afterwards, so the next edit starts from the unit as now written."""
-        from cockpit.rollout import apply
+        from cockpit.rollout.single import apply
 
         target = self.target
         assert target is not None
@@ -1079,7 +1079,7 @@ class Session:
 
     async def fleet_round(self) -> list[HostRound]:
         """Every configured host (and the open unit's) once, over the pool's one connection
-        each: the fleet view's round (cockpit.sglang.fleet)."""
+        each: the fleet view's round (cockpit.sglang.deployments.fleet)."""
         if self._fleet is None:
             self._fleet = FleetReader(self.pool.get)
         return await self._fleet.round(hosts_of(self.config, [self.target] if self.target else []))

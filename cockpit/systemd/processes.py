@@ -71,7 +71,7 @@ class UnitProcesses:
 
     titles: dict[int, str]
     # When, by the host's clock (its journal's): a census taken before a start's ready line cannot
-    # say what that start has lost since (cockpit.sglang.health). None: not known.
+    # say what that start has lost since (cockpit.sglang.server.health). None: not known.
     taken_at: float | None = None
 
     def titled(self, prefix: str) -> dict[int, str]:

@@ -10,7 +10,7 @@ hung server as well. Only where the release has `SGLANG_ENABLE_HEALTH_ENDPOINT_G
 (0.5.9 and later, on by default) and the unit's environment turns it off does `/health` answer
 200 at once, asking the model nothing (0.4.x's `/health` was a handler of its own that did the
 same). Which it is for a unit is read from the release's own source and the unit
-(cockpit.sglang.generation); a probe says it with its answer and how long that took, and a
+(cockpit.sglang.catalog.generation); a probe says it with its answer and how long that took, and a
 generating endpoint is asked sparingly once the server is ready.
 
 A port answers for whoever listens on it: SGLang's default 30000 is every server's that gives

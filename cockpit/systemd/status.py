@@ -107,7 +107,7 @@ class UnitStatus:
     ready: bool | None = None  # the health endpoint answered 200 (None: not checked)
     health: Probe | None = None  # that answer (the status poll's last for this start)
     processes: UnitProcesses | None = None  # the unit's cgroup with each member's title, read with it
-    # What the session made of every source (cockpit.sglang.health): starting, ready, degraded,
+    # What the session made of every source (cockpit.sglang.server.health): starting, ready, degraded,
     # hung or down, and why; None where nobody assessed it (a bare `systemctl show`).
     readiness: str | None = None
     readiness_reason: str = ""

@@ -25,7 +25,7 @@ class FlagShape(Protocol):
 
 
 class FlagTable(Protocol):
-    """Flags by any of their spellings (`cockpit.sglang.flags.Catalog` is one)."""
+    """Flags by any of their spellings (`cockpit.sglang.catalog.flags.Catalog` is one)."""
 
     def get(self, name: str) -> FlagShape | None: ...
 

@@ -29,9 +29,9 @@ from cockpit.load.passive import ThroughputPoint
 from cockpit.load.results import LevelResult
 from cockpit.load.store import SavedRun
 from cockpit.session import FrameView, JournalBatch, Listener, RecordedSession, Session
-from cockpit.sglang.deployment import Deployment
-from cockpit.sglang.health import Readiness
-from cockpit.sglang.preflight import WARNING, Finding
+from cockpit.sglang.deployments.deployment import Deployment
+from cockpit.sglang.preflight.preflight import WARNING, Finding
+from cockpit.sglang.server.health import Readiness
 from cockpit.systemd.control import END_GRACE_S
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.process_end import Holder

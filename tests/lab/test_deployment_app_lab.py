@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cockpit.config import Config, load
-from cockpit.sglang.health import READY
-from cockpit.sglang.nodes_status import BROKEN
+from cockpit.sglang.deployments.nodes_status import BROKEN
+from cockpit.sglang.server.health import READY
 from cockpit.traceback.model import Line
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.attempts import AttemptsPane

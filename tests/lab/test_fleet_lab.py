@@ -16,7 +16,7 @@ import pytest
 
 from cockpit.config import Config, load
 from cockpit.remote.pool import HostPool
-from cockpit.sglang.fleet import (
+from cockpit.sglang.deployments.fleet import (
     BROKEN,
     FAILED,
     HEALTH_TIMEOUT_S,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 
 from cockpit.config import HostConfig
-from cockpit.group_rollout import GroupNode, attempt_log, restart_group
 from cockpit.lab.lab import Lab
 from cockpit.lab.network import set_link
 from cockpit.remote.ssh import SSHHost
-from cockpit.sglang.catalogs import CatalogCache
+from cockpit.rollout.group import GroupNode, attempt_log, restart_group
+from cockpit.sglang.catalog.catalogs import CatalogCache
 from cockpit.targets import Target
 from tests.conftest import LabHandle, until
 

@@ -11,9 +11,9 @@ import pytest
 
 from cockpit.config import HostConfig
 from cockpit.remote.ssh import SSHHost
-from cockpit.rollout import with_files
-from cockpit.sglang.catalogs import CatalogCache
-from cockpit.sglang.deployment import read_deployment
+from cockpit.rollout.single import with_files
+from cockpit.sglang.catalog.catalogs import CatalogCache
+from cockpit.sglang.deployments.deployment import read_deployment
 from cockpit.systemd.group_write import GroupWriteFailed, NodeWrite, write_group
 from cockpit.targets import Target
 from tests.conftest import LabHandle

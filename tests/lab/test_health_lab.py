@@ -20,7 +20,7 @@ from cockpit.config import Config
 from cockpit.incident import render
 from cockpit.lab.lab import Lab, fault
 from cockpit.session import Session
-from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY
+from cockpit.sglang.server.health import DEGRADED, DOWN, HUNG, READY
 from cockpit.systemd.processes import rank_of
 from cockpit.targets import Target
 from cockpit.traceback.stack_dump import folded
@@ -60,7 +60,7 @@ async def ready(session: Session) -> None:
 
 async def test_a_hang_reads_hung_before_its_watchdog_and_its_stacks_are_real(lab: LabHandle, fault_unit: str) -> None:
     from cockpit.remote.pool import HostPool
-    from cockpit.sglang import fleet
+    from cockpit.sglang.deployments import fleet
 
     session = Session(Config(), Target(lab.name, fault_unit))
     pool = HostPool(Config())
@@ -171,7 +171,7 @@ async def test_another_units_server_on_the_default_port_is_not_the_units_readine
 ) -> None:
     """cockpit status, the fleet and the app all say whose port 30000 is, and none says ready."""
     from cockpit.remote.pool import HostPool
-    from cockpit.sglang.fleet import STARTING, FleetReader
+    from cockpit.sglang.deployments.fleet import STARTING, FleetReader
 
     whose = f"PID {sleeper} (python) of sglang-demo.service listens on 127.0.0.1:30000, not {SLEEPER}"
     argv = [COCKPIT, "status", "--host", lab.name, "--unit", SLEEPER, "--json"]

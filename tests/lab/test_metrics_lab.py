@@ -11,7 +11,7 @@ import pytest
 
 from cockpit.config import Config
 from cockpit.session import Session
-from cockpit.sglang.health import READY
+from cockpit.sglang.server.health import READY
 from cockpit.targets import Target
 from tests.conftest import LabHandle, until
 from tests.lab.standin_units import standin_unit

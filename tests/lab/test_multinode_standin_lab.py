@@ -147,9 +147,9 @@ async def test_the_group_restarts_as_one_attempt(lab: LabHandle, node1: LabHandl
     one attempt in the deployment's timeline. Then node 1 made to die in its start-up: the
     attempt says the group crashed and names node 1."""
     from cockpit.config import HostConfig
-    from cockpit.group_rollout import GroupNode, attempt_log, restart_group
     from cockpit.remote.ssh import SSHHost
-    from cockpit.sglang.catalogs import CatalogCache
+    from cockpit.rollout.group import GroupNode, attempt_log, restart_group
+    from cockpit.sglang.catalog.catalogs import CatalogCache
     from cockpit.targets import Target
 
     hosts = [SSHHost(HostConfig(name=lab.name)), SSHHost(HostConfig(name=node1.name))]

@@ -7,8 +7,8 @@ import subprocess
 
 from cockpit.config import HostConfig
 from cockpit.remote.ssh import SSHHost
-from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.preflight import check_paths
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.preflight.preflight import check_paths
 from tests.conftest import LabHandle
 from tests.unit.test_preflight import COCKPIT
 

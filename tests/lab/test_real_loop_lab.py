@@ -19,7 +19,7 @@ import pytest
 from cockpit.config import Config, HostConfig, LoadProfile, UnitConfig
 from cockpit.lab.lab import REAL_UNITS
 from cockpit.load.store import load_runs
-from cockpit.sglang.metrics import samples
+from cockpit.sglang.server.metrics import samples
 from cockpit.targets import Target
 from cockpit.traceback.journal_rows import MAIN
 from cockpit.ui.app import CockpitApp

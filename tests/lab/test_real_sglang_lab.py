@@ -28,11 +28,11 @@ from cockpit.lab.lab import REAL_UNITS, Lab, generate
 from cockpit.load.passive import ThroughputPoint
 from cockpit.remote.pool import HostPool
 from cockpit.session import Session
-from cockpit.sglang.catalogs import CatalogCache
-from cockpit.sglang.fleet import READY as FLEET_READY
-from cockpit.sglang.fleet import FleetReader
-from cockpit.sglang.generation import SWITCH
-from cockpit.sglang.status_read import read_status
+from cockpit.sglang.catalog.catalogs import CatalogCache
+from cockpit.sglang.catalog.generation import SWITCH
+from cockpit.sglang.deployments.fleet import READY as FLEET_READY
+from cockpit.sglang.deployments.fleet import FleetReader
+from cockpit.sglang.deployments.status_read import read_status
 from cockpit.systemd.readiness import RECHECK_S, LastAnswer
 from cockpit.targets import Target
 from cockpit.traceback.model import Line
@@ -173,7 +173,7 @@ async def test_a_dropped_dry_run_ends_its_probe_on_the_host(real_lab: LabHandle)
     so the probe is ended by name, not left resolving flags nobody waits for."""
     from cockpit.config import HostConfig
     from cockpit.remote.ssh import SSHHost
-    from cockpit.sglang.preflight import dry_run
+    from cockpit.sglang.preflight.preflight import dry_run
 
     def probes() -> list[str]:
         out = real_lab.ssh("pgrep", "-af", "cockpit_probe=", check=False).stdout
@@ -758,7 +758,7 @@ async def test_transformers_classes_are_found_in_a_real_install(real_lab: LabHan
     wherever one developer's /tmp/rs-venv was missing)."""
     from cockpit.config import HostConfig
     from cockpit.remote.ssh import SSHHost
-    from cockpit.sglang.architectures import in_transformers
+    from cockpit.sglang.preflight.architectures import in_transformers
 
     host = SSHHost(HostConfig(name=real_lab.name))
     try:

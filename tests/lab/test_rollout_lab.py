@@ -10,8 +10,8 @@ import pytest
 from cockpit.attempts import AttemptLog
 from cockpit.config import HostConfig
 from cockpit.remote.ssh import SSHHost
-from cockpit.rollout import apply, preflight, with_files
-from cockpit.sglang.catalogs import CatalogCache
+from cockpit.rollout.single import apply, preflight, with_files
+from cockpit.sglang.catalog.catalogs import CatalogCache
 from cockpit.systemd.remote_unit import load_remote_unit
 from cockpit.systemd.status import fetch
 from cockpit.targets import Target

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from cockpit.lab.standin.limits import LIMITS
-from cockpit.sglang import metrics
+from cockpit.sglang.server import metrics
 from cockpit.systemd.processes import MEMBERS
 from tests.conftest import ROOT, LabHandle
 from tests.lab.standin_units import standin_unit
@@ -418,7 +418,7 @@ def rewritten(text: str, value: str, without: str = "", only: str = "") -> str:
 
 def read_by_the_cockpit(text: str) -> set[str]:
     """The families whose absence, or whose value alone, changes what the cockpit makes of
-    /metrics (cockpit.sglang.metrics.reading): found by trying each, so the set follows the reader."""
+    /metrics (cockpit.sglang.server.metrics.reading): found by trying each, so the set follows the reader."""
     ones, zeros = rewritten(text, "1.0"), rewritten(text, "0.0")
     return {
         name

@@ -13,8 +13,8 @@ import pytest
 from cockpit.config import Config
 from cockpit.incident import render
 from cockpit.session import Listener, Session
-from cockpit.sglang.health import READY, STARTING
-from cockpit.sglang.startup import RANK_PHASES
+from cockpit.sglang.server.health import READY, STARTING
+from cockpit.sglang.server.startup import RANK_PHASES
 from cockpit.systemd.status import UnitStatus
 from cockpit.targets import Target
 from tests.conftest import LabHandle, until

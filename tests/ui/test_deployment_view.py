@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cockpit.config import Config, DeploymentConfig, HostConfig, UnitConfig
-from cockpit.sglang.health import DOWN, READY, Readiness
-from cockpit.sglang.nodes_status import BROKEN
+from cockpit.sglang.deployments.nodes_status import BROKEN
+from cockpit.sglang.server.health import DOWN, READY, Readiness
 from cockpit.systemd.entry import parse_json_line
 from cockpit.traceback.fold import fold_entries, last_with_frames
 from cockpit.ui.app import CockpitApp
@@ -91,9 +91,9 @@ def test_the_merged_journal_names_each_rows_node(snap_compare) -> None:
 def test_the_group_write_modal_shows_a_diff_per_node(snap_compare) -> None:
     """node 0's edit carried to node 1's unit (whose --node-rank stays), each node's diff, and a
     finding between the nodes named by its node."""
-    from cockpit.group_rollout import carried
     from cockpit.remote.local import LocalHost
-    from cockpit.sglang.preflight import WARNING, Finding
+    from cockpit.rollout.group import carried
+    from cockpit.sglang.preflight.preflight import WARNING, Finding
     from cockpit.systemd.group_write import NodeWrite
     from cockpit.systemd.unit import load_unit
     from cockpit.ui.screens.write import GroupWriteModal

@@ -12,9 +12,9 @@ from textual.widgets import Button
 
 from cockpit.attempts import Attempt
 from cockpit.config import Config
-from cockpit.sglang.dry_runs import Verdict
-from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.preflight import Finding
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.preflight.dry_runs import Verdict
+from cockpit.sglang.preflight.preflight import Finding
 from cockpit.systemd.unit import load_unit
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
@@ -440,7 +440,7 @@ async def test_tab_completes_a_path_from_the_host_and_keeps_the_editor(catalog, 
     from textual.widgets import Input, OptionList
 
     from cockpit.remote.local import LocalHost
-    from cockpit.sglang.path_completion import complete_path
+    from cockpit.sglang.preflight.path_completion import complete_path
 
     for name in ("Llama-3.1-8B", "Llama-3.2-1B"):
         (tmp_path / "models" / name).mkdir(parents=True)

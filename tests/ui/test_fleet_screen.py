@@ -4,7 +4,7 @@ its unit when the order changes, Enter opening a unit (the live rounds: tests/la
 from __future__ import annotations
 
 from cockpit.config import Config, DeploymentConfig, HostConfig, UnitConfig
-from cockpit.sglang.fleet import DEGRADED, FAILED, READY, STOPPED, FleetUnit, HostGpus, HostRound
+from cockpit.sglang.deployments.fleet import DEGRADED, FAILED, READY, STOPPED, FleetUnit, HostGpus, HostRound
 from cockpit.systemd.status import UnitStatus
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp

@@ -5,8 +5,8 @@ source opened from the journal in the lab: tests/lab/test_source_pane_lab.py).""
 from __future__ import annotations
 
 from cockpit.config import Config
-from cockpit.sglang.explain import explain
-from cockpit.sglang.flags import load_catalog
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.explain.explain import explain
 from cockpit.systemd.entry import parse_json_line
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp

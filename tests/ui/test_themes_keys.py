@@ -9,7 +9,7 @@ import pytest
 
 from cockpit.attempts import Attempt
 from cockpit.config import Config, HostConfig, UIConfig
-from cockpit.sglang.flags import load_catalog
+from cockpit.sglang.catalog.flags import load_catalog
 from cockpit.systemd import stacks
 from cockpit.systemd.entry import parse_json_line, parse_json_lines
 from cockpit.systemd.stacks import StackCapture
@@ -124,7 +124,7 @@ def _status():
 
 
 def _show_source(app: CockpitApp, sglang_root) -> None:
-    from cockpit.sglang.explain import explain
+    from cockpit.sglang.explain.explain import explain
     from cockpit.ui.panes.source import Shown, SourcePane, highlight
 
     hook = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py"

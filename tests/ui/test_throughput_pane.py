@@ -105,7 +105,7 @@ async def test_the_server_row_says_which_source_it_shows() -> None:
     from pathlib import Path
 
     from cockpit.load.passive import point_from_reading
-    from cockpit.sglang.metrics import reading
+    from cockpit.sglang.server.metrics import reading
     from cockpit.ui.panes.throughput import SparkRow
 
     now = reading((Path(__file__).parents[1] / "data" / "metrics-standin.txt").read_text(), 100.0)

@@ -12,8 +12,8 @@ import pytest
 import cockpit.ui
 from cockpit.config import Config
 from cockpit.session import RecordedSession
-from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.preflight import Finding
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.preflight.preflight import Finding
 from cockpit.systemd.unit import Unit, load_unit
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from textual.widgets import SelectionList, Static
 
-from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.host_preflight import findings_of
-from cockpit.sglang.preflight import given_flags
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.preflight.host_preflight import findings_of
+from cockpit.sglang.preflight.preflight import given_flags
 from cockpit.systemd.gpu_use import Gpu, GpuProcess, GpuUse
 from cockpit.systemd.process_end import Identity
 from cockpit.systemd.process_facts import Viewpoint

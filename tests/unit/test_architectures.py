@@ -11,14 +11,14 @@ import pytest
 
 from cockpit.remote.base import RunResult
 from cockpit.remote.local import LocalHost
-from cockpit.sglang.architectures import (
+from cockpit.sglang.preflight.architectures import (
     ArchitectureCache,
     architecture_findings,
     entry_classes,
     in_transformers,
     read_registry,
 )
-from cockpit.sglang.model_files import ModelFiles
+from cockpit.sglang.preflight.model_files import ModelFiles
 
 DATA = Path(__file__).parents[1] / "data"
 

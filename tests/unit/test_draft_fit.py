@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 from cockpit.remote.local import LocalHost
-from cockpit.sglang.draft_fit import EAGLE3_DRAFTS, MTP_TARGETS, RULE, algorithm_of, draft_findings
-from cockpit.sglang.model_files import ModelFiles, read_model_files
+from cockpit.sglang.preflight.draft_fit import EAGLE3_DRAFTS, MTP_TARGETS, RULE, algorithm_of, draft_findings
+from cockpit.sglang.preflight.model_files import ModelFiles, read_model_files
 
 DATA = Path(__file__).parents[1] / "data"
 MODELS = DATA / "models"

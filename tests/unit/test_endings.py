@@ -83,7 +83,7 @@ def test_the_start_after_a_crash_knows_from_the_journal_how_the_one_before_ended
     import re
     from dataclasses import replace
 
-    from cockpit.sglang.status_read import SAID_PATTERN
+    from cockpit.sglang.deployments.status_read import SAID_PATTERN
 
     kill, restart = entries("real-tp1-kill9-scheduler.jsonl"), entries("real-tp1-restart.jsonl")
     stopped, started = invocations(restart)
@@ -115,7 +115,7 @@ def test_the_lines_journalctl_greps_newest_first_are_read_oldest_first() -> None
     import re
 
     from cockpit.remote.base import RunResult
-    from cockpit.sglang.status_read import SAID_PATTERN
+    from cockpit.sglang.deployments.status_read import SAID_PATTERN
     from cockpit.systemd.journal import matching
 
     _, started = invocations(entries("real-tp1-restart.jsonl"))
@@ -159,7 +159,7 @@ def test_an_attempt_whose_start_sglang_ended_itself_says_what_ended_it() -> None
     """A child's death prints no traceback at tp 1: the attempt's detail names it, and the
     attempt timeline shows that detail for a crash without a traceback."""
     from cockpit.attempts import Attempt
-    from cockpit.rollout import _ended_itself
+    from cockpit.rollout.single import _ended_itself
     from cockpit.ui.panes.attempts import describe
 
     assert _ended_itself(entries("real-tp1-kill9-scheduler.jsonl")) == "scheduler 0 crashed, exit -9"

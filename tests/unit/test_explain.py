@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.sglang.explain import explain
-from cockpit.sglang.flags import load_catalog
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.explain.explain import explain
 from tests.conftest import FIXTURES
 
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))

@@ -4,7 +4,7 @@ with each deployment folded (the live rounds over two labs: tests/lab/test_fleet
 from __future__ import annotations
 
 from cockpit.config import Config, DeploymentConfig, HostConfig, UnitConfig
-from cockpit.sglang.fleet import (
+from cockpit.sglang.deployments.fleet import (
     BROKEN,
     DEGRADED,
     FAILED,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.sglang.generation import BYPASS, SWITCH, HealthRoutes, env_bool, generation, routes_from_sources
+from cockpit.sglang.catalog.generation import BYPASS, SWITCH, HealthRoutes, env_bool, generation, routes_from_sources
 from cockpit.systemd.readiness import GENERATE, HEALTH, Probe
 
 

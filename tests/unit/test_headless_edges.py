@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from cockpit.cli import build_parser, join_dashed_values, main
-from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.preflight import check_static
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.preflight.preflight import check_static
 from tests.conftest import FIXTURES, ROOT
 
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))

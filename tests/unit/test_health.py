@@ -1,4 +1,4 @@
-"""Readiness from every source (cockpit.sglang.health), on journals and process lists the lab's
+"""Readiness from every source (cockpit.sglang.server.health), on journals and process lists the lab's
 stand-in produced (tests/data): a hang that its watchdog ended, a detokenizer that died under a
 server that still answers /health."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY, STARTING, HealthScan, Signals, assess
-from cockpit.sglang.logparse import parse
-from cockpit.sglang.ranks import ranks_on_node
+from cockpit.sglang.server.health import DEGRADED, DOWN, HUNG, READY, STARTING, HealthScan, Signals, assess
+from cockpit.sglang.server.logparse import parse
+from cockpit.sglang.server.ranks import ranks_on_node
 from cockpit.systemd import processes
 from cockpit.systemd.entry import JournalEntry, parse_json_lines
 from cockpit.systemd.readiness import GENERATE, HEALTH, Probe
@@ -176,7 +176,7 @@ def test_a_node_of_rank_above_0_is_ready_by_its_schedulers_not_its_dummy_health(
 
 
 def test_the_group_is_broken_when_a_node_is_down_and_another_runs() -> None:
-    from cockpit.sglang.nodes_status import BROKEN, group_readiness
+    from cockpit.sglang.deployments.nodes_status import BROKEN, group_readiness
 
     ready = running(readiness=READY, readiness_reason="/health answered 200")
     down = running(active_state="failed", sub_state="failed", readiness=DOWN, readiness_reason="the unit is failed")

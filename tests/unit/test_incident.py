@@ -18,8 +18,8 @@ from markdown_it import MarkdownIt
 from cockpit.attempts import AttemptLog
 from cockpit.incident import Incident, attempts_in, excerpt_of, render, tracebacks_in, unit_events
 from cockpit.incident.render import code, command_lines, fence_for, timeline
-from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.preflight import Finding
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.preflight.preflight import Finding
 from cockpit.systemd.entry import JournalEntry, parse_json_line
 from cockpit.systemd.unit import load_unit
 from cockpit.ui.png import monospace, preserve_spaces

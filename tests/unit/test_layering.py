@@ -103,6 +103,16 @@ def test_every_part_of_the_package_has_one_layer() -> None:
     assert layers["unmatched_ignore_imports_alerting"] == "error"
 
 
+def test_every_concern_of_the_sglang_package_has_one_layer() -> None:
+    """cockpit.sglang is a package a concern (issue 26): a new one is placed in their contract,
+    and no module is left beside them."""
+    layers = [c for c in _contracts() if c["type"] == "layers"][1]
+    placed = sorted(part.strip() for layer in layers["layers"] for part in layer.split("|"))
+    sglang = PACKAGE / "sglang"
+    assert placed == sorted(f"cockpit.sglang.{p.name}" for p in sglang.iterdir() if (p / "__init__.py").exists())
+    assert [p.name for p in sglang.glob("*.py")] == ["__init__.py"]
+
+
 def test_the_textual_contract_names_every_part_below_the_ui() -> None:
     textual = next(c for c in _contracts() if c["type"] == "forbidden")
     assert set(textual["source_modules"]) == _top_parts() - {"cockpit.ui", "cockpit.cli"}
@@ -113,7 +123,7 @@ def test_import_linter_contracts_hold() -> None:
         [str(Path(sys.executable).with_name("lint-imports"))], capture_output=True, text=True, cwd=ROOT
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Contracts: 3 kept, 0 broken" in proc.stdout
+    assert "Contracts: 4 kept, 0 broken" in proc.stdout
 
 
 def test_the_layers_contract_catches_an_upward_import(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cockpit.sglang.host_preflight import PORT_RULE, port_findings, ports_of
+from cockpit.sglang.preflight.host_preflight import PORT_RULE, port_findings, ports_of
 from cockpit.systemd import listeners
 from cockpit.systemd.process_facts import SEP, Viewpoint
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.sglang.logparse import (
+from cockpit.sglang.server.logparse import (
     DecodeStats,
     ErrorMarker,
     LogPrefix,

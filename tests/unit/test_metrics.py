@@ -1,4 +1,4 @@
-"""/metrics read for the passive series (cockpit.sglang.metrics): the lab's stand-in's answer
+"""/metrics read for the passive series (cockpit.sglang.server.metrics): the lab's stand-in's answer
 (tests/data/metrics-standin.txt: EAGLE3, after six requests, 40% of their prompt tokens from the
 cache), a real SGLang 0.5.23's (tests/data/sglang-0.5.23/real-tp1-metrics*.txt: no speculative
 decoding; a prompt sent twice), and a data-parallel, tensor-parallel server's, every name from
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cockpit.load.passive import MetricsPoller, ThroughputPoint, ThroughputSeries, point_from_reading
 from cockpit.remote.local import LocalHost
-from cockpit.sglang.metrics import reading, samples
+from cockpit.sglang.server.metrics import reading, samples
 from tests.conftest import FIXTURES, until
 from tests.http_answers import answering
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from cockpit.remote.local import LocalHost
-from cockpit.sglang.model_files import read_model_files, total_size_of
-from cockpit.sglang.model_fit import RULE, fit_findings, fraction_of, kv_bytes_per_token
+from cockpit.sglang.preflight.model_files import read_model_files, total_size_of
+from cockpit.sglang.preflight.model_fit import RULE, fit_findings, fraction_of, kv_bytes_per_token
 from cockpit.systemd import gpu_use
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.process_facts import SEP, Viewpoint

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from cockpit.remote.local import LocalHost
-from cockpit.sglang.architectures import ArchitectureCache
-from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.host_preflight import check_host
-from cockpit.sglang.model_preflight import check_before_start, check_model
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.preflight.architectures import ArchitectureCache
+from cockpit.sglang.preflight.host_preflight import check_host
+from cockpit.sglang.preflight.model_preflight import check_before_start, check_model
 from cockpit.systemd.process_facts import Viewpoint
 from tests.unit.test_model_fit import h200s
 
@@ -155,7 +155,7 @@ async def test_cockpit_preflight_reports_the_model_findings(release, monkeypatch
         yield SimpleNamespace(host=LocalHost("gpu-1"), target=target, catalogs=None)
 
     monkeypatch.setattr("cockpit.cli.target.open_target", open_target)
-    monkeypatch.setattr("cockpit.sglang.deployment.read_deployment", read_deployment)
+    monkeypatch.setattr("cockpit.sglang.deployments.deployment.read_deployment", read_deployment)
     monkeypatch.setattr("cockpit.systemd.gpu_use.read_or_say", read_or_say)
     args = build_parser().parse_args(["preflight", "--host", "gpu-1", "--unit", "sglang.service", "--static-only"])
     report = await cli._run(args)

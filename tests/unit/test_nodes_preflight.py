@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.nodes_preflight import NodeFacts, cross_node_findings, dist_init_addr
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.preflight.nodes_preflight import NodeFacts, cross_node_findings, dist_init_addr
 
 BASE = "--model-path /models/k26 --tp-size 16 --nnodes 2 --dist-init-addr 10.0.0.1:5757"
 

@@ -1,4 +1,4 @@
-"""Tab completion of a path flag's value (cockpit.sglang.path_completion), on a real directory
+"""Tab completion of a path flag's value (cockpit.sglang.preflight.path_completion), on a real directory
 listed through LocalHost: relative values from the unit's WorkingDirectory, links to
 directories, names a hostile host could choose, and the values that are not paths."""
 
@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from cockpit.remote.local import LocalHost
-from cockpit.sglang.path_completion import complete_path, shared_start
+from cockpit.sglang.preflight.path_completion import complete_path, shared_start
 
 
 def tree(root: Path) -> None:

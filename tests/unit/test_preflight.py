@@ -12,9 +12,9 @@ import pytest
 
 from cockpit.remote.base import RunResult
 from cockpit.remote.local import LocalHost
-from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.preflight import check_static, read_dry_run
-from cockpit.sglang.rules import release_tuple
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.preflight.preflight import check_static, read_dry_run
+from cockpit.sglang.preflight.rules import release_tuple
 from tests.conftest import FIXTURES, ROOT
 
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))
@@ -203,7 +203,7 @@ async def test_dry_run_reads_what_real_sglang_printed(sglang_root, tmp_path: Pat
 async def test_a_python_without_sglang_is_asked_once_per_release(sglang_root) -> None:
     """The editor asks at every pause in typing: on a host whose Python cannot import SGLang it
     asks once, then keeps to the static layer, whatever the flags."""
-    from cockpit.sglang.dry_runs import DryRuns, replace_static
+    from cockpit.sglang.preflight.dry_runs import DryRuns, replace_static
 
     runs, catalog = DryRuns(), load_catalog(sglang_root("0.5.23"))
     first = await runs.verdict(LocalHost(), sys.executable, ["--model-path", "/m"], catalog)

@@ -24,7 +24,9 @@ def _scripts() -> dict[str, str]:
 
 def test_no_script_sent_to_a_host_holds_a_nul_byte() -> None:
     scripts = _scripts()
-    assert {"cockpit.systemd.processes.SCRIPT", "cockpit.sglang.fleet.SCRIPT", "cockpit.systemd.gpu_use.SCRIPT"} <= set(
-        scripts
-    )
+    assert {
+        "cockpit.systemd.processes.SCRIPT",
+        "cockpit.sglang.deployments.fleet.SCRIPT",
+        "cockpit.systemd.gpu_use.SCRIPT",
+    } <= set(scripts)
     assert [name for name, text in scripts.items() if "\0" in text] == []

@@ -1,4 +1,4 @@
-"""The static rules of cockpit/sglang/rule_families.py against the real releases' source, and
+"""The static rules of cockpit/sglang/preflight/rule_families.py against the real releases' source, and
 against what real SGLang 0.5.23 did with a breaking and a passing flag set of each
 (tests/data/dryrun/0.5.23-rule-*.json, recorded by benchmarks/check_dry_run_sglang.py --rules)."""
 
@@ -10,11 +10,11 @@ import re
 
 import pytest
 
-from cockpit.sglang.flags import load_catalog
-from cockpit.sglang.preflight import check_static
-from cockpit.sglang.pysource import parse
-from cockpit.sglang.rule_families import RULES, normalize, violations
-from cockpit.sglang.rules import release_tuple
+from cockpit.sglang.catalog.flags import load_catalog
+from cockpit.sglang.catalog.pysource import parse
+from cockpit.sglang.preflight.preflight import check_static
+from cockpit.sglang.preflight.rule_families import RULES, normalize, violations
+from cockpit.sglang.preflight.rules import release_tuple
 from tests.conftest import ROOT
 
 RELEASES = ["0.4.6.post5", "0.5.2", "0.5.3", "0.5.9", "0.5.12", "0.5.13", "0.5.19", "0.5.23"]

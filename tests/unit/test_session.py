@@ -141,7 +141,7 @@ async def test_stop_goes_on_without_a_task_that_ignores_its_cancel_and_says_wher
 def test_a_deployments_timeline_is_its_nodes_not_its_name() -> None:
     """Two configs' `k26` on different hosts: each its own timeline (they once shared one file)."""
     from cockpit.config import DeploymentConfig, UnitConfig
-    from cockpit.group_rollout import attempt_log
+    from cockpit.rollout.group import attempt_log
 
     def k26(*hosts: str) -> Config:
         units = {
@@ -231,7 +231,7 @@ def test_the_group_line_says_the_step_the_cockpit_is_at() -> None:
     the group's line says the step and how long it has taken, and goes back once it is done."""
     import asyncio
 
-    from cockpit.sglang.health import DOWN, Readiness
+    from cockpit.sglang.server.health import DOWN, Readiness
 
     session = RecordedSession(Config(), TARGET)
     down = Readiness(DOWN, "n1 is down while n0 runs")

@@ -428,7 +428,7 @@ def test_a_flag_set_with_no_recorded_outcome_starts_whatever_the_rule_says(sglan
     """topk 2 and draft tokens 5 without steps break the EAGLE rule the pre-flight checks, but no
     run of the release with them is on record: the stand-in does not judge it, it starts."""
     from cockpit.lab.standin.launch import recorded_outcome
-    from cockpit.sglang.rules import eagle_violation
+    from cockpit.sglang.preflight.rules import eagle_violation
 
     flags = {
         "--speculative-algorithm": "EAGLE3",
@@ -445,7 +445,7 @@ def test_a_flag_set_with_no_recorded_outcome_starts_whatever_the_rule_says(sglan
     assert recorded_outcome("0.5.19", recorded) is None  # a release with no recorded runs
     code = (
         "import sys\nimport cockpit.lab.standin.server\n"
-        "print(sorted(m for m in sys.modules if m == 'cockpit.sglang.rules'))"
+        "print(sorted(m for m in sys.modules if m == 'cockpit.sglang.preflight.rules'))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"  # the stand-in does not even import the pre-flight's rules

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from cockpit.incident import Incident, render
-from cockpit.sglang.health import HealthScan
-from cockpit.sglang.logparse import Milestone, parse
-from cockpit.sglang.startup import (
+from cockpit.sglang.server.health import HealthScan
+from cockpit.sglang.server.logparse import Milestone, parse
+from cockpit.sglang.server.startup import (
     PHASES,
     RANK_PHASES,
     StartupMemory,

@@ -57,7 +57,7 @@ def test_a_503_from_before_the_ready_line_is_dropped_not_read_as_degraded() -> N
     import asyncio
 
     from cockpit.session.feeds import StatusPoll
-    from cockpit.sglang.health import STARTING, Signals, assess
+    from cockpit.sglang.server.health import STARTING, Signals, assess
 
     async def run() -> None:
         host = _Answers()

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cockpit.cli import unit as unit_cli
-from cockpit.sglang.flags import Catalog, Flag
+from cockpit.sglang.catalog.flags import Catalog, Flag
 from cockpit.systemd.unit import UnitError, load_unit, read_local
 from cockpit.systemd.unit_env import parse_env_file
 from cockpit.systemd.unit_exec import ExecSyntaxError, check_representable, expand_env, parse_commands, quote_word

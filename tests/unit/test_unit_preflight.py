@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.sglang.preflight import WARNING
-from cockpit.sglang.unit_preflight import KILL_MODE_RULE, check_unit
+from cockpit.sglang.preflight.preflight import WARNING
+from cockpit.sglang.preflight.unit_preflight import KILL_MODE_RULE, check_unit
 from cockpit.systemd.exec_plan import UnitError
 from cockpit.systemd.unit import load_unit
 from tests.conftest import ROOT

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cockpit.sglang.flags import Catalog, Flag, load_catalog, on_cuda
+from cockpit.sglang.catalog.flags import Catalog, Flag, load_catalog, on_cuda
 
 REPLAYS = Path(__file__).with_name("replays")
 RECORDED_PYTHON = "python3.11"  # what the real runs behind the replays ran on

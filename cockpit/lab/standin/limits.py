@@ -40,7 +40,7 @@ LIMITS = (
     Limit(
         "families the cockpit does not read",
         "of the real server's 81 to 83 /metrics families the stand-in exports those the cockpit reads "
-        "(cockpit/sglang/metrics.py), with the same type, help, labels and habits, and cache_hit_rate and "
+        "(cockpit/sglang/server/metrics.py), with the same type, help, labels and habits, and cache_hit_rate and "
         "generation_tokens_total beside them; the others (latency histograms, memory, start-up and stage "
         "figures) would be numbers it makes up, shown nowhere",
         differs=r"unread family sglang:\w+: the real server exports it, the stand-in does not",
@@ -66,7 +66,7 @@ LIMITS = (
     ),
     Limit(
         "start-up lines the cockpit reads nothing from",
-        "the stand-in prints every start-up line the cockpit reads (cockpit/sglang/logparse.py), not "
+        "the stand-in prints every start-up line the cockpit reads (cockpit/sglang/server/logparse.py), not "
         "`Memory baseline taken`, the radix cache's `Init Unified Radix Cache` and `Tree cache initialized`, "
         "the flags' deprecation warnings, nor what the lab's CPU host adds: Python warnings (AWQ, GGUF, "
         "Triton), `Ignore import error when loading sglang.srt.models...` for the packages the CPU venv lacks, "

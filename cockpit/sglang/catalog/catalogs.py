@@ -7,8 +7,8 @@ import posixpath
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
-from cockpit.sglang.flags import VERSION_MODULES, Catalog, catalog_from_sources, version_from
-from cockpit.sglang.generation import ENVIRON, HTTP_SERVER, HealthRoutes, routes_from_sources
+from cockpit.sglang.catalog.flags import VERSION_MODULES, Catalog, catalog_from_sources, version_from
+from cockpit.sglang.catalog.generation import ENVIRON, HTTP_SERVER, HealthRoutes, routes_from_sources
 
 
 def package_root_of(path: str) -> str | None:
@@ -63,7 +63,7 @@ class CatalogCache:
         return catalog_from_sources(sources, version)
 
     async def health_routes(self, host: Host, root: str) -> HealthRoutes:
-        """What the release under `root` does on `/health` (cockpit.sglang.generation): its
+        """What the release under `root` does on `/health` (cockpit.sglang.catalog.generation): its
         http_server.py's routes and its environ.py's switches. A release with no environ.py
         (before 0.5.9) has no switch; one whose http_server.py cannot be read says not known."""
         version = await remote_version(host, root)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cockpit.sglang.pysource import parse, parse_expression
+from cockpit.sglang.catalog.pysource import parse, parse_expression
 from cockpit.suggest import closest
 
 # argparse actions that never take a value.

@@ -20,7 +20,7 @@ import ast
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from cockpit.sglang.pysource import parse
+from cockpit.sglang.catalog.pysource import parse
 from cockpit.systemd.readiness import GENERATE, HEALTH
 
 SWITCH = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"

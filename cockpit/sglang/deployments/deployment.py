@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.remote.source import PACKAGE_DIRS, SourceRoots
-from cockpit.sglang.catalogs import CatalogCache
-from cockpit.sglang.endpoint import serving_address
-from cockpit.sglang.flags import Catalog
+from cockpit.sglang.catalog.catalogs import CatalogCache
+from cockpit.sglang.catalog.flags import Catalog
+from cockpit.sglang.server.endpoint import serving_address
 from cockpit.systemd.remote_unit import ServicePython, load_remote_unit, service_python
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.systemd.unit import Unit

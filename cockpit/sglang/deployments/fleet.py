@@ -13,7 +13,7 @@ of rank > 0 has its processes counted instead (its `/health` is SGLang's dummy).
 7 to 10 ms of CPU per host per round for eight units; nothing in a host's round depends on how
 many other hosts there are, so a fleet of 32 costs 32 times one host (benchmarks/bench_fleet.py).
 
-`/health` generates a token from SGLang 0.5.2 on (cockpit.sglang.generation): a second, a
+`/health` generates a token from SGLang 0.5.2 on (cockpit.sglang.catalog.generation): a second, a
 `Prefill batch` line and an access line per ask. The round does not read each unit's release
 and environment, so it takes every unit's `/health` to generate: a unit is asked each round
 while it starts (refused, or 503 at once: nothing generated), and at most once per RECHECK_S
@@ -27,7 +27,7 @@ What a round cannot see is said, not guessed: the journal is not read here, so a
 this start and does not now, and `starting` before its first 200. A server ending itself after a
 child died (0.5.23 sleeps 5 s in its SIGQUIT handler, its HTTP loop with it, then kills its tree)
 is its last answer, or `hung` where an ask falls in those seconds, until systemd says it failed.
-Opening the unit gives the whole assessment (cockpit.sglang.health): `ending`, and the child.
+Opening the unit gives the whole assessment (cockpit.sglang.server.health): `ending`, and the child.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from dataclasses import dataclass, field, replace
 from cockpit.config import Config
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host
-from cockpit.sglang.endpoint import serving_address
-from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY, STARTING, Signals, assess
-from cockpit.sglang.nodes_status import BROKEN, group_readiness
-from cockpit.sglang.ranks import node_rank, ranks_on_node
+from cockpit.sglang.deployments.nodes_status import BROKEN, group_readiness
+from cockpit.sglang.server.endpoint import serving_address
+from cockpit.sglang.server.health import DEGRADED, DOWN, HUNG, READY, STARTING, Signals, assess
+from cockpit.sglang.server.ranks import node_rank, ranks_on_node
 from cockpit.systemd import listeners, processes
 from cockpit.systemd.process_facts import SEP as FACTS_SEP
 from cockpit.systemd.readiness import HEALTH, LastAnswer, Probe, port_check

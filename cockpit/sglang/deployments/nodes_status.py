@@ -1,12 +1,12 @@
 """The readiness of a launch over several nodes, as one thing.
 
 Node 0 serves the API; the other nodes run schedulers and a dummy `/health` that answers 200
-whatever they do (their readiness is their schedulers: cockpit.sglang.health). The group is
+whatever they do (their readiness is their schedulers: cockpit.sglang.server.health). The group is
 ready only when node 0 is ready and every other node's schedulers run. When one node is down
 while another still runs, the group is broken: SGLang's other nodes block in their next
 collective until their watchdogs end them (sglang #3099), node 0's `/health` (which generates a
 token from 0.5.2) answering nothing meanwhile, so a group's read does not wait for it
-(cockpit.sglang.status_read's read_group).
+(cockpit.sglang.deployments.status_read's read_group).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from cockpit.sglang.health import DOWN, READY, Readiness
+from cockpit.sglang.server.health import DOWN, READY, Readiness
 from cockpit.systemd.status import UnitStatus
 
 BROKEN = "broken"

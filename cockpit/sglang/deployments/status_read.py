@@ -4,7 +4,7 @@ it, each on a channel of its own (the host's systemd names the cgroup and the st
 `cockpit status` (one unit, or every node of a deployment) and the group restart's watch.
 
 The answer says what it cost: how long it took, and whether the endpoint generated a token for
-this unit (cockpit.sglang.generation: the release's own source, found through the service's
+this unit (cockpit.sglang.catalog.generation: the release's own source, found through the service's
 Python, and the unit's environment), read while the endpoint is asked.
 """
 
@@ -17,11 +17,11 @@ from dataclasses import replace
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
-from cockpit.sglang.catalogs import CatalogCache
-from cockpit.sglang.deployment import Deployment, read_deployment
-from cockpit.sglang.generation import Generation, generation
-from cockpit.sglang.health import DEGRADED, DOWN, WATCHED_PATTERN, HealthScan, Signals, assess
-from cockpit.sglang.ranks import node_rank, ranks_on_node
+from cockpit.sglang.catalog.catalogs import CatalogCache
+from cockpit.sglang.catalog.generation import Generation, generation
+from cockpit.sglang.deployments.deployment import Deployment, read_deployment
+from cockpit.sglang.server.health import DEGRADED, DOWN, WATCHED_PATTERN, HealthScan, Signals, assess
+from cockpit.sglang.server.ranks import node_rank, ranks_on_node
 from cockpit.systemd import gpu_use, journal, processes
 from cockpit.systemd.endings import PATTERN as ENDINGS_PATTERN
 from cockpit.systemd.endings import Endings
@@ -32,7 +32,7 @@ from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
 
 HEALTH_LINES = 500  # of the unit's journal lines that say something of its health or its starts: the last ones
-# What the unit's journal is read for: each start's health lines (cockpit.sglang.health), and
+# What the unit's journal is read for: each start's health lines (cockpit.sglang.server.health), and
 # systemd's lines of its starts and ends (cockpit.systemd.endings: how the start before this
 # one ended, which systemd forgets at the next start, and whether a stop job ended it).
 SAID_PATTERN = f"{WATCHED_PATTERN}|{ENDINGS_PATTERN}"
@@ -129,7 +129,7 @@ async def read_group(
     asked: dict[tuple[str, str], LastAnswer] | None = None,
 ) -> list[tuple[UnitStatus, GpuUse] | CockpitError]:
     """Every node's `read_status` at once (node 0 first), each its own or the CockpitError it
-    raised. A node down while another runs makes the group broken (cockpit.sglang.nodes_status)
+    raised. A node down while another runs makes the group broken (cockpit.sglang.deployments.nodes_status)
     whatever the others' health says, and then node 0's /health, which generates a token, gets
     no answer (its ranks block in the collective the token needs; a generating endpoint waits
     20 s): so each node's systemd state is read beside the reads, and where it already says

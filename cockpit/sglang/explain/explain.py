@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from cockpit.sglang.flags import Catalog
-from cockpit.sglang.pysource import parse
+from cockpit.sglang.catalog.flags import Catalog
+from cockpit.sglang.catalog.pysource import parse
 from cockpit.textlines import source_lines
 from cockpit.traceback.model import Traceback
 

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host
-from cockpit.sglang.model_files import ModelFiles
-from cockpit.sglang.preflight import ERROR, WARNING, Finding
+from cockpit.sglang.preflight.model_files import ModelFiles
+from cockpit.sglang.preflight.preflight import ERROR, WARNING, Finding
 
 RULE = "model-architecture"
 CONTEXT_LINES = 40  # enough for the longest EntryClass list in 0.5.23 (12 classes)

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cockpit.sglang.model_files import ModelFiles
-from cockpit.sglang.preflight import ERROR, INFO, WARNING, Finding
-from cockpit.sglang.rules import EAGLE_FAMILY
+from cockpit.sglang.preflight.model_files import ModelFiles
+from cockpit.sglang.preflight.preflight import ERROR, INFO, WARNING, Finding
+from cockpit.sglang.preflight.rules import EAGLE_FAMILY
 
 RULE = "draft-fit"
 ALGORITHM = "--speculative-algorithm"

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from cockpit.remote.base import Host
-from cockpit.sglang.flags import Catalog
-from cockpit.sglang.preflight import ERROR, INFO, Finding, dry_run
+from cockpit.sglang.catalog.flags import Catalog
+from cockpit.sglang.preflight.preflight import ERROR, INFO, Finding, dry_run
 
 KEEP = 64  # verdicts kept per session: an editing session's worth of distinct flag sets
 

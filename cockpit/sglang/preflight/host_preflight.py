@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 
 from cockpit.fmt import duration
 from cockpit.remote.base import Host, HostError
-from cockpit.sglang.flags import Catalog
-from cockpit.sglang.preflight import ERROR, WARNING, Finding, given_flags
-from cockpit.sglang.ranks import node_rank, number, ranks_on_node
+from cockpit.sglang.catalog.flags import Catalog
+from cockpit.sglang.preflight.preflight import ERROR, WARNING, Finding, given_flags
+from cockpit.sglang.server.ranks import node_rank, number, ranks_on_node
 from cockpit.systemd import gpu_use, listeners
 from cockpit.systemd.gpu_use import GpuUse, by_pid, held_on
 from cockpit.systemd.process_end import holder

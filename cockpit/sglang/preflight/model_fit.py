@@ -29,11 +29,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cockpit.sglang.host_preflight import gpus_of
-from cockpit.sglang.model_files import ModelFiles
-from cockpit.sglang.preflight import ERROR, INFO, WARNING, Finding
-from cockpit.sglang.ranks import number, ranks_on_node
-from cockpit.sglang.rules import release_tuple
+from cockpit.sglang.preflight.host_preflight import gpus_of
+from cockpit.sglang.preflight.model_files import ModelFiles
+from cockpit.sglang.preflight.preflight import ERROR, INFO, WARNING, Finding
+from cockpit.sglang.preflight.rules import release_tuple
+from cockpit.sglang.server.ranks import number, ranks_on_node
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.process_facts import Viewpoint
 

@@ -14,14 +14,14 @@ from collections.abc import Mapping, Sequence
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
-from cockpit.sglang.architectures import ArchitectureCache, architecture_findings, in_transformers
-from cockpit.sglang.deployment import off_gpus
-from cockpit.sglang.draft_fit import DRAFT, algorithm_of, draft_findings
-from cockpit.sglang.flags import Catalog
-from cockpit.sglang.host_preflight import check_host
-from cockpit.sglang.model_files import ModelFiles, read_model_files
-from cockpit.sglang.model_fit import fit_findings
-from cockpit.sglang.preflight import INFO, WARNING, Finding, check_paths, given_flags, on_host
+from cockpit.sglang.catalog.flags import Catalog
+from cockpit.sglang.deployments.deployment import off_gpus
+from cockpit.sglang.preflight.architectures import ArchitectureCache, architecture_findings, in_transformers
+from cockpit.sglang.preflight.draft_fit import DRAFT, algorithm_of, draft_findings
+from cockpit.sglang.preflight.host_preflight import check_host
+from cockpit.sglang.preflight.model_files import ModelFiles, read_model_files
+from cockpit.sglang.preflight.model_fit import fit_findings
+from cockpit.sglang.preflight.preflight import INFO, WARNING, Finding, check_paths, given_flags, on_host
 from cockpit.systemd import gpu_use
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.process_facts import Viewpoint

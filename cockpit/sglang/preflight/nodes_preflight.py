@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from cockpit.remote.base import Host, HostError
-from cockpit.sglang.flags import Catalog
-from cockpit.sglang.preflight import ERROR, WARNING, Finding, given_flags
-from cockpit.sglang.ranks import node_rank, number
+from cockpit.sglang.catalog.flags import Catalog
+from cockpit.sglang.preflight.preflight import ERROR, WARNING, Finding, given_flags
+from cockpit.sglang.server.ranks import node_rank, number
 
 RULE = "deployment-nodes"
 PER_NODE = ("--node-rank",)  # the one flag that differs between the nodes of one launch

@@ -1,7 +1,7 @@
 """Tab completion of a path flag's value from the host's own directories.
 
 The value is a path on the GPU host, not on the jump box, and a relative one is read from the
-unit's WorkingDirectory (cockpit.sglang.preflight.on_host), so completing it lists the host's
+unit's WorkingDirectory (cockpit.sglang.preflight.preflight.on_host), so completing it lists the host's
 directory the server would look in. A Hugging Face id (`org/name`) and `~` (which SGLang does
 not expand) are not completed. Names come from the host: the app draws them inert, as it does
 all host text.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 
 from cockpit.remote.base import Host, HostError
-from cockpit.sglang.preflight import LOCAL_PATH, on_host
+from cockpit.sglang.preflight.preflight import LOCAL_PATH, on_host
 
 LIMIT = 200  # entries listed at most: a model store's directory can hold thousands
 # find's `%Y` is the type a symlink points to, so a link to a model directory completes as one;

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from cockpit.remote.base import Host, HostError, RunResult
-from cockpit.sglang.explain import explain_traceback
-from cockpit.sglang.flags import Catalog, Flag, on_cuda
-from cockpit.sglang.rule_families import violations
-from cockpit.sglang.rules import eagle_violation
+from cockpit.sglang.catalog.flags import Catalog, Flag, on_cuda
+from cockpit.sglang.explain.explain import explain_traceback
+from cockpit.sglang.preflight.rule_families import violations
+from cockpit.sglang.preflight.rules import eagle_violation
 from cockpit.systemd.process_end import Holder
 from cockpit.systemd.unit_args import Item, parse_items
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from cockpit.sglang.rules import Violation, release_tuple
+from cockpit.sglang.preflight.rules import Violation, release_tuple
 
 S19 = "sglang/srt/arg_groups/validation_hook.py"  # check_server_args from 0.5.19
 OLD = "sglang/srt/server_args.py"  # ServerArgs methods before 0.5.19

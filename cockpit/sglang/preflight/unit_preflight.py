@@ -12,7 +12,7 @@ of the unit once it is gone.
 
 from __future__ import annotations
 
-from cockpit.sglang.preflight import WARNING, Finding
+from cockpit.sglang.preflight.preflight import WARNING, Finding
 from cockpit.systemd.unit import Unit
 
 KILL_MODE_RULE = "kill-mode"

@@ -7,7 +7,7 @@ What goes wrong while systemd still says `active (running)` (sgl-project/sglang)
 - the detokenizer dies: `/health_generate` waits 20 s, logs `Health check failed. Server
   couldn't get a response from detokenizer ...` and answers 503 (#21471, #10856), and so does
   `/health`, the same handler from 0.5.2, unless SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is off
-  (then it answers 200 without the model: cockpit.sglang.generation);
+  (then it answers 200 without the model: cockpit.sglang.catalog.generation);
 - a hang: the ranks stop in a collective; nothing is logged until each rank's watchdog fires
   (`Watchdog timeout (self.watchdog_timeout=300)`, 0.5.23 `Scheduler watchdog timeout (...)`),
   then `Received sigquit from a child process` ends the server (#3752, #9064, #9904);
@@ -30,7 +30,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from cockpit.sglang.logparse import (
+from cockpit.sglang.server.logparse import (
     ERRORS,
     READY_TEXT,
     ErrorMarker,
@@ -40,7 +40,7 @@ from cockpit.sglang.logparse import (
     parse,
     rank_order,
 )
-from cockpit.sglang.per_start import PerStart
+from cockpit.sglang.server.per_start import PerStart
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.processes import UnitProcesses, rank_of
 from cockpit.systemd.readiness import HEALTH, Probe
@@ -207,7 +207,7 @@ def assess(
 ) -> Readiness:
     """The readiness of the unit's running start. `probe`: the last health answer of this
     start (None: not asked yet); `processes`: its cgroup now (None: not read); `schedulers`:
-    how many scheduler ranks its flags put on this node (cockpit.sglang.ranks'
+    how many scheduler ranks its flags put on this node (cockpit.sglang.server.ranks'
     `ranks_on_node`; None: unknown); `journal`: whether `signals` were read from its journal at
     all (the reason says so when they were not); `worker_node`: a node of rank > 0 of a launch
     over nodes, which serves no API: its /health is SGLang's dummy, 200 whatever its ranks do, and

@@ -5,7 +5,7 @@ died in; compared with the last start that reached ready.
 A trillion-parameter start takes minutes, and the operator's questions are which phase it is
 in, which rank holds it up, and whether it is slower than last time. The phases follow each
 other with no gap, so they add up to the time from the unit's start to ready; each ends at one
-of SGLang's own lines (cockpit.sglang.logparse milestones, every release's wording), and the next
+of SGLang's own lines (cockpit.sglang.server.logparse milestones, every release's wording), and the next
 begins there:
 
 - imports: from the unit's start (systemd's `ExecMainStartTimestamp`) to the rank's `Init
@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cockpit.localfs import write_atomic
-from cockpit.sglang.logparse import (
+from cockpit.sglang.server.logparse import (
     CAPTURE_START,
     ERRORS,
     MILESTONES,
@@ -50,7 +50,7 @@ from cockpit.sglang.logparse import (
     parse,
     rank_order,
 )
-from cockpit.sglang.per_start import PerStart
+from cockpit.sglang.server.per_start import PerStart
 from cockpit.statedir import safe_name, state_dir
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.status import main_exit_of

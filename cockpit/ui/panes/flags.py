@@ -26,11 +26,11 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from cockpit.errors import CockpitError
-from cockpit.sglang.dry_runs import Verdict, replace_static
-from cockpit.sglang.flags import Catalog, Flag
-from cockpit.sglang.path_completion import completes, shared_start
-from cockpit.sglang.preflight import ERROR, WARNING, Finding
-from cockpit.sglang.unit_preflight import SETTINGS
+from cockpit.sglang.catalog.flags import Catalog, Flag
+from cockpit.sglang.preflight.dry_runs import Verdict, replace_static
+from cockpit.sglang.preflight.path_completion import completes, shared_start
+from cockpit.sglang.preflight.preflight import ERROR, WARNING, Finding
+from cockpit.sglang.preflight.unit_preflight import SETTINGS
 from cockpit.suggest import closest, score
 from cockpit.systemd.unit import Unit
 from cockpit.ui.failures import said_failure

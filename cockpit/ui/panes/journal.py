@@ -27,7 +27,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from cockpit.printable import printable
-from cockpit.sglang.logparse import ERRORS
+from cockpit.sglang.server.logparse import ERRORS
 from cockpit.systemd.entry import JournalEntry
 from cockpit.traceback.grammar import is_frame_line
 from cockpit.traceback.journal_rows import MAIN, SEPARATOR, Filter, JournalRows

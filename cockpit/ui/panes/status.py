@@ -18,8 +18,8 @@ from textual.widget import Widget
 
 from cockpit.fmt import duration, size
 from cockpit.session.feeds import POLL_S
-from cockpit.sglang.health import DEGRADED, DOWN, HUNG, READY, STARTING, Readiness
-from cockpit.sglang.nodes_status import BROKEN
+from cockpit.sglang.deployments.nodes_status import BROKEN
+from cockpit.sglang.server.health import DEGRADED, DOWN, HUNG, READY, STARTING, Readiness
 from cockpit.systemd.gpu_use import GpuUse, by_pid, held_on
 from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.status import UnitStatus

@@ -1,4 +1,4 @@
-"""The fleet view: every configured host and deployment, live, worst first (cockpit.sglang.fleet).
+"""The fleet view: every configured host and deployment, live, worst first (cockpit.sglang.deployments.fleet).
 
 One row per unit, each deployment as one row with its nodes folded under it; the host's GPU
 use on each of its rows. A round a second, over each host's one connection. Sorting by
@@ -30,7 +30,7 @@ from textual.widgets import Label
 from cockpit.errors import CockpitError
 from cockpit.fmt import count
 from cockpit.session import Session
-from cockpit.sglang.fleet import TROUBLE, FleetRow, rows
+from cockpit.sglang.deployments.fleet import TROUBLE, FleetRow, rows
 from cockpit.targets import Target, resolve
 from cockpit.ui.failures import said_failure
 from cockpit.ui.panes.cursor import CursorView

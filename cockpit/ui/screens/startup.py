@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-from cockpit.sglang.startup import Remembered, Timeline, death, facts, headline, table
+from cockpit.sglang.server.startup import Remembered, Timeline, death, facts, headline, table
 
 
 class StartupScreen(ModalScreen[None]):

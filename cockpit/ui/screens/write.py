@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Label, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
-from cockpit.sglang.preflight import ERROR, Finding
+from cockpit.sglang.preflight.preflight import ERROR, Finding
 from cockpit.systemd.group_write import NodeWrite
 from cockpit.systemd.process_end import Holder
 from cockpit.systemd.unit import Unit
