@@ -1,6 +1,6 @@
-"""Themes from TOML files: the shipped ones in the repository's top-level `themes/` (where a
-user reads and copies them; `cockpit/ui/theme_files` links there, so the wheel carries them as
-package data), the user's in ~/.config/cockpit/themes/. Textual has no theme file loader
+"""Themes from TOML files: the shipped ones in `cockpit/ui/theme_files/` (package data, so
+every wheel carries them; the repository's top-level `themes/` links there, where a user reads
+and copies them), the user's in ~/.config/cockpit/themes/. Textual has no theme file loader
 (docs/facts.md): each file becomes a `Theme` and is registered. A bad file is reported in one
 sentence and skipped; the app then keeps the default theme. The last theme chosen is remembered
 in the state directory."""

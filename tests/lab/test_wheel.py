@@ -27,7 +27,7 @@ def test_a_wheel_in_a_clean_venv_boots_the_lab_and_opens_the_demo(tmp_path: Path
     built = _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)], tmp_path)
     assert built.returncode == 0, built.stderr
     [wheel] = wheels.glob("sglang_cockpit-*.whl")
-    with zipfile.ZipFile(wheel) as carried:  # the top-level themes/, through cockpit/ui/theme_files
+    with zipfile.ZipFile(wheel) as carried:  # cockpit/ui/theme_files, which the top-level themes/ links to
         themes = {Path(n).name: carried.read(n) for n in carried.namelist() if n.startswith("cockpit/ui/theme_files/")}
     assert themes == {p.name: p.read_bytes() for p in (ROOT / "themes").glob("*.toml")} and len(themes) == 3
     venv = tmp_path / "venv"
