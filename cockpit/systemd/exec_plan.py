@@ -111,13 +111,12 @@ class _Text:
             self.splice(start, (l2, c2 + len(after) - len(after.lstrip(" \t"))), "")
         else:
             self.splice(start, end, "")
-            line = l1
-            gone = self.lines.pop(line)
-            del self.comment[line]
+            gone = self.lines.pop(l1)
+            del self.comment[l1]
             if not after.strip(" \t"):  # it was the directive's last line: the one above ends it now
-                above = max(i for i in range(line) if not self.comment[i])
+                above = max(i for i in range(l1) if not self.comment[i])
                 self.lines[above][0] = self.lines[above][0].rstrip(" \t")[:-1].rstrip(" \t")
-                if not gone[1] and line == len(self.lines):
+                if not gone[1] and l1 == len(self.lines):
                     self.lines[-1][1] = ""
 
     def insert(self, at: tuple[int, int], text: str) -> None:
