@@ -101,8 +101,7 @@ def stream_fold(stream: BinaryIO, printer: Printer) -> int:
     folder = Folder()
     left_out = 0
     for lines in chunks(stream):
-        left_out += sum(1 for line in lines if line.startswith(b"{") and b'"MESSAGE":null' in line)
-        feed_lines(folder, lines)
+        left_out += feed_lines(folder, lines)
         folder.release(LATE_LINES)
         done = folder.settled()
         printer.write(folder.records[:done])

@@ -26,7 +26,7 @@ import gc
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from cockpit.systemd.entry import JournalEntry, parse_entry
+from cockpit.systemd.entry import LEFT_OUT, JournalEntry, parse_entry
 from cockpit.traceback.grammar import (
     EXCEPTION,
     FRAME,
@@ -380,13 +380,16 @@ def journal_entry(line: bytes) -> JournalEntry | None:
     return parse_entry(line) if line.startswith(b"{") else None
 
 
-def feed_lines(folder: Folder, lines: Iterable[bytes], batch: int = 10_000) -> None:
+def feed_lines(folder: Folder, lines: Iterable[bytes], batch: int = 10_000) -> int:
     """Feed raw lines, each a journal entry (a JSON object with a MESSAGE) or a line of plain
-    text, so that an export and a log copied from a terminal both fold, mixed or not."""
+    text, so that an export and a log copied from a terminal both fold, mixed or not. Returns
+    how many entries came without their MESSAGE (an export made without `--all`)."""
     entries: list[JournalEntry] = []
+    left_out = 0
     for line in lines:
         entry = journal_entry(line)
         if entry is not None:
+            left_out += entry.message is LEFT_OUT  # the parser's own stand-in, not a look-alike text
             entries.append(entry)
             if len(entries) >= batch:
                 folder.feed_batch(entries)
@@ -398,6 +401,7 @@ def feed_lines(folder: Folder, lines: Iterable[bytes], batch: int = 10_000) -> N
         text = line.decode("utf-8", "replace")
         folder.feed_text(text[:-1] if text.endswith("\r") else text)
     folder.feed_batch(entries)
+    return left_out
 
 
 def fold_lines(lines: Iterable[bytes]) -> Folder:
