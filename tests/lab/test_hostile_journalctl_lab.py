@@ -15,7 +15,8 @@ from tests.conftest import LabHandle, until
 from tests.listeners import Notices
 
 HOSTILE_JOURNALCTL = "/usr/local/bin/journalctl"  # before /usr/bin on root's PATH over ssh
-# After each entry that says "poison", a line nested 100,000 deep; every other line as it came.
+# After the entry whose message is "poison", a line nested 100,000 deep; every other line as it came
+# (systemd's "Started sglang-poisoned.service" has the word too, and must not get one).
 JOURNALCTL_SCRIPT = """#!/usr/bin/python3
 import subprocess, sys
 
@@ -23,7 +24,7 @@ deep = b'{"MESSAGE":' + b"[" * 100_000 + b"]" * 100_000 + b"}\\n"
 real = subprocess.Popen(["/usr/bin/journalctl", *sys.argv[1:]], stdout=subprocess.PIPE)
 for line in real.stdout:
     sys.stdout.buffer.write(line)
-    if b"poison" in line:
+    if b'"MESSAGE":"poison"' in line:
         sys.stdout.buffer.write(deep)
     sys.stdout.buffer.flush()
 """
