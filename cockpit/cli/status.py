@@ -23,8 +23,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the unit's state, PID, restarts, last exit and readiness",
         description="Exit 0 when the server is ready (systemd, its health endpoint, its journal and its "
         "processes agree), 1 otherwise: starting, degraded, hung or down, with the reason. The health endpoint is "
-        "asked once: which one answered, how long it took and whether it generated a token (as the release's own "
-        "source and the unit's environment say) are in the health line and in the JSON's health.",
+        "asked once, one that generates a token as the app's and the fleet's do (one that asks the model nothing "
+        "answers 200 from a hung server): /health where the release makes it the /health_generate handler (SGLang "
+        "0.5.2 on, unless the unit's environment turns SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION off), else "
+        "/health_generate. Which one answered, how long it took and whether it generated a token (as the release's "
+        "own source and the unit's environment say) are in the health line and in the JSON's health.",
     )
     p.add_argument("--host", help="a config host or an ssh_config alias")
     p.add_argument("--unit", help="a systemd unit on that host, or the name of a [units] entry")
@@ -37,11 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--generate",
         action="store_true",
-        help="ask /health_generate (one token through every process; at least a second) instead of /health. From "
-        "SGLang 0.5.2 /health is the same handler and generates a token too, unless the release has "
-        "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION (0.5.9 and later, on by default) and the unit's environment "
-        "turns it off: then /health answers 200 without asking the model, and only --generate tells a hung server "
-        "from a healthy one. The answer says which endpoint answered, in how long, and whether it generated",
+        help="ask /health_generate (one token through every process; at least a second) where /health would be "
+        "asked: where the release's own source cannot be read, or to be sure whatever it says",
     )
 
 

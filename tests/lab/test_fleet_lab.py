@@ -94,7 +94,7 @@ async def test_a_deployment_is_one_row_and_node_1_lost_is_broken_at_once(
             lab.ssh("systemctl", "kill", "--signal=SIGSTOP", "sglang-idle.service")
             stopped = time.monotonic()
             try:
-                # Its /health generates a token (as 0.5.23's does): asked again RECHECK_S after its 200.
+                # /health_generate: a token, so asked again RECHECK_S after its 200.
                 while True:
                     idle = _by_name(rows(config, await reader.round(hosts_of(config))))[
                         f"{lab.name}/sglang-idle.service"
@@ -106,7 +106,7 @@ async def test_a_deployment_is_one_row_and_node_1_lost_is_broken_at_once(
                 lab.ssh("systemctl", "kill", "--signal=SIGCONT", "sglang-idle.service")
             assert (idle.trouble, idle.reason.split(" (")[0]) == (
                 HUNG,
-                f"/health: no answer within {HEALTH_TIMEOUT_S:g} s",
+                f"/health_generate: no answer within {HEALTH_TIMEOUT_S:g} s",
             )
     finally:
         await pool.close()

@@ -1,8 +1,9 @@
 """A health that tells the truth, against the lab's stand-in: a hang reads `hung` before its
 watchdog fires (/health too gets no answer: it generates a token, as 0.5.23's does) and its
-stacks are real py-spy stacks of the ranks; a dead detokenizer under a server whose /health
-still answers 200 (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0) reads `degraded`, naming the
-process. Through the session (what the app shows) and the headless commands."""
+stacks are real py-spy stacks of the ranks; under a server whose /health still answers 200
+(SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0), a dead detokenizer reads `degraded`, naming the
+process, and a hang `hung`, in the app, `cockpit status` and the fleet alike. Through the session
+(what the app shows) and the headless commands."""
 
 from __future__ import annotations
 
@@ -137,15 +138,54 @@ async def test_a_dead_detokenizer_under_a_200_health_reads_degraded(lab: LabHand
         )
         assert health.stdout.strip() == "200"  # what a health check that asks only /health believes
 
-        status = cockpit(lab, "status", "--json")  # /health alone, and the processes now
+        status = cockpit(lab, "status", "--json")  # /health_generate, as the app asks, and the processes now
         told = json.loads(status.stdout)
         assert status.returncode == 1 and told["readiness"] == DEGRADED, told
         assert told["readiness_reason"].startswith("sglang::detokenizer is gone")
         health = told["health"]
-        assert (health["status"], health["generates"]) == (200, False), health
-        assert health["generation"] == "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0 in the unit's environment"
+        assert (health["path"], health["status"], health["generates"]) == ("/health_generate", None, True), health
+        assert health["detail"] == (
+            "no answer within 10 s; not /health, which asks the model nothing: "
+            "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0 in the unit's environment"
+        ), health
     finally:
         await session.close()
+
+
+async def test_a_hang_behind_a_health_that_asks_nothing_reads_hung_in_status_and_the_fleet(
+    lab: LabHandle, quiet_health_unit: str
+) -> None:
+    """Where the unit's environment turns /health's generation off, /health answers 200 from a hung
+    server: `cockpit status` and the fleet asked it and read `ready` while the app read `hung`.
+    Every view asks an endpoint that generates now, and all three say hung."""
+    from cockpit.remote.pool import HostPool
+    from cockpit.sglang.deployments import fleet
+
+    session = Session(Config(), Target(lab.name, quiet_health_unit))
+    pool = HostPool(Config())
+    reader, wanted = fleet.FleetReader(pool.get), fleet.hosts_of(Config(), [Target(lab.name, quiet_health_unit)])
+    try:
+        await ready(session)
+        before = json.loads(cockpit(lab, "status", "--json").stdout)
+        assert before["readiness"] == READY and before["health"]["path"] == "/health_generate", before
+        fault(Lab(lab.name), "hang", PORT)
+        hung_at = time.monotonic()
+        health = lab.ssh(
+            "python3", "-c", f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{PORT}/health').status)"
+        )
+        assert health.stdout.strip() == "200"  # what status and the fleet asked before, and believed
+        # Within the watchdog's 45 s, before the server ends: each says hung, none says down.
+        row = next(r for r in fleet.rows(Config(), await reader.round(wanted)) if r.unit == quiet_health_unit)
+        assert row.trouble == fleet.HUNG and row.reason.startswith("/health_generate: no answer within 3 s"), row
+        status = cockpit(lab, "status", "--json")
+        told = json.loads(status.stdout)
+        assert status.returncode == 1 and told["readiness"] == HUNG, told
+        assert told["readiness_reason"].startswith("/health_generate: no answer within 10 s"), told
+        await until(lambda: session.status.readiness == HUNG, WATCHDOG_S, lambda: session.status)
+        assert time.monotonic() - hung_at < WATCHDOG_S
+    finally:
+        await session.close()
+        await pool.close()
 
 
 SLEEPER = "sglang-sleeper.service"  # in the fleet's `sglang*`, serving nothing

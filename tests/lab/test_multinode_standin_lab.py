@@ -5,6 +5,7 @@ its ranks' watchdogs end it; an address node 1 cannot reach holds it at "Init pa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import subprocess
@@ -12,6 +13,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from cockpit.config import load
+from cockpit.remote.pool import HostPool
+from cockpit.sglang.deployments.fleet import FleetReader, FleetRow, hosts_of, rows
 from tests.conftest import LabHandle
 from tests.lab.standin_units import deployment_config, standin_unit
 from tests.unit.test_preflight import COCKPIT
@@ -135,11 +139,24 @@ def test_a_node_systemd_restarted_alone_has_left_the_launch(lab: LabHandle, node
             return f"InvocationID={before}" not in shown and "ActiveState=active" in shown
 
         node1.wait_for(back, 30, "systemd's restart of node 1 alone")
+        # Both while node 1 runs: alone, it fails to join in a few seconds and is down again.
+        group_row = asyncio.run(fleet_rows(config))[0]  # the fleet, opened after it: n0's ready line
         rc, group = group_status(config)
         assert rc == 1 and group["readiness"] == "broken", group
         reason = group["readiness_reason"]
         assert reason.startswith(f"n1 ({NODES[1]} on {node1.name}) started again alone at "), reason
         assert "after n0's start was ready at" in reason and "restart the group" in reason, reason
+        assert (group_row.deployment, group_row.trouble, group_row.reason) == ("mn", "broken", reason), group_row
+
+
+async def fleet_rows(path: Path) -> list[FleetRow]:
+    """The fleet view's lines of the config at `path`, from one round."""
+    config = load(str(path))
+    pool = HostPool(config)
+    try:
+        return rows(config, await FleetReader(pool.get).round(hosts_of(config)))
+    finally:
+        await pool.close()
 
 
 async def test_the_group_restarts_as_one_attempt(lab: LabHandle, node1: LabHandle) -> None:

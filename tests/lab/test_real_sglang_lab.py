@@ -592,6 +592,12 @@ SERVING = "sglang-real-tp1.service"  # started once for the tests below, which o
 ON_BY_DEFAULT = f"{SWITCH} is on, SGLang 0.5.23's default"
 HEALTH_PREFILL = "Prefill batch, #new-seq: 1, #new-token: 1,"  # the one token of a health check
 HEALTH_ASKED = '"GET /health '  # its access line
+GENERATE_ASKED = '"GET /health_generate '
+QUICK_HEALTH = (  # /health's status and seconds, on the lab
+    "import sys, time, urllib.request\nbegan = time.monotonic()\n"
+    "said = urllib.request.urlopen(f'http://127.0.0.1:{sys.argv[1]}/health', timeout=10).status\n"
+    "print(said, time.monotonic() - began)\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -610,16 +616,17 @@ def cursor(lab: LabHandle, unit: str) -> str:
     return shown.rsplit("-- cursor: ", 1)[1].strip()
 
 
-def lines_after(lab: LabHandle, unit: str, after: str, asks: int = 1) -> str:
-    """The unit's lines since `after`, once journald has `asks` health checks' access lines."""
+def lines_after(lab: LabHandle, unit: str, after: str, asks: int = 1, generates: int = 0) -> str:
+    """The unit's lines since `after`, once journald has the access lines of `asks` asks of
+    /health and `generates` of /health_generate."""
     said = ""
 
     def read() -> bool:
         nonlocal said
         said = lab.ssh("journalctl", "-u", unit, "-o", "cat", f"--after-cursor={after}").stdout
-        return said.count(HEALTH_ASKED) >= asks
+        return said.count(HEALTH_ASKED) >= asks and said.count(GENERATE_ASKED) >= generates
 
-    lab.wait_for(read, 10, f"{asks} access lines of /health in the journal")
+    lab.wait_for(read, 10, f"{asks} access lines of /health and {generates} of /health_generate in the journal")
     return said
 
 
@@ -680,21 +687,20 @@ async def test_the_fleet_and_the_deployment_watch_ask_a_generating_server_at_mos
         took = time.monotonic() - began
     finally:
         await pool.close()
-    fresh = [r for r in fleet if re.fullmatch(r"/health answered 200 in \d+\.\d\d s", r)]
-    kept = [r for r in fleet if r.endswith(" s ago: /health may generate a token, so at most every 15 s)")]
+    fresh = [r for r in fleet if re.fullmatch(r"/health_generate answered 200 in \d+\.\d\d s \(generates a token\)", r)]
+    kept = [r for r in fleet if re.search(r"; asked \d+ s ago: at most every 15 s\)$", r)]
     watched = [
         r
         for r in watch
         if re.fullmatch(rf"/health answered 200 in \d+\.\d\d s \(generates a token: {ON_BY_DEFAULT}\)", r)
     ]
     waited = [r for r in watch if re.search(r"; asked \d+ s ago: at most every 15 s\)$", r)]
-    said = lines_after(lab, SERVING, before, asks=len(fresh) + len(watched))
-    asked, allowed = said.count(HEALTH_ASKED), int(took // RECHECK_S) + 1
-    print(
-        f"{len(fleet)} rounds in {took:.0f} s: /health asked {asked} times, {len(fresh)} by the fleet, "
-        f"{len(watched)} by the watch"
-    )
-    assert asked == len(fresh) + len(watched) and said.count(HEALTH_PREFILL) == asked, (asked, said)
+    # The watch (status's reader) asks /health, which generates here; the fleet /health_generate.
+    said = lines_after(lab, SERVING, before, asks=len(watched), generates=len(fresh))
+    by_fleet, by_watch, allowed = said.count(GENERATE_ASKED), said.count(HEALTH_ASKED), int(took // RECHECK_S) + 1
+    print(f"{len(fleet)} rounds in {took:.0f} s: the fleet asked {by_fleet} times, the watch {by_watch}")
+    assert (by_fleet, by_watch) == (len(fresh), len(watched)), said
+    assert said.count(HEALTH_PREFILL) == by_fleet + by_watch, said
     assert 2 <= len(fresh) <= allowed and len(kept) == len(fleet) - len(fresh), fleet
     assert 2 <= len(watched) <= allowed and len(waited) == len(watch) - len(watched), watch
 
@@ -729,8 +735,9 @@ async def test_the_tp1_scheduler_is_rank_0_in_the_census_and_the_stacks(serving:
 @pytest.mark.timeout(480)
 def test_a_unit_that_turns_the_switch_off_is_said_to_ask_the_model_nothing(serving: LabHandle) -> None:
     """`Environment=SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0` in a drop-in: the real server
-    answers /health at once and generates nothing, and `cockpit status` says so from the unit.
-    Last of the tests on `serving`: it restarts that server."""
+    answers /health at once and generates nothing, so it would answer 200 from a hung server too;
+    `cockpit status` reads that from the unit and asks /health_generate instead, as the app and
+    the fleet do, and says why. Last of the tests on `serving`: it restarts that server."""
     lab = serving
     drop_in = f"/etc/systemd/system/{SERVING}.d"
     lab.ssh("mkdir", "-p", drop_in)
@@ -742,15 +749,17 @@ def test_a_unit_that_turns_the_switch_off_is_said_to_ask_the_model_nothing(servi
         wait_ready(lab, SERVING)
         before = cursor(lab, SERVING)
         told = json.loads(cockpit(lab, SERVING, "status", "--json").stdout)
-        said = lines_after(lab, SERVING, before)
+        said = lines_after(lab, SERVING, before, asks=0, generates=1)
+        quick = lab.ssh("python3", "-c", QUICK_HEALTH, str(REAL_UNITS[SERVING])).stdout.split()
     finally:
         lab.ssh("rm", "-rf", drop_in)
         lab.ssh("systemctl", "daemon-reload")
     health = told["health"]
-    assert (health["path"], health["status"], health["generates"]) == ("/health", 200, False), health
-    assert health["generation"] == f"{SWITCH}=0 in the unit's environment", health
-    assert health["seconds"] < 1.0 and HEALTH_PREFILL not in said, (health, said)
+    assert (health["path"], health["status"], health["generates"]) == ("/health_generate", 200, True), health
+    assert health["detail"] == f"not /health, which asks the model nothing: {SWITCH}=0 in the unit's environment"
+    assert health["seconds"] >= 1.0 and said.count(HEALTH_PREFILL) == 1, (health, said)
     assert told["readiness"] == "ready", told
+    assert quick[0] == "200" and float(quick[1]) < 1.0, quick  # what it asked before, and would believe of a hang
 
 
 async def test_transformers_classes_are_found_in_a_real_install(real_lab: LabHandle) -> None:

@@ -86,10 +86,10 @@ def test_probe_lines_give_the_status_how_long_it_took_or_why_there_was_none() ->
     )
     probes = parse_probes(said, asked)
     assert probes["a.service"].ok and probes["b.service"].timed_out and "stray.service" not in probes
-    assert probes["a.service"].words() == "/health answered 200 in 1.01 s"
+    assert probes["a.service"].words() == "/health_generate answered 200 in 1.01 s (generates a token)"
     assert (probes["d.service"].status, probes["d.service"].seconds) == (503, None)  # a bash without $EPOCHREALTIME
-    assert probes["b.service"].words() == f"/health: no answer within {HEALTH_TIMEOUT_S:g} s"
-    assert probes["c.service"].words() == "/health: nothing answers on ::1:30002"
+    assert probes["b.service"].words() == f"/health_generate: no answer within {HEALTH_TIMEOUT_S:g} s"
+    assert probes["c.service"].words() == "/health_generate: nothing answers on ::1:30002"
     assert parse_probes("a.service 127 \n", asked)["a.service"].detail == "not asked: the host has no bash"
 
 

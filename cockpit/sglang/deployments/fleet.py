@@ -2,7 +2,7 @@
 
 A round asks each host one remote command over its one connection: the `sglang*` units
 systemd knows (and the configured ones), their status with their ExecStart, the GPU table,
-and `/health` of each running unit that serves the API and is due to be asked, asked on the
+and `/health_generate` of each running unit that serves the API and is due to be asked, asked on the
 host itself (bash's /dev/tcp, all at once, each bounded by HEALTH_TIMEOUT_S and timed there) at
 the address its command line gave in the round before, where the round before saw the unit's
 own cgroup listen there (the host's listeners are read in the same command; another unit's
@@ -13,17 +13,17 @@ of rank > 0 has its processes counted instead (its `/health` is SGLang's dummy).
 7 to 10 ms of CPU per host per round for eight units; nothing in a host's round depends on how
 many other hosts there are, so a fleet of 32 costs 32 times one host (benchmarks/bench_fleet.py).
 
-`/health` generates a token from SGLang 0.5.2 on (cockpit.sglang.catalog.generation): a second, a
-`Prefill batch` line and an access line per ask. The round does not read each unit's release
-and environment, so it takes every unit's `/health` to generate: a unit is asked each round
-while it starts (refused, or 503 at once: nothing generated), and at most once per RECHECK_S
-once it answered 200 in this start or did not answer in time (a hung server's each ask waits
-20 s on the host and logs `Health check failed`); meanwhile its row says the last answer and
-how old it is. A `/health` that does not generate would tell no more at once a second: it
-answers 200 from a hung server too.
+The endpoint asked is `/health_generate`, as the app's: one that generates a token, the only kind
+that tells a hung server (a `/health` that asks the model nothing answers 200 from one too; from
+SGLang 0.5.2 `/health` is the same handler unless the unit's environment turns that off, which a
+round does not read). Each ask is a second, a `Prefill batch` line and an access line, so a unit
+is asked each round while it starts (refused, or 503 at once: nothing generated), and at most
+once per RECHECK_S once it answered 200 in this start or did not answer in time (a hung server's
+each ask waits 20 s on the host and logs `Health check failed`); meanwhile its row says the last
+answer and how old it is.
 
 What a round cannot see is said, not guessed: the journal is not read here, so a unit is
-`hung` when its `/health` does not answer in time, `degraded` when it answered 200 earlier in
+`hung` when its `/health_generate` does not answer in time, `degraded` when it answered 200 earlier in
 this start and does not now, and `starting` before its first 200. A server ending itself after a
 child died (0.5.23 sleeps 5 s in its SIGQUIT handler, its HTTP loop with it, then kills its tree)
 is its last answer, or `hung` where an ask falls in those seconds, until systemd says it failed.
@@ -33,6 +33,7 @@ Opening the unit gives the whole assessment (cockpit.sglang.server.health): `end
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -42,11 +43,12 @@ from cockpit.errors import CockpitError
 from cockpit.remote.base import Host
 from cockpit.sglang.deployments.nodes_status import BROKEN, group_readiness
 from cockpit.sglang.server.endpoint import serving_address
-from cockpit.sglang.server.health import DEGRADED, DOWN, HUNG, READY, STARTING, Signals, assess
+from cockpit.sglang.server.health import DEGRADED, DOWN, HUNG, READY, STARTING, HealthScan, Signals, assess
+from cockpit.sglang.server.logparse import READY_TEXT
 from cockpit.sglang.server.ranks import node_rank, ranks_on_node
-from cockpit.systemd import listeners, processes
+from cockpit.systemd import journal, listeners, processes
 from cockpit.systemd.process_facts import SEP as FACTS_SEP
-from cockpit.systemd.readiness import HEALTH, LastAnswer, Probe, port_check
+from cockpit.systemd.readiness import GENERATE, RECHECK_S, LastAnswer, Probe, port_check
 from cockpit.systemd.status import PROPERTIES, UnitStatus, parse_show
 from cockpit.targets import Target, all_targets
 
@@ -54,7 +56,7 @@ FAILED, STOPPED = "failed", "stopped"
 # Worst first: what the fleet view sorts by. `down` splits into failed (it ended on its own, or
 # waits to be restarted after it did) and stopped (someone stopped it).
 TROUBLE = (FAILED, BROKEN, HUNG, DEGRADED, STARTING, READY, STOPPED)
-# SGLang's generating /health sleeps 1 s, then looks for the token once a second: 1 s when
+# SGLang's /health_generate sleeps 1 s, then looks for the token once a second: 1 s when
 # healthy, 2 s when slow to give it. No answer in 3 s is `hung` here.
 HEALTH_TIMEOUT_S = 3.0
 SEP = "@@cockpit-fleet@@"
@@ -66,7 +68,7 @@ PROBE_FAILED = {124: f"no answer within {HEALTH_TIMEOUT_S:g} s", 127: "not asked
 # N configured ones too, even where the pattern does not match them), reads the GPU table and the
 # listeners (ss's --cgroup names each one's cgroup at no more cost; an older ss is asked through
 # listeners.SCRIPT, which reads each PID's; nothing where the host has no ss), and after the
-# probes prints each unit's ExecStart; `probes` only asks each (UNIT ADDR PORT)'s /health. A
+# probes prints each unit's ExecStart; `probes` only asks each (UNIT ADDR PORT)'s /health_generate. A
 # probe's line is one write (atomic on the pipe), so the probes run at once and print as they end:
 # `UNIT RC BEGAN ENDED STATUS-LINE`, the times bash's $EPOCHREALTIME (`-` where bash has none).
 #
@@ -99,7 +101,7 @@ fi
 echo {SEP}
 probe() {{
   said=$(timeout {HEALTH_TIMEOUT_S:g} bash -c 'began=$EPOCHREALTIME; exec 3<>"/dev/tcp/$0/$1" &&
-    printf "GET /health HTTP/1.0\\r\\nHost: %s\\r\\n\\r\\n" "$0" >&3 && IFS= read -r line <&3 &&
+    printf "GET {GENERATE} HTTP/1.0\\r\\nHost: %s\\r\\n\\r\\n" "$0" >&3 && IFS= read -r line <&3 &&
     printf "%s %s %s\\n" "${{began:--}}" "${{EPOCHREALTIME:--}}" "$line"' "$2" "$3" 2>/dev/null)
   echo "$1 $? $said"
 }}
@@ -218,10 +220,12 @@ def parse_probes(text: str, asked: dict[str, tuple[str, int]]) -> dict[str, Prob
             continue
         words = said.split()
         if rc == "0" and len(words) >= 4 and words[2].startswith("HTTP/") and words[3].isdigit():
-            found[unit] = Probe(HEALTH, int(words[3]), seconds=_seconds(words[0], words[1]))
+            found[unit] = Probe(GENERATE, int(words[3]), seconds=_seconds(words[0], words[1]), generates=True)
         else:
             addr, port = asked[unit]
-            found[unit] = Probe(HEALTH, None, PROBE_FAILED.get(int(rc), f"nothing answers on {addr}:{port}"))
+            found[unit] = Probe(
+                GENERATE, None, PROBE_FAILED.get(int(rc), f"nothing answers on {addr}:{port}"), generates=True
+            )
     return found
 
 
@@ -244,13 +248,16 @@ def parse_gpus(text: str) -> HostGpus | None:
 
 class FleetReader:
     """Reads rounds; remembers, per host, where each unit serves (asked in the next round), each
-    unit's last /health answer (asked again only when due) and, per start, when each unit first
-    answered 200 (the journal's ready line is not read here: a 200 seen earlier in this start is
-    what tells `degraded` from `starting`)."""
+    unit's last /health_generate answer (asked again only when due) and, per start, when each unit
+    was ready: a 200 seen earlier in this start is what tells `degraded` from `starting`, and the
+    start's ready line in its journal, looked for while it runs, is when a node of its launch
+    that starts again later has left it (nodes_status; the time the fleet first saw the 200,
+    later than that, where the line cannot be read)."""
 
     def __init__(self, host_of: Callable[[str], Host]) -> None:
         self.host_of = host_of
         self._ready: dict[tuple[str, str, str], float] = {}
+        self._ready_lines: dict[tuple[str, str, str], tuple[float | None, float]] = {}  # (logged at, looked at)
         self._serving: dict[str, dict[str, tuple[str, int]]] = {}
         self._asked: dict[tuple[str, str], LastAnswer] = {}
 
@@ -324,12 +331,29 @@ class FleetReader:
         key = (status.host, status.unit, status.invocation_id or "")
         if answer is not None and answer.ok:
             self._ready.setdefault(key, time.time())
-        signals = Signals(ready_at=self._ready.get(key))
+        if status.active_state == "active" and rank == 0:
+            await self._look_for_ready_line(host, status, key)
+        ready_at = self._ready_lines.get(key, (None, 0.0))[0] or self._ready.get(key)
+        signals = Signals(ready_at=ready_at)
+        status = replace(status, ready_since=ready_at)
         told = assess(status, signals, answer, members, schedulers=schedulers, worker_node=rank > 0)
         trouble = told.state
         if trouble == DOWN:
             trouble = STOPPED if status.active_state == "inactive" and status.result == "success" else FAILED
         return FleetUnit(status.host, status.unit, trouble, told.reason, status, rank)
+
+    async def _look_for_ready_line(self, host: Host, status: UnitStatus, key: tuple[str, str, str]) -> None:
+        """This start's ready line, looked for at most every RECHECK_S until found (it may not be
+        ready yet, or the journal may not say): one journalctl a serving unit's start, a few while
+        it starts."""
+        logged, looked = self._ready_lines.get(key, (None, -RECHECK_S))
+        now = time.monotonic()
+        if logged is not None or now - looked < RECHECK_S:
+            return
+        said = await journal.matching(host, status.unit, re.escape(READY_TEXT), 1, timeout=5)
+        scan = HealthScan()
+        scan.feed(said or [])
+        self._ready_lines[key] = (scan.of(status.invocation_id).ready_at, now)
 
     async def round(self, hosts: dict[str, list[str]]) -> list[HostRound]:
         """Every host at once, each with the units the config names on it."""

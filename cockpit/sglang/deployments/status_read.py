@@ -3,9 +3,11 @@ the health answer, the unit's processes, its start's health lines and the GPU ta
 it, each on a channel of its own (the host's systemd names the cgroup and the start). Shared by
 `cockpit status` (one unit, or every node of a deployment) and the group restart's watch.
 
-The answer says what it cost: how long it took, and whether the endpoint generated a token for
-this unit (cockpit.sglang.catalog.generation: the release's own source, found through the service's
-Python, and the unit's environment), read while the endpoint is asked.
+The endpoint asked is one that generates a token, as the app's and the fleet's are: `/health`
+where the unit's release makes it the generating handler, else `/health_generate`. Which it is
+comes from the release's own source, found through the service's Python, and the unit's
+environment (cockpit.sglang.catalog.generation), read first; the answer says what it cost: how
+long it took, whether it generated a token, and why not `/health` where it was not asked.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import replace
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
 from cockpit.sglang.catalog.catalogs import CatalogCache
-from cockpit.sglang.catalog.generation import Generation, generation
+from cockpit.sglang.catalog.generation import HealthRoutes, generation
 from cockpit.sglang.deployments.deployment import Deployment, read_deployment
 from cockpit.sglang.server.health import DEGRADED, DOWN, WATCHED_PATTERN, HealthScan, Signals, assess
 from cockpit.sglang.server.ranks import node_rank, ranks_on_node
@@ -77,15 +79,12 @@ async def read_status(
             ranks = ranks_on_node(flags) if found.unit else None
             if node_rank(flags) > 0:
                 return None, ranks, True
-            path, now = GENERATE if generate else HEALTH, time.monotonic()
+            now = time.monotonic()
             last = asked.get((host.name, target.unit)) if asked is not None else None
             same = last is not None and (last.invocation, last.address) == (status.invocation_id, found.address)
             if last is not None and same and not last.due(now):
                 return last.aged(now), ranks, False
-            said, cost = await asyncio.gather(
-                own_probe(host, target.unit, *found.address, path, timeout=10), _generation(host, found, catalogs, path)
-            )
-            answered = replace(said, generates=cost.generates, generation=cost.why)
+            answered = await _ask(host, target.unit, found, catalogs, generate)
             if asked is not None:
                 asked[(host.name, target.unit)] = LastAnswer(status.invocation_id, found.address, answered, now)
             return answered, ranks, False
@@ -177,18 +176,34 @@ def _read_or_running(
     return replace(state, readiness=DEGRADED, readiness_reason=why), GpuUse(missing="not read")
 
 
-async def _generation(host: Host, found: Deployment, catalogs: CatalogCache, path: str) -> Generation:
-    """Whether asking `path` makes the unit's server generate a token: its release's source,
-    where the service's Python keeps it, and the unit's environment. Not known (None) where the
-    release cannot be read; `/health_generate` generates by its name all the same."""
-    routes = None
-    if found.unit is not None and found.interpreter is not None:
-        try:
-            root = (await service_python(host, found.interpreter, found.unit)).purelib
-            routes = await catalogs.health_routes(host, root) if root else None
-        except (HostError, CockpitError):
-            routes = None
-    return generation(routes, found.unit.environment() if found.unit is not None else {}, path)
+async def _ask(host: Host, unit: str, found: Deployment, catalogs: CatalogCache, generate: bool) -> Probe:
+    """The answer of an endpoint that generates a token, as the app and the fleet ask one:
+    `/health` where the unit's release makes it the generating handler, else `/health_generate`
+    (a `/health` that asks the model nothing answers 200 from a hung server too), and with
+    `generate`, `/health_generate` itself. The answer says what it cost, and why not `/health`."""
+    routes = await _routes(host, found, catalogs)
+    environment = found.unit.environment() if found.unit is not None else {}
+    health = generation(routes, environment, HEALTH)
+    path = HEALTH if not generate and health.generates is not False else GENERATE
+    cost = health if path == HEALTH else generation(routes, environment, GENERATE)
+    said = await own_probe(host, unit, *found.address, path, timeout=10)
+    if path == GENERATE and not generate and cost.generates:
+        instead = f"not /health, which asks the model nothing: {health.why}"
+        said = replace(said, detail="; ".join(d for d in (said.detail, instead) if d))
+    return replace(said, generates=cost.generates, generation=cost.why)
+
+
+async def _routes(host: Host, found: Deployment, catalogs: CatalogCache) -> HealthRoutes | None:
+    """What the unit's release says of its health endpoints, from its source where the service's
+    Python keeps it; None where it cannot be read (`/health_generate` generates by its name all
+    the same)."""
+    if found.unit is None or found.interpreter is None:
+        return None
+    try:
+        root = (await service_python(host, found.interpreter, found.unit)).purelib
+        return await catalogs.health_routes(host, root) if root else None
+    except (HostError, CockpitError):
+        return None
 
 
 async def _not_read() -> GpuUse:
