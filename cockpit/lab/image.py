@@ -185,7 +185,7 @@ def build(recipe: Recipe = Recipe(), progress=print) -> Path:
         log_path = final.parent / f"build-{recipe.key()}.log"
         progress(
             f"building the real-SGLang {recipe.real_sglang} lab image {recipe.key()} "
-            f"(once; about 4 min, 6 GB), log in {log_path}"
+            f"(once; about 1 min where pip has torch cached, 5.9 GB), log in {log_path}"
         )
 
         def make_real(work: Path) -> None:

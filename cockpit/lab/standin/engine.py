@@ -1,9 +1,16 @@
 """The stand-in's decode loop: one batched step for all running requests, like a real server.
 
 Each step gives every running request `accept_len` tokens (on average; 1 without speculative
-decoding). A step takes `accept_len / tokens_per_s`, or longer when the batch would exceed
-`capacity` tokens/s, so one stream decodes at `tokens_per_s` and the server at
+decoding). A plain step takes `1 / tokens_per_s`, or longer when the batch would put more than
+`capacity` tokens/s through the model, so one stream decodes at `tokens_per_s` and the server at
 `min(n * tokens_per_s, capacity)`: the numbers a load run must measure back.
+
+A speculative step drafts `spec_steps` tokens with the draft model and verifies the draft
+tokens in one pass of the target: it costs `1 + DRAFT_STEP_COST * spec_steps` plain steps and
+puts each request's draft tokens through the model. So EAGLE-3 (3 steps, 4 draft tokens,
+accept length 2.7) decodes one stream 2.7 / 1.6 = 1.7 times as fast as plain decoding, and a
+saturated server 2.7 / 4 = 0.68 times as fast: it wins at low concurrency and loses at high,
+as speculative decoding does on a GPU.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cockpit.lab.standin.log import Logger
+
+DRAFT_STEP_COST = 0.2  # one draft model step, in steps of the target (a small draft head, as EAGLE's)
 
 WORDS = (
     "the",
@@ -76,6 +85,7 @@ class Engine:
         decode_log_interval: int,
         max_running: int | None,
         spec_steps: int | None,
+        draft_tokens: int | None = None,
         prefix_cache_hit: float = 0.0,
     ) -> None:
         self.log = log
@@ -91,6 +101,9 @@ class Engine:
         self.decode_log_interval = max(1, decode_log_interval)
         self.max_running = max_running
         self.spec_steps = spec_steps
+        # A step's cost in plain steps, and the tokens of each request it puts through the model.
+        self.step_cost = 1 + DRAFT_STEP_COST * spec_steps if spec_steps else 1.0
+        self.verified = float(draft_tokens or spec_steps + 1) if spec_steps else 1.0
         self.running: list[Request] = []
         self.waiting: collections.deque[Request] = collections.deque()
         self.prefilling = 0
@@ -218,9 +231,9 @@ class Engine:
     # -- the loop -------------------------------------------------------------------------
 
     def _interval(self, n: int) -> float:
-        per_stream = self.accept_len / self.tokens_per_s
+        per_stream = self.step_cost / self.tokens_per_s
         if self.capacity > 0:
-            return max(per_stream, n * self.accept_len / self.capacity)
+            return max(per_stream, n * self.verified / self.capacity)
         return per_stream
 
     async def run(self) -> None:

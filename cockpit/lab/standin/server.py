@@ -111,6 +111,7 @@ class Standin:
             decode_log_interval=settings.decode_log_interval,
             max_running=max_running,
             spec_steps=self.spec_steps if spec_algo else None,
+            draft_tokens=getattr(args, "speculative_num_draft_tokens", None),
             prefix_cache_hit=settings.prefix_cache_hit,
         )
         self.workers: list[asyncio.subprocess.Process] = []
@@ -580,7 +581,6 @@ class Standin:
         ranks = f'engine_type="unified",model_name="{self.model}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
         tokenizer = f'engine_type="unified",model_name="{self.model}"'
         decoded = bool(e.spec_steps) and e.decoded
-        draft_tokens = getattr(self.args, "speculative_num_draft_tokens", None) or (e.spec_steps or 0) + 1
         gauges = [
             ("num_running_reqs", "The number of running requests.", len(e.running)),
             ("num_queue_reqs", "The number of requests in the waiting queue.", len(e.waiting)),
@@ -601,7 +601,7 @@ class Standin:
             (
                 "spec_num_draft_tokens",
                 "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
-                draft_tokens if decoded else 0,
+                int(e.verified) if decoded else 0,
             ),
         ]
         out = []
