@@ -82,7 +82,8 @@ NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll b
 METRICS_S = 5.0  # how often /metrics is read where the server has it
 GPU_POLL_S = 5.0  # how often the host's GPU table is read (a process tree walk and two nvidia-smi)
 UNREAD_NOTICE_S = 60.0  # lines of a host's journalctl that were no entry: said at most this often
-SURVIVOR_CHECK_S = 1.5  # after a start ends: systemd's kill of the unit's cgroup is done by then
+SURVIVOR_CHECK_S = 1.5  # after a start ends and its stop is done: systemd's kill of the unit's cgroup is done by then
+STOP_WAIT_S = 120.0  # the longest a stop is waited for before what is left of the start is named
 GROUP_POLL_S = 1.0  # an opened deployment's nodes are read this often: a lost node is said within 5 s
 LOST_NODE_LINES = 2000  # of the lost node's journal, read for its traceback
 UNKNOWN = "unknown"  # the group's readiness while a node cannot be read
@@ -423,8 +424,15 @@ class Session:
     async def _survivors_of(self, ended: str) -> None:
         """After a start ended: its processes that still hold GPU memory, and any process still
         in the unit's cgroup while nothing of it runs, said at once. Out of the cgroup, systemd's
-        stop never reaches them; inside it, KillMode= let them be."""
+        stop never reaches them; inside it, KillMode= let them be. Not while the unit is still
+        deactivating: SGLang's stop under the default KillMode takes 6 s, its processes ending
+        all the while (each restart named them survivors)."""
         await asyncio.sleep(SURVIVOR_CHECK_S)
+        stopping_since = time.monotonic()
+        while self.status is not None and self.status.active_state == "deactivating":
+            if time.monotonic() - stopping_since > STOP_WAIT_S:
+                break  # a stop that hangs: what is left then is worth naming
+            await asyncio.sleep(1)
         assert self.target is not None
         unit = self.target.unit
         use = await gpu_use.read_or_say(self.host)
