@@ -217,12 +217,17 @@ async def test_a_killed_tp2_rank_is_named_while_the_server_ends(real_lab: LabHan
     whose handler mostly stops the watchdog before it names the dead rank; the processes counted
     at that line name TP1: `down: ending (TP1 crashed; TP0 hit an exception)` within SAID_S. Where
     the watchdog wins the race (about one run in three here) SGLang names it itself, `scheduler 1
-    crashed, exit -9`. Never `degraded`, until systemd says failed (the unit has no Restart=)."""
+    crashed, exit -9`, with TP0's exception after it, or alone where TP0 had not yet met the reset
+    before the tree was killed. Never `degraded`, until systemd says failed (the unit has no Restart=)."""
     lab = real_lab
     lab.ssh("systemctl", "start", TP2)
     try:
         wait_ready(lab, TP2)
-        causes = ("TP1 crashed; TP0 hit an exception", "scheduler 1 crashed, exit -9; TP0 hit an exception")
+        causes = (
+            "TP1 crashed; TP0 hit an exception",
+            "scheduler 1 crashed, exit -9; TP0 hit an exception",
+            "scheduler 1 crashed, exit -9",  # TP0's gloo had not noticed yet (1 CI run of many)
+        )
         words = tuple(f"down: ending ({cause})" for cause in causes)
         seen = await killed_in_app(
             lab, TP2, "sglang::scheduler_TP1", words, lambda status, _: status.active_state == "failed", WINDOW_S
@@ -230,8 +235,9 @@ async def test_a_killed_tp2_rank_is_named_while_the_server_ends(real_lab: LabHan
         seen.check(lab, TP2, "Scheduler hit an exception")
         said = next(w for w in seen.said if w in words)
         assert all(r.startswith("down: ") for r in seen.said[seen.said.index(said) :]), seen.said
+        last = [w for w in seen.said if w in words][-1]  # TP0's exception may come after the watchdog's line
         assert f"{seen.last.readiness}: {seen.last.readiness_reason}" == (
-            f"down: the unit is failed (failed, last exit killed 9/KILL) after {causes[words.index(said)]}"
+            f"down: the unit is failed (failed, last exit killed 9/KILL) after {causes[words.index(last)]}"
         ), seen.last
     finally:
         end(lab, TP2)
