@@ -41,6 +41,7 @@ from cockpit.lab.standin.nodes import Layout, MeetingFailed, meet
 from cockpit.lab.standin.nvidia_smi import GPUS, TOTAL_MIB
 from cockpit.lab.standin.settings import Settings
 from cockpit.lab.standin.worker import PHASES, phase_seconds
+from cockpit.remote.local import signal_child
 
 STANDIN_LABEL = "cockpit lab stand-in (CPU program, not SGLang)"
 # SGLang's SIGQUIT handlers: the launch phase's (engine.py), and the tokenizer manager's once it runs.
@@ -825,9 +826,7 @@ async def _amain(argv: list[str]) -> int:
     status = await standin.ended
     children = [p for p in (*standin.workers, standin.detokenizer) if p is not None]
     for proc in children:
-        if proc.returncode is None:  # by its pid: Popen.terminate() may reap it before asyncio's watcher
-            with contextlib.suppress(ProcessLookupError):  # does, which then logs "Unknown child process"
-                os.kill(proc.pid, signal.SIGTERM)
+        signal_child(proc, signal.SIGTERM)  # not Popen.terminate(), which may reap it before asyncio's watcher
     # Reap the children before the loop closes, or their transports complain on stderr at exit.
     await asyncio.wait_for(asyncio.gather(*(p.wait() for p in children), return_exceptions=True), 5)
     if standin.server is not None:

@@ -22,9 +22,10 @@ once per RECHECK_S once it answered 200 in this start or did not answer in time 
 each ask waits 20 s on the host and logs `Health check failed`); meanwhile its row says the last
 answer and how old it is.
 
-What a round cannot see is said, not guessed: the journal is not read here, so a unit is
-`hung` when its `/health_generate` does not answer in time, `degraded` when it answered 200 earlier in
-this start and does not now, and `starting` before its first 200. A server ending itself after a
+What a round cannot see is said, not guessed: of the journal only each start's ready line is read
+here (once found, it is not read again), so a unit is `hung` when its `/health_generate` does not
+answer in time, `degraded` when it answered 200 earlier in this start and does not now, and
+`starting` before its first 200. A server ending itself after a
 child died (0.5.23 sleeps 5 s in its SIGQUIT handler, its HTTP loop with it, then kills its tree)
 is its last answer, or `hung` where an ask falls in those seconds, until systemd says it failed.
 Opening the unit gives the whole assessment (cockpit.sglang.server.health): `ending`, and the child.
