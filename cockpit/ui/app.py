@@ -130,17 +130,19 @@ class _Panes(Listener):
 class CockpitApp(App[None]):
     CSS_PATH = "cockpit.tcss"
     TITLE = "SGLang cockpit"
+    # The footer shows what a new operator reaches for first and fits 160 columns beside any pane's
+    # own keys; `?` and the palette list every key, the hidden ones too.
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
         Binding("question_mark", "help", "Keys", key_display="?", id="help"),
         Binding("r", "unit_action('restart')", "Restart", id="restart"),
-        Binding("x", "unit_action('stop')", "Stop", id="stop"),
-        Binding("t", "unit_action('start')", "Start", id="start"),
-        Binding("o", "pick", "Units", id="pick"),
+        Binding("x", "unit_action('stop')", "Stop", show=False, id="stop"),
+        Binding("t", "unit_action('start')", "Start", show=False, id="start"),
+        Binding("o", "pick", "Units", show=False, id="pick"),
         Binding("V", "fleet", "Fleet", id="fleet"),
         Binding("e", "edit_flags", "Flags", id="flags"),
         Binding("h", "attempts", "Attempts", id="attempts"),
-        Binding("m", "throughput", "Throughput", id="throughput"),
+        Binding("m", "throughput", "Throughput", show=False, id="throughput"),
         Binding("b", "load_run", "Load run", id="load_run"),
         Binding("B", "cancel_run", "Cancel run", show=False, id="cancel_run"),
         Binding("S", "snapshot", "Snapshot", id="snapshot"),

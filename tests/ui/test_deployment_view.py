@@ -62,6 +62,10 @@ def test_the_group_and_its_nodes_are_drawn_and_a_broken_group_is_offered_a_resta
         assert traceback.lines[-1] in modal.body and modal.body.startswith(BROKEN_REASON)
         await pilot.press("n")  # the pane behind it, for the picture
         await pilot.pause()
+        pane = app.query_one(StatusPane)  # the reason whole, on lines of its own that fit: no ellipsis
+        below = [line for line in str(pane.render()).splitlines() if line.startswith("    ")]
+        assert " ".join(line.strip() for line in below) == BROKEN_REASON, below
+        assert all(len(line) <= pane.content_size.width for line in below)
 
     assert snap_compare(app, terminal_size=(150, 30), run_before=run_before)
     assert app.session.target is not None and app.session.target.host == "gpu-a"  # node 0 is the one opened

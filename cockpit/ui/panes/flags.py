@@ -118,11 +118,11 @@ class FlagsPane(Vertical):
 
     BINDINGS = [
         Binding("enter", "edit", "Edit", id="flags.edit"),
-        Binding("a", "add", "Add flag", id="flags.add"),
-        Binding("delete,x", "unset", "Unset", key_display="del", id="flags.unset"),
+        Binding("a", "add", "Add", id="flags.add"),
+        Binding("delete,x", "unset", "Unset", key_display="x", id="flags.unset"),
         Binding("R", "raw", "Raw", id="flags.raw"),
-        Binding("k", "setting", "Set the unit fix", id="flags.setting"),
-        Binding("w", "write", "Write & restart", id="flags.write"),
+        Binding("k", "setting", "Set fix", id="flags.setting"),
+        Binding("w", "write", "Write", id="flags.write"),
         Binding("ctrl+z", "revert", "Revert", id="flags.revert"),
         Binding("escape", "close", "Close", id="flags.close"),
     ]

@@ -70,7 +70,7 @@ class JournalView(CursorView):
         Binding("j,down", "move(1)", "Down", show=False, id="journal.down"),
         Binding("k,up", "move(-1)", "Up", show=False, id="journal.up"),
         Binding("g,home", "top", "Top", show=False, id="journal.top"),
-        Binding("G,end", "bottom", "Bottom", key_display="G", id="journal.bottom"),
+        Binding("G,end", "bottom", "Bottom", key_display="G", show=False, id="journal.bottom"),
         Binding("ctrl+d,pagedown", "page(1)", "Page down", show=False, id="journal.page_down"),
         Binding("ctrl+u,pageup", "page(-1)", "Page up", show=False, id="journal.page_up"),
         Binding("enter", "activate", "Unfold/open", id="journal.activate"),
@@ -90,7 +90,7 @@ class JournalView(CursorView):
         Binding("n", "search_next(1)", "Next match", show=False, id="journal.search_next"),
         Binding("N", "search_next(-1)", "Prev match", show=False, id="journal.search_previous"),
         Binding("F", "prompt('filter')", "Filter", id="journal.filter"),
-        Binding("T", "toggle_time", "Times", id="journal.times"),
+        Binding("T", "toggle_time", "Times", show=False, id="journal.times"),
     ]
     COMPONENT_CLASSES = {
         "journal--time",

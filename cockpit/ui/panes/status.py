@@ -9,6 +9,7 @@ line says why (`connection lost 12 s ago, reconnecting`).
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Callable
 
@@ -26,6 +27,7 @@ from cockpit.systemd.status import UnitStatus
 from cockpit.traceback.groups import CRASH_LOOP_RECENT_S
 
 STALE_AFTER_S = 2 * POLL_S
+GROUP_REASON_LINES = 3  # a broken group's reason whole at 120 columns: which node, since when, what to do
 _STATE_STYLE = {
     "active": "status-active",
     "reloading": "status-active",
@@ -140,7 +142,14 @@ class StatusPane(Widget, can_focus=False):
         text.append("\n")
         text.append(f"deployment {name}: ", "bold")
         text.append(word, style)
-        text.append(f"  {readiness.reason}", style if readiness.state != READY else self._style("status-dim"))
+        reason_style = style if readiness.state != READY else self._style("status-dim")
+        head = len(f"deployment {name}: {word}  ")
+        width = max(self.content_size.width, 40)
+        if head + len(readiness.reason) <= width:
+            text.append(f"  {readiness.reason}", reason_style)
+        else:  # the line is no-wrap: a long reason gets lines of its own rather than an ellipsis
+            for line in textwrap.wrap(readiness.reason, width - 4, max_lines=GROUP_REASON_LINES, placeholder=" …"):
+                text.append(f"\n    {line}", reason_style)
         for rank, (node, st) in enumerate(nodes):
             text.append(f"\n  n{rank} {node:<16}", self._style("status-dim"))
             if st is None:

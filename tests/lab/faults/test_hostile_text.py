@@ -35,6 +35,7 @@ COCKPIT = str(Path(sys.executable).with_name("cockpit"))
 HERE = Path(__file__).parent
 DIR = "/etc/systemd/system"
 SERVE, HOLD = "hostile.service", "hostile-holder.service"
+DEMO = "sglang-demo.service"
 PORT = 30123
 MODEL = "/opt/evil-model"
 ARCH = "\x1b]2;PWNED-arch\x07ForCausalLM"
@@ -69,12 +70,16 @@ def hostile(fault_lab: LabHandle) -> Iterator[LabHandle]:
     fault_lab.ssh("tee", f"{DIR}/{SERVE}", input=unit_text("serve"))
     fault_lab.ssh("tee", f"{DIR}/{HOLD}", input=unit_text("hold"))
     fault_lab.ssh("systemctl", "daemon-reload")
+    # The lab's own stand-in holds every GPU too: its two ✗ lines would push the port's holder
+    # below the write modal's fold (CI run on trixie), so only the hostile units hold anything.
+    fault_lab.ssh("systemctl", "stop", DEMO)
     fault_lab.ssh("systemctl", "start", HOLD, SERVE)
     fault_lab.wait_for_line(SERVE, "after the traceback")
     try:
         yield fault_lab
     finally:
         fault_lab.ssh("systemctl", "stop", SERVE, HOLD, check=False)
+        fault_lab.ssh("systemctl", "start", DEMO, check=False)
         fault_lab.ssh("rm", "-rf", f"{DIR}/{SERVE}", f"{DIR}/{HOLD}", MODEL, EXE, check=False)
         fault_lab.ssh("systemctl", "daemon-reload", check=False)
         (units / "hostile_host.py").unlink(missing_ok=True)
