@@ -97,11 +97,12 @@ def stream_fold(stream: BinaryIO, printer: Printer) -> int:
     """Returns how many journal entries came without their MESSAGE (an export made without
     `--all`: journalctl sends a field over 4096 bytes as null, a traceback's longest lines)."""
     from cockpit.traceback.fold import Folder, feed_lines
+    from cockpit.traceback.prefixes import PrefixReader
 
-    folder = Folder()
+    folder, reader = Folder(), PrefixReader()
     left_out = 0
     for lines in chunks(stream):
-        left_out += feed_lines(folder, lines)
+        left_out += feed_lines(folder, lines, reader=reader)
         folder.release(LATE_LINES)
         done = folder.settled()
         printer.write(folder.records[:done])

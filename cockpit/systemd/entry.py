@@ -22,6 +22,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType, field
 
+UNKNOWN_PRIORITY = 8  # a line of text says no syslog priority (they are 0-7): its record's priority is None
+
 
 class JournalEntry(msgspec.Struct, gc=False):
     """A million of these stay alive in a folded export. A struct built in C and untracked by the

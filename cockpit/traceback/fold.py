@@ -26,7 +26,7 @@ import gc
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from cockpit.systemd.entry import LEFT_OUT, JournalEntry, parse_entry
+from cockpit.systemd.entry import LEFT_OUT, UNKNOWN_PRIORITY, JournalEntry, parse_entry
 from cockpit.traceback.grammar import (
     EXCEPTION,
     FRAME,
@@ -42,6 +42,7 @@ from cockpit.traceback.grammar import (
     log_rank,
 )
 from cockpit.traceback.model import TEXT_SOURCE, Line, Traceback
+from cockpit.traceback.prefixes import DOCKER_JSON, HELD, PrefixReader
 
 Record = Line | Traceback
 
@@ -303,7 +304,7 @@ class Folder:
         tb = op.tb
         tb.lines.append(text)
         tb.times.append(entry.realtime_us)
-        if entry is not TEXT_SOURCE and (tb.priority is None or entry.priority < tb.priority):
+        if entry.priority != UNKNOWN_PRIORITY and (tb.priority is None or entry.priority < tb.priority):
             tb.priority = entry.priority
         self._updated.add(op.index)
         return True
@@ -317,7 +318,7 @@ class Folder:
             unit=entry.unit,
             cursor=entry.cursor,
             invocation_id=entry.invocation_id,
-            priority=None if entry is TEXT_SOURCE else entry.priority,
+            priority=None if entry.priority == UNKNOWN_PRIORITY else entry.priority,
             open=True,
             node=entry.node,
         )
@@ -337,7 +338,7 @@ class Folder:
             unit=source.unit,
             cursor=source.cursor,
             invocation_id=source.invocation_id,
-            priority=None if source is TEXT_SOURCE else min(source.priority, entry.priority),
+            priority=min((p for p in (source.priority, entry.priority) if p != UNKNOWN_PRIORITY), default=None),
             open=True,
             truncated=", in " in first.text,
             node=source.node,
@@ -375,31 +376,37 @@ class Folder:
         return changes
 
 
-def journal_entry(line: bytes) -> JournalEntry | None:
-    """The entry of a `journalctl -o json` line; None for any other line (plain text)."""
-    return parse_entry(line) if line.startswith(b"{") else None
-
-
-def feed_lines(folder: Folder, lines: Iterable[bytes], batch: int = 10_000) -> int:
-    """Feed raw lines, each a journal entry (a JSON object with a MESSAGE) or a line of plain
-    text, so that an export and a log copied from a terminal both fold, mixed or not. Returns
-    how many entries came without their MESSAGE (an export made without `--all`)."""
+def feed_lines(folder: Folder, lines: Iterable[bytes], batch: int = 10_000, reader: PrefixReader | None = None) -> int:
+    """Feed raw lines, each a journal entry (a JSON object with a MESSAGE) or a line of text, so
+    that an export and a log copied from a terminal both fold, mixed or not. A line of text has
+    its prefixes read off (journalctl's text formats, collectors', loggers': see prefixes), so it
+    folds by the PID and host it names; `reader` carries what spans calls (a streamed input).
+    Returns how many entries came without their MESSAGE (an export made without `--all`)."""
+    reader = reader or PrefixReader()
     entries: list[JournalEntry] = []
     left_out = 0
     for line in lines:
-        entry = journal_entry(line)
+        entry = parse_entry(line) if line.startswith(b"{") else None
         if entry is not None:
             left_out += entry.message is LEFT_OUT  # the parser's own stand-in, not a look-alike text
             entries.append(entry)
-            if len(entries) >= batch:
+        elif line.startswith(DOCKER_JSON) and (prefix := reader.read_docker(line)) is not None:
+            if prefix is not HELD:
+                entries.append(reader.entry(prefix))
+        else:
+            text = line.decode("utf-8", "replace")
+            text = text[:-1] if text.endswith("\r") else text
+            prefix = reader.read(text)
+            if prefix is None:  # bare text: in order with the entries before it
                 folder.feed_batch(entries)
                 entries = []
-            continue
-        if entries:
+                folder.feed_text(text)
+                continue
+            if prefix is not HELD:
+                entries.append(reader.entry(prefix))
+        if len(entries) >= batch:
             folder.feed_batch(entries)
             entries = []
-        text = line.decode("utf-8", "replace")
-        folder.feed_text(text[:-1] if text.endswith("\r") else text)
     folder.feed_batch(entries)
     return left_out
 

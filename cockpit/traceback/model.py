@@ -16,14 +16,14 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.entry import UNKNOWN_PRIORITY, JournalEntry
 from cockpit.traceback.frames import Frame, Location
 from cockpit.traceback.grammar import frame_site, is_frame_line, log_rank
 from cockpit.traceback.structure import Part, parse_block
 
 __all__ = ["TEXT_SOURCE", "Frame", "Line", "Location", "Traceback"]
 
-TEXT_SOURCE = JournalEntry(message="")  # the entry of every line that came as plain text
+TEXT_SOURCE = JournalEntry(message="", priority=UNKNOWN_PRIORITY)  # the entry of every line of bare text
 
 
 def _time(realtime_us: int | None) -> str | None:
@@ -56,7 +56,7 @@ class Line(msgspec.Struct, gc=False, eq=False):
 
     @property
     def priority(self) -> int | None:
-        return None if self.entry is TEXT_SOURCE else self.entry.priority
+        return None if self.entry.priority == UNKNOWN_PRIORITY else self.entry.priority
 
     @property
     def cursor(self) -> str | None:

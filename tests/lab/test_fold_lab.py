@@ -238,12 +238,16 @@ def messages(export: bytes) -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def fold_lab(lab: LabHandle) -> LabHandle:
+def install_scenarios(lab: LabHandle) -> LabHandle:
     lab.ssh("mkdir", "-p", "/opt/fold")
     for name in ("crashes.py", "truth.py"):
         lab.ssh("tee", f"/opt/fold/{name}", input=(DATA / name).read_text())
     return lab
+
+
+@pytest.fixture(scope="module")
+def fold_lab(lab: LabHandle) -> LabHandle:
+    return install_scenarios(lab)
 
 
 def run_scenario(lab: LabHandle, name: str, tmp_path: Path) -> tuple[bytes, list[dict]]:

@@ -1,0 +1,150 @@
+"""Pasted text folds as the export does: journalctl's text, collectors' and loggers' prefixes read off.
+
+The journalctl text and its export are real (the lab's eight-rank crash, `journalctl -o
+short-precise` and `-o json` of the same run); the wrapped forms are the real SGLang fixture's lines
+as compose, CRI, docker's json-file, Python logging, ray and vLLM print them (every format in every
+short variant, from the lab's own journalctl, is tests/lab/test_fold_text_lab.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cockpit.systemd.entry import UNKNOWN_PRIORITY
+from cockpit.traceback import Traceback, fold_lines
+from cockpit.traceback.prefixes import HELD, PrefixReader
+from tests.conftest import FIXTURES, ROOT
+
+DATA = ROOT / "tests" / "data" / "fold"
+CRASH = (FIXTURES / "sglang" / "launch_server" / "launch_server-0.5.23-eagle3-topk4-drafttok3.txt").read_text()
+SCHEDULER_LINES = (FIXTURES / "sglang" / "logs" / "scheduler-lines-0.5.23.log").read_text().splitlines()
+
+
+def tracebacks(data: bytes) -> list[dict]:
+    """Each traceback's reading, less what only a journal export can say (unit, time)."""
+
+    def plain(x: object) -> object:
+        if isinstance(x, dict):
+            return {k: plain(v) for k, v in x.items() if k not in ("unit", "start")}
+        return [plain(v) for v in x] if isinstance(x, list) else x
+
+    return [plain(r.to_json()) for r in fold_lines(data.splitlines()).records if isinstance(r, Traceback)]
+
+
+def test_real_journalctl_text_of_eight_ranks_folds_as_their_export() -> None:
+    export = tracebacks((DATA / "eight-ranks.export.jsonl").read_bytes())
+    text = tracebacks((DATA / "eight-ranks.short-precise.txt").read_bytes())
+    assert len(export) == 8 and len({t["pid"] for t in export}) == 8
+    assert text == export  # by PID, lines interleaved as journald stored them
+
+
+def test_the_same_text_without_prefixes_cannot_be_told_apart() -> None:
+    """What the prefix layer is for: the bare messages of eight interleaved processes fold wrong."""
+    bare = b"\n".join(
+        line.split(b"]: ", 1)[1] for line in (DATA / "eight-ranks.short-precise.txt").read_bytes().splitlines()
+    )
+    assert tracebacks(bare) != tracebacks((DATA / "eight-ranks.export.jsonl").read_bytes())
+
+
+def wrapped(lines: list[str], kind: str) -> list[str]:
+    if kind == "compose":
+        return [f"sglang-1  | {line}" if line else "sglang-1  |" for line in lines]
+    if kind == "cri":
+        return [f"2025-10-24T11:07:36.{i:09d}Z stderr F {line}" for i, line in enumerate(lines)]
+    if kind == "docker":
+        return [
+            json.dumps({"log": line + "\n", "stream": "stderr", "time": "2025-10-24T11:07:36.123456789Z"})
+            for line in lines
+        ]
+    if kind == "journalctl":
+        return [f"May 25 19:34:29 dflash-train python[67732]: {line}" for line in lines]
+    if kind == "logging":  # the first line through a logger, the traceback printed after it bare
+        return [f"2025-10-24 11:07:36,123 - sglang.launch - ERROR - {lines[0]}", *lines[1:]]
+    if kind == "ray":
+        return [f"(WorkerDict pid=616, ip=10.0.0.7) {line}" for line in lines]
+    assert kind == "vllm"
+    return [f"(VllmWorkerProcess pid=185216) ERROR 03-05 05:40:33 [multiproc_executor.py:880] {line}" for line in lines]
+
+
+@pytest.mark.parametrize("kind", ["compose", "cri", "docker", "journalctl", "logging", "ray", "vllm"])
+def test_a_real_sglang_crash_wrapped_by_a_collector_or_logger_folds_as_it_was(kind: str) -> None:
+    lines = CRASH.splitlines()
+    bare = tracebacks(CRASH.encode())
+    assert bare and bare[-1]["exception"] == "AssertionError"
+    got = tracebacks("\n".join(wrapped(lines, kind)).encode())
+    pid = {"journalctl": 67732, "ray": 616, "vllm": 185216}.get(kind)
+    assert got == [{**t, "pid": pid, "chained": [{**c, "pid": pid} for c in t["chained"]]} for t in bare]
+
+
+def test_a_cri_partial_line_and_a_split_docker_line_are_joined() -> None:
+    cri = ["2025-10-24T11:07:36.1Z stderr P Traceback (most rec", "2025-10-24T11:07:36.2Z stderr F ent call last):"]
+    docker = [
+        json.dumps({"log": '  File "/x.py", line 1, in <mod', "stream": "stderr"}),
+        json.dumps({"log": "ule>\n", "stream": "stderr"}),
+        json.dumps({"log": "    boom()\n", "stream": "stderr"}),
+        json.dumps({"log": "ValueError: bad\n", "stream": "stderr"}),
+    ]
+    [tb] = tracebacks("\n".join(cri + docker).encode())
+    assert tb["lines"] == [
+        "Traceback (most recent call last):",
+        '  File "/x.py", line 1, in <module>',
+        "    boom()",
+        "ValueError: bad",
+    ]
+    assert tb["complete"] is True and tb["frames"][0]["function"] == "<module>"
+
+
+def test_journalctls_indented_lines_of_a_multi_line_message_are_its_lines() -> None:
+    text = (
+        "Dec 03 11:44:42 me42 native[1264]: Traceback (most recent call last):\n"
+        '                                     File "/x.py", line 1, in <module>\n'
+        "                                       boom()\n"
+        "                                   ValueError: bad\n"
+        "                                   \n"
+        "Dec 03 11:44:43 me42 other[7]:   an indented line of another process\n"
+    )
+    folded = fold_lines(text.encode().splitlines()).records
+    tb = folded[0]
+    assert isinstance(tb, Traceback) and tb.pid == 1264 and tb.exception == "ValueError" and tb.complete
+    assert (
+        tb.lines[1] == '  File "/x.py", line 1, in <module>' and tb.lines[-1] == ""
+    )  # the blank line, indent read off
+    assert folded[1].to_json()["text"] == "  an indented line of another process" and folded[1].pid == 7
+
+
+def test_what_each_prefix_carries() -> None:
+    reader = PrefixReader()
+    journal = reader.read("2026-12-03T11:43:52.379854+0000 me42 python3[146]: hello")
+    assert journal is not None and (journal.message, journal.pid, journal.host) == ("hello", 146, "me42")
+    assert journal.time_us == 1796298232379854 and journal.priority == UNKNOWN_PRIORITY
+    unit = reader.read("Thu 2026-12-03 11:43:52 UTC me42 fold-chained.service[146]: hi")
+    assert unit is not None and unit.unit == "fold-chained.service" and unit.time_us == 1796298232000000
+    other = reader.read("Dec 03 11:43:52 gpu-b python3[146]: hi")
+    assert other is not None and reader.entry(other).node == 1  # the same PID on another host: its own stream
+    logged = PrefixReader().read("2025-10-24 11:07:36,123 - sglang - WARNING - careful")
+    assert logged is not None and (logged.message, logged.priority) == ("careful", 4)
+    assert PrefixReader().read("2025-10-24T11:07:36.1Z stdout P half") is HELD
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        *SCHEDULER_LINES[:5],
+        "[2026-12-03 11:44:32 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "ValueError: a lone exception line",
+        "Loading safetensors checkpoint shards: 50% Completed | 1/2 [00:01<00:01,  1.2s/it]",
+        "| name | value |",
+        '  File "/x.py", line 1, in <module>',
+    ],
+)
+def test_a_line_without_a_prefix_stays_as_it_is(line: str) -> None:
+    assert PrefixReader().read(line) is None
+
+
+def test_prefixed_noise_makes_no_record() -> None:
+    """SGLang's own scheduler lines and a lone exception line, through every wrapper: lines only."""
+    lines = [*SCHEDULER_LINES, "ValueError: not raised, only logged", "Warning: something"]
+    for kind in ("compose", "cri", "docker", "journalctl", "ray", "vllm"):
+        assert tracebacks("\n".join(wrapped(lines, kind)).encode()) == [], kind
