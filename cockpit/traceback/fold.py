@@ -24,31 +24,38 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from cockpit.systemd.entry import LEFT_OUT, UNKNOWN_PRIORITY, JournalEntry, parse_entry
+from cockpit.traceback import native
 from cockpit.traceback.grammar import (
     EXCEPTION,
+    FENCE,
     FRAME,
     GROUP_HEADER,
     GROUP_TAILS,
     HEADER,
     RELATIONS,
     continues_frames,
+    glued_rank,
     headerless_group_at,
+    is_border,
+    is_caret,
     is_group_closing,
     is_group_line,
     is_log_line,
     log_rank,
+    without_fence,
 )
 from cockpit.traceback.model import TEXT_SOURCE, Line, Traceback
 from cockpit.traceback.prefixes import DOCKER_JSON, HELD, PrefixReader
 
 Record = Line | Traceback
 
-# What an open traceback expects next.
-FRAMES, GROUP, MESSAGE, AFTER_BLANK, MARKER, MARKER_BLANK = range(6)
+# What an open traceback expects next; NATIVE: a stack of native.py, which says itself what it takes.
+FRAMES, GROUP, MESSAGE, AFTER_BLANK, MARKER, MARKER_BLANK, NATIVE = range(7)
 _NOT_TEXT = ("", " ", "\t")
+_CODE, _CARETS = 1, 2  # what may follow a frame line that lost its indentation
 _OPENING_TAILS = (HEADER, *GROUP_TAILS)  # how the lines that may open a traceback end
 
 
@@ -75,13 +82,14 @@ def stream_key(node: int, pid: int | None) -> StreamKey:
 
 
 class _Open:
-    __slots__ = ("tb", "index", "state", "box_closed")
+    __slots__ = ("tb", "index", "state", "box_closed", "loose")
 
     def __init__(self, tb: Traceback, index: int, state: int) -> None:
         self.tb = tb
         self.index = index
         self.state = state
         self.box_closed = False
+        self.loose = 0  # _CODE, _CARETS: the last frame came without its indentation (a paste), its code may too
 
 
 class Folder:
@@ -126,6 +134,8 @@ class Folder:
                     text.endswith(_OPENING_TAILS)
                     or text.startswith("  ")
                     or "\n" in text
+                    or text.startswith(native.OPENING)
+                    or native.WATCHDOG in text
                     or (opened and (key in opened or entry.pid == 1))
                     or (exited and key in exited)
                     or (frame_like and key in frame_like)
@@ -227,6 +237,10 @@ class Folder:
                 return
         if entry.pid == 1 and self._open:
             self._exit_of(entry.unit, entry.node)
+        kind = native.opener(text)
+        if kind is not None:
+            self._start(text, entry, NATIVE, kind)
+            return
         if text.endswith(HEADER):
             self._start(text, entry, GROUP if text.endswith(GROUP_HEADER) else FRAMES)
             return
@@ -241,8 +255,16 @@ class Folder:
         """Let the open traceback take the line; False when it closed instead."""
         state = op.state
         tb = op.tb
-        if state == FRAMES:
+        if state == NATIVE:
+            assert isinstance(tb, native.NativeStack)
+            if tb.takes(text):
+                return self._add(op, text, entry)
+        elif state == FRAMES:
             if text.startswith("  "):  # frames, code, carets, `[Previous line repeated ...]`
+                op.loose = 0
+                return self._add(op, text, entry)
+            if text.startswith('File "') and FRAME.match("  " + text):  # a paste that lost the indentation
+                op.loose = _CODE
                 return self._add(op, text, entry)
             if not text.endswith(HEADER):
                 rank = log_rank(text)
@@ -250,9 +272,12 @@ class Folder:
                     if (rank or None) != tb.rank:
                         self.records.append(Line(text, entry))  # another rank of a shared PID
                         return True
-                elif text[:1] not in _NOT_TEXT and EXCEPTION.match(text):
+                elif text[:1] not in _NOT_TEXT and EXCEPTION.match(without_fence(text)):
                     op.state = MESSAGE
                     tb.complete = not tb.truncated
+                    return self._add(op, text, entry)
+                elif (op.loose == _CODE and text and text != FENCE) or (op.loose and is_caret(text)):
+                    op.loose = _CARETS  # the code line of that frame, then its carets
                     return self._add(op, text, entry)
         elif state == GROUP and is_group_line(text):
             op.box_closed = is_group_closing(text)
@@ -275,12 +300,20 @@ class Folder:
             if text == "":
                 op.state = AFTER_BLANK
                 return self._add(op, text, entry)
-            if state == MESSAGE and not (text.endswith(HEADER) or is_log_line(text)):
+            if state == MESSAGE and not (
+                text.endswith(HEADER)
+                or is_log_line(text)
+                or native.ends_a_message(text)
+                or text == FENCE
+                or is_border(text)
+            ):
                 return self._add(op, text, entry)
         elif state == AFTER_BLANK:
             if text in RELATIONS:
                 op.state = MARKER
                 tb.complete = False
+                return self._add(op, text, entry)
+            if text == "" and tb.lines[-2:-1] != [""]:  # torch's CUDA messages end in a newline: two blanks
                 return self._add(op, text, entry)
         elif state == MARKER and text == "":
             op.state = MARKER_BLANK
@@ -309,19 +342,20 @@ class Folder:
         self._updated.add(op.index)
         return True
 
-    def _start(self, text: str, entry: JournalEntry, state: int) -> None:
-        tb = Traceback(
-            [text],
-            [entry.realtime_us],
-            pid=entry.pid,
-            rank=log_rank(text) or None,
-            unit=entry.unit,
-            cursor=entry.cursor,
-            invocation_id=entry.invocation_id,
-            priority=None if entry.priority == UNKNOWN_PRIORITY else entry.priority,
-            open=True,
-            node=entry.node,
-        )
+    def _start(self, text: str, entry: JournalEntry, state: int, kind: str | None = None) -> None:
+        """Open a record at this line: a traceback, or with `kind` a stack of native.py's."""
+        fields: dict[str, Any] = {
+            "pid": entry.pid,
+            "rank": glued_rank(text) or None,
+            "unit": entry.unit,
+            "cursor": entry.cursor,
+            "invocation_id": entry.invocation_id,
+            "priority": None if entry.priority == UNKNOWN_PRIORITY else entry.priority,
+            "open": True,
+            "node": entry.node,
+        }
+        times = [entry.realtime_us]
+        tb = native.NativeStack(kind, [text], times, **fields) if kind else Traceback([text], times, **fields)
         self._open[stream_key(entry.node, entry.pid)] = _Open(tb, len(self.records), state)
         self.records.append(tb)
 

@@ -40,6 +40,31 @@ def log_rank(line: str) -> str | None:
     return m[1][1:] if m else None
 
 
+def glued_rank(line: str) -> str | None:
+    """The rank of an SGLang prefix that other text was glued before (a progress bar's last
+    redraw without its newline, a paste's leftovers): `...2/2 [00:01<00:00][2025-.. TP0] ...`."""
+    rank = log_rank(line)
+    if rank is not None or "[20" not in line:
+        return rank
+    m = _PREFIX.search(line)
+    return m[1][1:] if m else None
+
+
+FENCE = "```"  # a Markdown fence closing a paste, glued to the last line or on its own
+
+
+def without_fence(line: str) -> str:
+    return line[:-3].rstrip() if line.endswith(FENCE) else line
+
+
+_BORDER = frozenset("─━═╭╮╰╯┌┐└┘├┤┬┴┼│ ")
+
+
+def is_border(line: str) -> bool:
+    """A terminal box's top or bottom (`╰────╯`): a paste's frame, never an exception's message."""
+    return line.strip() != "" and set(line) <= _BORDER
+
+
 def opens_traceback(line: str) -> bool:
     """A traceback starts here, possibly mid-line after a log prefix and message."""
     return line.endswith(HEADER)

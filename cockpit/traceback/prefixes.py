@@ -10,6 +10,8 @@ read off, each line is the message journald would have stored, so eight ranks' p
 text folds by PID exactly as the export does, and SGLang's own `[date TPn]` stays in the message
 where the rank is read.
 
+A terminal box's borders (`│ ... │`, a paste out of tmux or a TUI) are taken off first.
+
 Which prefix a line has is read from the line itself (one input may mix prefixed and bare lines,
 and a collector's line may hold a logger's): the kind that matched last is tried first, so a
 paste of one format costs one match a line. A line no prefix fits stays the plain text it was.
@@ -86,6 +88,17 @@ class Prefix(NamedTuple):
     identifier: str | None = None
 
 
+BOX = "│"
+
+
+def unboxed(text: str) -> str:
+    """`│ text   │` -> `text`: the left border and the one space after it, the padding and right border."""
+    inner = text[1:]
+    inner = inner[1:] if inner.startswith(" ") else inner
+    inner = inner.rstrip()
+    return inner[:-1].rstrip() if inner.endswith(BOX) else inner
+
+
 HELD = Prefix("", 0)  # a partial line (CRI's `P`, docker's over 16 KiB): its rest comes on the next line
 _UNIT_SUFFIXES = (".service", ".scope", ".socket", ".mount", ".timer")  # `-o with-unit` names the unit
 
@@ -126,6 +139,12 @@ class PrefixReader:
 
     def read(self, text: str) -> Prefix | None:
         """The line's prefixes and message; None for a bare line. HELD for a partial line."""
+        if text.startswith(BOX):  # copied out of a terminal box (tmux, a TUI): its borders go
+            inner = self._read(unboxed(text))
+            return inner if inner is not None else Prefix(unboxed(text), 0)
+        return self._read(text)
+
+    def _read(self, text: str) -> Prefix | None:
         if self._last is not None:
             if text.startswith(self._indent):  # a further line of a multi-line message
                 return self._last._replace(message=text[len(self._indent) :])

@@ -24,6 +24,7 @@ from cockpit.traceback.grammar import (
     is_caret,
     is_group_closing,
     is_group_line,
+    without_fence,
 )
 
 
@@ -153,24 +154,30 @@ def _plain(texts: list[str]) -> Part:
     codes: list[list[str]] = []
     exception: str | None = None
     message: list[str] = []
+    loose = False  # the last frame lost its indentation in a paste: so did its code line
     for text in texts:
         if exception is not None:
             message.append(text)
-        elif text.startswith('  File "') and (m := FRAME.match(text)):
+        elif (text.startswith('  File "') and (m := FRAME.match(text))) or (
+            text.startswith('File "') and (m := FRAME.match("  " + text))
+        ):
             line = None if m[2] == "None" else int(m[2])
             site: Frame | Location = Frame(m[1], line, m[3], None) if m[3] is not None else Location(m[1], line, None)
             sites.append(site)
             codes.append([])
-        elif text.startswith("    "):
+            loose = not text.startswith(" ")
+        elif text.startswith("    ") or (loose and text and not EXCEPTION.match(without_fence(text))):
             if codes and not is_caret(text):
                 codes[-1].append(text)
-        elif text[:1] not in ("", " ", "\t") and (m := EXCEPTION.match(text)):
+        elif text[:1] not in ("", " ", "\t") and (m := EXCEPTION.match(without_fence(text))):
             exception = m[1]
             message.append(m[2] or "")
     for site, code in zip(sites, codes, strict=True):  # appended together, one code list per site
         site.code = "\n".join(stripped for c in code if (stripped := c.strip())) or None
     while message and message[-1] == "":
         message.pop()
+    if message:
+        message[-1] = without_fence(message[-1])
     frames = [s for s in sites if isinstance(s, Frame)]
     locations = [s for s in sites if isinstance(s, Location)]
     return Part(frames, exception, "\n".join(message), locations[-1] if locations else None)

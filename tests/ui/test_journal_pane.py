@@ -14,6 +14,7 @@ from cockpit.traceback.journal_rows import MAIN, SEPARATOR
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.panes.journal import JournalView
 from cockpit.ui.panes.tracebacks import TracebackList
+from tests.conftest import ROOT
 from tests.unit.test_journal_rows import DATA, entries
 
 
@@ -334,3 +335,27 @@ async def test_a_node_filter_on_one_units_journal_is_refused_not_a_blank_journal
         assert said is not None and said.startswith("node:1: this journal is one unit's")
         assert len(view.model.rows) == rows and not view.model.filter.active  # the journal as it was
         assert view.set_filter("node:0") is None and len(view.model.rows) == rows
+
+
+async def test_a_faulthandler_dump_in_the_feed_is_one_row_that_opens_its_failing_frame() -> None:
+    """Issue 27: a segfaulting scheduler's dump, as journald holds it (no blank lines, one PID)."""
+    dump = (ROOT / "tests" / "data" / "fold" / "native" / "faulthandler-segv.txt").read_text().splitlines()
+    feed = [JournalEntry("[2026-12-03 12:00:00 TP0] Decode batch. #running-req: 1", cursor="c0", pid=4100)]
+    feed += [JournalEntry(text, cursor=f"f{k}", pid=4100, priority=3) for k, text in enumerate(dump) if text]
+    app = recorded()
+    opened = []
+    async with app.run_test(size=(140, 40)) as pilot:
+        app.open_frame = lambda tb, k: opened.append((tb, k))
+        view = pilot.app.query_one(JournalView)
+        view.append_entries(feed)
+        await pilot.pause()
+        assert len(view.model.rows) == 3  # the log line, the dump's one row, the shell's `Segmentation fault`
+        await pilot.press("left_square_bracket")
+        index, part = view.model.rows[view.cursor]
+        assert part == MAIN and view.model.text(view.cursor) == "Fatal Python error: Segmentation fault"
+        await pilot.press("enter")
+        assert view.model.text(view.cursor) == '  File "/tmp/segv.py", line 11 in event_loop_overlap'
+        await pilot.press("enter")
+        await pilot.pause()
+        tb, k = opened[0]
+        assert (tb.sites[k].file, tb.sites[k].line, tb.sites[k].function) == ("/tmp/segv.py", 11, "event_loop_overlap")

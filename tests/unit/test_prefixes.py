@@ -148,3 +148,75 @@ def test_prefixed_noise_makes_no_record() -> None:
     lines = [*SCHEDULER_LINES, "ValueError: not raised, only logged", "Warning: something"]
     for kind in ("compose", "cri", "docker", "journalctl", "ray", "vllm"):
         assert tracebacks("\n".join(wrapped(lines, kind)).encode()) == [], kind
+
+
+# --- paste damage, mended where the meaning is certain (issue 27, point 2) ---------------------------
+
+
+def crash_reading() -> dict:
+    [tb] = [t for t in tracebacks(CRASH.encode()) if t["exception"] == "AssertionError"]
+    return {k: tb[k] for k in ("frames", "exception", "message", "complete")}
+
+
+def the_crash(text: str) -> dict:
+    [tb] = [t for t in tracebacks(text.encode()) if t["exception"] == "AssertionError"]
+    return {k: tb[k] for k in ("frames", "exception", "message", "complete")}
+
+
+def test_frames_that_lost_their_indentation_fold_as_they_were() -> None:
+    flat = "\n".join(line.lstrip() for line in CRASH.splitlines())
+    assert the_crash(flat) == crash_reading()
+
+
+def test_a_terminal_boxs_borders_are_taken_off() -> None:
+    boxed = "\n".join(
+        ["╭" + "─" * 140 + "╮", *(f"│ {line:<138} │" for line in CRASH.splitlines()), "╰" + "─" * 140 + "╯"]
+    )
+    assert the_crash(boxed) == crash_reading()
+
+
+def test_two_blank_lines_before_a_chain_marker_keep_the_chain_whole() -> None:
+    from tests.data.fold.crashes import chained
+    from tests.data.fold.truth import describe_exception, printed
+
+    try:
+        chained()
+    except Exception as e:  # noqa: BLE001  (the real exception, printed as Python prints it)
+        exc = e
+    lines = printed(exc)
+    at = lines.index("During handling of the above exception, another exception occurred:")
+    torn = [*lines[:at], "", *lines[at:]]  # a CUDA message's own newline: two blank lines before it
+    [tb] = tracebacks("\n".join(torn).encode())
+    assert tb["exception"] == "ValueError" and len(tb["chained"]) == len(describe_exception(exc)["chained"]) == 2
+
+
+def test_a_closing_fence_is_not_part_of_the_message() -> None:
+    lines = CRASH.rstrip("\n").splitlines()
+    glued = "\n".join(["```", *lines[:-1], lines[-1] + "```"])
+    assert the_crash(glued) == crash_reading()
+    records = fold_lines(("\n".join(["```", *lines, "```", "after the paste"])).encode().splitlines()).records
+    assert [r.to_json()["text"] for r in records[-2:]] == ["```", "after the paste"]  # the fence stays a line
+
+
+def test_the_rank_is_read_where_a_progress_bar_was_glued_before_sglangs_prefix() -> None:
+    bar = "Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:01<00:00,  1.20it/s]"
+    lines = [
+        f"{bar}[2026-12-03 11:44:32 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2876, in run',
+        "    scheduler.event_loop_overlap()",
+        "RuntimeError: boom",
+    ]
+    [tb] = tracebacks("\n".join(lines).encode())
+    assert (tb["rank"], tb["exception"]) == ("TP3", "RuntimeError")
+
+
+def test_what_is_not_certain_is_not_mended() -> None:
+    lines = [
+        "ValueError: a lone exception line",
+        'File "/x.py", line 3, in f',  # an unindented frame line with no header above it
+        "boom()",
+        "",
+        "",
+        "During handling of the above exception, another exception occurred:",
+    ]
+    assert tracebacks("\n".join(lines).encode()) == []
