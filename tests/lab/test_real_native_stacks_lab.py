@@ -53,6 +53,7 @@ def test_a_segfaulting_schedulers_faulthandler_dump_is_one_record(real_lab: LabH
     start_ready(lab, TP1)
     try:
         invocation = lab.ssh("systemctl", "show", "-p", "InvocationID", "--value", TP1).stdout.strip()
+        main = int(lab.ssh("systemctl", "show", "-p", "MainPID", "--value", TP1).stdout)
         script = 'kill -SEGV "$(pgrep -P "$(systemctl show -p MainPID --value "$1")" -xf sglang::scheduler)"'
         lab.ssh("sh", "-c", script, "sh", TP1)
         argv = ["journalctl", "-u", TP1, f"_SYSTEMD_INVOCATION_ID={invocation}", "--no-pager"]
@@ -62,6 +63,7 @@ def test_a_segfaulting_schedulers_faulthandler_dump_is_one_record(real_lab: LabH
         end(lab, TP1)
     [dump] = stacks(fold(export, tmp_path, "segv.json"), "faulthandler")
     assert (dump["exception"], dump["message"]) == ("Fatal Python error", "Segmentation fault")
+    assert dump["pid"] == main  # the scheduler writes to the journal stream its parent opened
     assert dump["complete"] and dump["lines"][-1].startswith("Extension modules: ")
     said = [json.loads(line) for line in export.splitlines()]
     mine = [e["MESSAGE"] for e in said if e.get("_PID") == str(dump["pid"]) and isinstance(e.get("MESSAGE"), str)]
