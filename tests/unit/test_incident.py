@@ -337,3 +337,25 @@ def test_a_crash_is_explained_with_the_flags_it_ran_with() -> None:
     assert flags_in_effect([first], 1500.0) == (fixed, first)  # after it: what it wrote
     assert flags_in_effect([first, failed], 2500.0) == (fixed, failed)  # a failed write changed nothing
     assert flags_in_effect([], 1500.0) is None
+
+
+def test_stacks_that_are_not_python_tracebacks_are_in_the_note_in_full() -> None:
+    """Issue 27: a segfault's faulthandler dump and a c10::Error through terminate, as the journal
+    holds them (real output: tests/data/fold/native/), each a traceback of the note, line for line."""
+    native = ROOT / "tests" / "data" / "fold" / "native"
+    texts = [
+        [line for line in (native / name).read_text().splitlines() if line]  # journald keeps no blank line
+        for name in ("faulthandler-segv.txt", "c10-error-terminate.txt")
+    ]
+    entries = [
+        JournalEntry(text, cursor=f"c{k}-{i}", realtime_us=1796033564000000 + 10 * k + i, pid=7 + k, unit="x.service")
+        for k, lines in enumerate(texts)
+        for i, text in enumerate(lines)
+    ]
+    tbs = tracebacks_in(entries)
+    assert [tb.exception for tb in tbs] == ["Fatal Python error", "c10::Error"]
+    note = render(Incident("h", "x.service", tracebacks=tbs))
+    shown = fences(note)
+    assert shown == ["\n".join(tb.lines) + "\n" for tb in tbs]
+    assert tbs[0].lines == texts[0][:-1] and tbs[1].lines == texts[1][:-1]  # the shell's last line is its own
+    assert "Fatal Python error · " in note and "Failing frame: `/tmp/segv.py`, line 11" in note
