@@ -96,7 +96,13 @@ def _explain_local(tb: Traceback, root: Path) -> Explanation:
     catalog: Catalog | None = None
     if (root / "sglang" / "srt" / "server_args.py").is_file():
         catalog = load_catalog(root)
-    return explain_traceback(source.read_text(errors="replace"), tb, catalog)
+    callers: dict[str, str] = {}
+    for f in tb.frames[:-1]:
+        try:
+            callers[f.file] = local_path(root, f.file).read_text(errors="replace")
+        except UsageError:  # a frame outside the release (runpy, the standard library): the walk ends there
+            continue
+    return explain_traceback(source.read_text(errors="replace"), tb, catalog, callers)
 
 
 async def _explain_remote(tb: Traceback, args: argparse.Namespace) -> Explanation:
@@ -114,7 +120,15 @@ async def _explain_remote(tb: Traceback, args: argparse.Namespace) -> Explanatio
         source = await session.sources.get(host, frame.file, roots=PACKAGE_DIRS)
         root = package_root_of(frame.file)
         catalog = await session.catalogs.get(host, root) if root else None
-    return explain_traceback(source.text, tb, catalog)
+        callers: dict[str, str] = {}
+        for f in tb.frames[:-1]:
+            if package_root_of(f.file) is None:
+                continue  # outside site-packages: not read (see above), and no SGLang frame
+            try:
+                callers[f.file] = (await session.sources.get(host, f.file, roots=PACKAGE_DIRS)).text
+            except CockpitError:
+                continue
+    return explain_traceback(source.text, tb, catalog, callers)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from cockpit.sglang.catalog.flags import load_catalog
 from cockpit.sglang.explain.explain import explain
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, ROOT
 
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))
 ASSERT_FLAGS_0_5_9 = ["--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-num-steps"]
@@ -225,3 +225,41 @@ def test_a_frame_path_never_leads_out_of_the_source_root(tmp_path: Path, how: st
     out = subprocess.run([COCKPIT, "explain", str(forged), "--source-root", str(root)], capture_output=True, text=True)
     assert "hunter2" not in out.stdout + out.stderr
     assert out.returncode == 2 and out.stderr == f"cockpit: {frame} is not under {root}\n"
+
+
+EXPLAIN_23 = ROOT / "tests" / "data" / "sglang-0.5.23" / "explain"
+
+
+@pytest.mark.parametrize(
+    ("case", "flags", "environment", "caller"),
+    [
+        # raised in from_string(name): the parameter is bound one frame up, under that frame's own guard
+        ("spec-unknown", ["--speculative-algorithm"], [], ("handle_speculative_decoding", ["--speculative-algorithm"])),
+        # a message built from a parameter, passed as `context_length if ... else cfg.context_length`
+        # two frames up, and an environment variable in the guard
+        (
+            "context-length",
+            ["--context-length"],
+            ["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"],
+            ("from_server_args", ["--context-length"]),
+        ),
+        # argparse's namespace, `raw_args`, is the flags too
+        ("log-level", ["--log-level"], [], None),
+        ("disagg", ["--disaggregation-transfer-backend", "--disaggregation-mode"], [], None),
+    ],
+)
+def test_the_flags_a_real_failure_depends_on_across_the_stack(
+    sglang_root, case: str, flags: list[str], environment: list[str], caller: tuple | None
+) -> None:
+    """Issue 28, first part: real 0.5.23 failures (tests/data/sglang-0.5.23/explain/README.md)."""
+    out = subprocess.run(
+        [COCKPIT, "explain", str(EXPLAIN_23 / f"{case}.txt"), "--source-root", str(sglang_root("0.5.23"))],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert (data["flags"], data["environment"]) == (flags, environment), data["sentence"]
+    if caller is not None:
+        assert [(c["function"], c["passed"]) for c in data["callers"]] == [caller], data["callers"]
+        assert f"Its caller {caller[0]} passed {caller[1][0]}" in data["sentence"]

@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
+from cockpit.sglang.explain.stack import CallerStep, walk_callers
 from cockpit.textlines import source_lines
+from cockpit.traceback.frames import Frame
 from cockpit.traceback.model import Traceback
 
-_ARGS_NAMES = {"server_args", "args", "sa"}
+_ARGS_NAMES = {"server_args", "args", "sa", "raw_args"}  # raw_args: prepare_server_args' argparse Namespace
+_ENV_CALLS = {"get_bool_env_var", "get_int_env_var", "get_float_env_var", "get_str_env_var", "getenv"}
 
 
 @dataclass
@@ -37,6 +40,8 @@ class Explanation:
     none_flag: str | None = None  # the flag whose value was None in a `None > 1` TypeError
     flags: list[str] = field(default_factory=list)
     attributes: list[str] = field(default_factory=list)
+    environment: list[str] = field(default_factory=list)  # variables the statement or its guards read
+    callers: list[CallerStep] = field(default_factory=list)  # frames above that decided it
 
     def sentence(self, values: Mapping[str, str | None] | None = None) -> str:
         """One paragraph for the user; `values` are the unit's current flags (None: a switch)."""
@@ -56,6 +61,15 @@ class Explanation:
             head = f"This statement ran because `{self.guard}`: `{_one_line(self.statement)}`."
         else:
             head = f"The failing statement: `{_one_line(self.statement)}`."
+        for step in self.callers:
+            said = []
+            if step.passed:
+                said.append(f"its caller {step.function} passed {', '.join(step.passed)}")
+            if step.guard_flags or step.environment:
+                said.append(f"{step.function} called it only when `{' and '.join(step.guards)}`")
+            head += f" {'; '.join(said)[:1].upper()}{'; '.join(said)[1:]}."
+        if self.environment:
+            head += f" Environment: {', '.join(self.environment)}."
         if not self.flags:
             return head
         text = f"{head} Flags involved: {', '.join(self.flags)}"
@@ -79,6 +93,8 @@ class Explanation:
             "requirement": self.requirement,
             "none_flag": self.none_flag,
             "flags": self.flags,
+            "environment": self.environment,
+            "callers": [c.to_json() for c in self.callers],
             "sentence": self.sentence(),
         }
 
@@ -140,6 +156,9 @@ def _bound_names(func: ast.AST | None, class_name: str | None) -> set[str]:
             bound.add(arg.arg)
         elif i == 0 and arg.arg == "self" and class_name and "ServerArgs" in class_name:
             bound.add("self")
+    for node in ast.walk(func):  # `raw_args = parser.parse_args(argv)`: the usual names, assigned here
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in _ARGS_NAMES for t in node.targets):
+            bound.update(t.id for t in node.targets if isinstance(t, ast.Name) and t.id in _ARGS_NAMES)
     changed = True
     while changed:  # names assigned from a bound name: `cfg = resolving_view(server_args)`, `x = self`
         changed = False
@@ -157,6 +176,13 @@ def _bound_names(func: ast.AST | None, class_name: str | None) -> set[str]:
     return bound
 
 
+def _holds_args(node: ast.expr, bound: set[str]) -> bool:
+    """A bound name, or `self.server_args` (a manager's or runner's own copy)."""
+    if isinstance(node, ast.Name):
+        return node.id in bound
+    return isinstance(node, ast.Attribute) and node.attr == "server_args" and isinstance(node.value, ast.Name)
+
+
 def _attributes(node: ast.AST | None, bound: set[str]) -> list[ast.Attribute]:
     if node is None:
         return []
@@ -164,11 +190,31 @@ def _attributes(node: ast.AST | None, bound: set[str]) -> list[ast.Attribute]:
     return [
         n
         for n in ast.walk(node)
-        if isinstance(n, ast.Attribute)
-        and isinstance(n.value, ast.Name)
-        and n.value.id in bound
-        and id(n) not in called
+        if isinstance(n, ast.Attribute) and _holds_args(n.value, bound) and id(n) not in called
     ]
+
+
+def env_reads(node: ast.AST | None) -> list[str]:
+    """Environment variables an expression reads: SGLang's `envs.NAME.get()`, `os.environ["X"]`,
+    `os.environ.get("X")`, `os.getenv("X")`, `get_bool_env_var("X")` and its kin."""
+    if node is None:
+        return []
+    out: list[str] = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "envs":
+            out.append(n.attr)
+        elif isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant):
+            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            environ_get = (
+                name == "get" and isinstance(n.func, ast.Attribute) and ast.unparse(n.func.value) == "os.environ"
+            )
+            if (name in _ENV_CALLS or environ_get) and isinstance(n.args[0].value, str):
+                out.append(n.args[0].value)
+        elif (
+            isinstance(n, ast.Subscript) and ast.unparse(n.value) == "os.environ" and isinstance(n.slice, ast.Constant)
+        ):
+            out.append(str(n.slice.value))
+    return _unique(out)
 
 
 def _flag_of(attr: str, catalog: Catalog | None) -> str | None:
@@ -242,6 +288,7 @@ def explain(
     used = [a.attr for a in _attributes(focus, bound)]
     guard_used = [a.attr for a in _attributes(guard_node, bound)] if kind != "compare" else []
     attrs = _unique(used + guard_used)
+    environment = env_reads(focus) + (env_reads(guard_node) if kind != "compare" else [])
     return Explanation(
         file=path,
         line=line,
@@ -254,6 +301,7 @@ def explain(
         none_flag=none_flag,
         flags=_unique(f for f in (_flag_of(a, catalog) for a in attrs) if f),
         attributes=attrs,
+        environment=_unique(environment),
     )
 
 
@@ -287,9 +335,18 @@ def _op_text(op: ast.AST) -> str:
     return _OPS.get(type(op), type(op).__name__)
 
 
-def explain_traceback(source: str, tb: Traceback, catalog: Catalog | None = None) -> Explanation:
-    """`explain` for a traceback's failing frame; `source` is that frame's file."""
+def explain_traceback(
+    source: str, tb: Traceback, catalog: Catalog | None = None, callers: Mapping[str, str] | None = None
+) -> Explanation:
+    """`explain` for a traceback's failing frame; `source` is that frame's file. With `callers`
+    (the other frames' files by path), the frames above are read too: see stack.walk_callers."""
     frame = tb.failing_frame
     if frame is None or frame.line is None:
         raise ValueError("the traceback has no frame with a line to explain")
-    return explain(source, frame.file, frame.line, exception=tb.exception or "", message=tb.message, catalog=catalog)
+    found = explain(source, frame.file, frame.line, exception=tb.exception or "", message=tb.message, catalog=catalog)
+    if callers and isinstance(frame, Frame) and tb.frames and tb.frames[-1] is frame:
+        target = _path_to(parse(source, frame.file), frame.line)[-1]
+        found.callers = walk_callers(tb.frames, {**callers, frame.file: source}, target, catalog)
+        found.flags = _unique([*found.flags, *(f for c in found.callers for f in [*c.passed, *c.guard_flags])])
+        found.environment = _unique([*found.environment, *(v for c in found.callers for v in c.environment)])
+    return found
