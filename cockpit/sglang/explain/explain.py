@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
+from cockpit.sglang.explain.names import attributes, bound_names, env_reads, flag_of, strip_bound, unique
 from cockpit.sglang.explain.stack import CallerStep, walk_callers
 from cockpit.textlines import source_lines
 from cockpit.traceback.frames import Frame
 from cockpit.traceback.model import Traceback
-
-_ARGS_NAMES = {"server_args", "args", "sa", "raw_args"}  # raw_args: prepare_server_args' argparse Namespace
-_ENV_CALLS = {"get_bool_env_var", "get_int_env_var", "get_float_env_var", "get_str_env_var", "getenv"}
 
 
 @dataclass
@@ -144,96 +142,9 @@ def _header(node: ast.AST) -> ast.AST | None:
     return None
 
 
-def _bound_names(func: ast.AST | None, class_name: str | None) -> set[str]:
-    """Names that hold the ServerArgs object (or a view of it) inside `func`."""
-    if func is None or not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return set(_ARGS_NAMES)
-    bound = set()
-    params = func.args.posonlyargs + func.args.args + func.args.kwonlyargs
-    for i, arg in enumerate(params):
-        annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
-        if "ServerArgs" in annotation or arg.arg in _ARGS_NAMES:
-            bound.add(arg.arg)
-        elif i == 0 and arg.arg == "self" and class_name and "ServerArgs" in class_name:
-            bound.add("self")
-    for node in ast.walk(func):  # `raw_args = parser.parse_args(argv)`: the usual names, assigned here
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in _ARGS_NAMES for t in node.targets):
-            bound.update(t.id for t in node.targets if isinstance(t, ast.Name) and t.id in _ARGS_NAMES)
-    changed = True
-    while changed:  # names assigned from a bound name: `cfg = resolving_view(server_args)`, `x = self`
-        changed = False
-        for node in ast.walk(func):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                target, value = node.targets[0].id, node.value
-                if target in bound:
-                    continue
-                derived = (isinstance(value, ast.Name) and value.id in bound) or (
-                    isinstance(value, ast.Call) and any(isinstance(a, ast.Name) and a.id in bound for a in value.args)
-                )
-                if derived:
-                    bound.add(target)
-                    changed = True
-    return bound
-
-
-def _holds_args(node: ast.expr, bound: set[str]) -> bool:
-    """A bound name, or `self.server_args` (a manager's or runner's own copy)."""
-    if isinstance(node, ast.Name):
-        return node.id in bound
-    return isinstance(node, ast.Attribute) and node.attr == "server_args" and isinstance(node.value, ast.Name)
-
-
-def _attributes(node: ast.AST | None, bound: set[str]) -> list[ast.Attribute]:
-    if node is None:
-        return []
-    called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
-    return [
-        n
-        for n in ast.walk(node)
-        if isinstance(n, ast.Attribute) and _holds_args(n.value, bound) and id(n) not in called
-    ]
-
-
-def env_reads(node: ast.AST | None) -> list[str]:
-    """Environment variables an expression reads: SGLang's `envs.NAME.get()`, `os.environ["X"]`,
-    `os.environ.get("X")`, `os.getenv("X")`, `get_bool_env_var("X")` and its kin."""
-    if node is None:
-        return []
-    out: list[str] = []
-    for n in ast.walk(node):
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "envs":
-            out.append(n.attr)
-        elif isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant):
-            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-            environ_get = (
-                name == "get" and isinstance(n.func, ast.Attribute) and ast.unparse(n.func.value) == "os.environ"
-            )
-            if (name in _ENV_CALLS or environ_get) and isinstance(n.args[0].value, str):
-                out.append(n.args[0].value)
-        elif (
-            isinstance(n, ast.Subscript) and ast.unparse(n.value) == "os.environ" and isinstance(n.slice, ast.Constant)
-        ):
-            out.append(str(n.slice.value))
-    return _unique(out)
-
-
-def _flag_of(attr: str, catalog: Catalog | None) -> str | None:
-    if catalog is None:
-        return "--" + attr.replace("_", "-")
-    flag = catalog.by_dest(attr) or catalog.get("--" + attr.replace("_", "-"))
-    return flag.name if flag is not None else None
-
-
 def _defaults_to_none(attr: str, catalog: Catalog | None) -> bool:
     flag = catalog.by_dest(attr) if catalog is not None else None
     return flag is None or flag.default is None
-
-
-def _unique(items: Iterable[str]) -> list[str]:
-    seen: dict[str, None] = {}
-    for item in items:
-        seen.setdefault(item, None)
-    return list(seen)
 
 
 def explain(
@@ -247,7 +158,7 @@ def explain(
     lines = source_lines(source)
     func = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     cls = next((n for n in reversed(chain) if isinstance(n, ast.ClassDef)), None)
-    bound = _bound_names(func, cls.name if cls else None)
+    bound = bound_names(func, cls.name if cls else None)
     target = chain[-1]
     guard_node = None
     for outer, inner in zip(reversed(chain[:-1]), reversed(chain[1:]), strict=True):
@@ -276,18 +187,18 @@ def explain(
             if op and op.group(1) not in ops:
                 continue
             side = node.left if none_left or not isinstance(node, ast.Compare) else node.comparators[0]
-            candidates += [(node, a) for a in _attributes(side, bound)]
+            candidates += [(node, a) for a in attributes(side, bound)]
         # Several comparisons on the line: the one whose flag defaults to None is the culprit.
         candidates.sort(key=lambda c: not _defaults_to_none(c[1].attr, catalog))
         if candidates:
             node, attr = candidates[0]
             kind, focus = "compare", node
-            none_flag = _flag_of(attr.attr, catalog)
+            none_flag = flag_of(attr.attr, catalog)
             start, end = _node_range(node)
             statement = _one_line(ast.unparse(node))
-    used = [a.attr for a in _attributes(focus, bound)]
-    guard_used = [a.attr for a in _attributes(guard_node, bound)] if kind != "compare" else []
-    attrs = _unique(used + guard_used)
+    used = [a.attr for a in attributes(focus, bound)]
+    guard_used = [a.attr for a in attributes(guard_node, bound)] if kind != "compare" else []
+    attrs = unique(used + guard_used)
     environment = env_reads(focus) + (env_reads(guard_node) if kind != "compare" else [])
     return Explanation(
         file=path,
@@ -296,20 +207,13 @@ def explain(
         end_line=end,
         statement=statement.rstrip(),
         kind=kind,
-        guard=_one_line(_strip_bound(ast.unparse(guard_node), bound)) if guard_node is not None else None,
-        requirement=_strip_bound(requirement, bound) if requirement else None,
+        guard=_one_line(strip_bound(ast.unparse(guard_node), bound)) if guard_node is not None else None,
+        requirement=strip_bound(requirement, bound) if requirement else None,
         none_flag=none_flag,
-        flags=_unique(f for f in (_flag_of(a, catalog) for a in attrs) if f),
+        flags=unique(f for f in (flag_of(a, catalog) for a in attrs) if f),
         attributes=attrs,
-        environment=_unique(environment),
+        environment=unique(environment),
     )
-
-
-def _strip_bound(text: str, bound: set[str]) -> str:
-    """`cfg.speculative_num_steps is None` -> `speculative_num_steps is None`: the flag's own name."""
-    for name in sorted(bound, key=len, reverse=True):
-        text = re.sub(rf"\b{re.escape(name)}\.", "", text)
-    return text
 
 
 _OPS = {
@@ -347,6 +251,6 @@ def explain_traceback(
     if callers and isinstance(frame, Frame) and tb.frames and tb.frames[-1] is frame:
         target = _path_to(parse(source, frame.file), frame.line)[-1]
         found.callers = walk_callers(tb.frames, {**callers, frame.file: source}, target, catalog)
-        found.flags = _unique([*found.flags, *(f for c in found.callers for f in [*c.passed, *c.guard_flags])])
-        found.environment = _unique([*found.environment, *(v for c in found.callers for v in c.environment)])
+        found.flags = unique([*found.flags, *(f for c in found.callers for f in [*c.passed, *c.guard_flags])])
+        found.environment = unique([*found.environment, *(v for c in found.callers for v in c.environment)])
     return found

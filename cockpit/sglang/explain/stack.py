@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
+from cockpit.sglang.explain.names import attributes, bound_names, env_reads, flag_of, strip_bound, unique
 from cockpit.traceback.frames import Frame
 
 MAX_CALLERS = 12  # SGLang's deepest resolution path is 8 frames from the launch to the hook
@@ -146,7 +147,6 @@ def walk_callers(
     catalog: Catalog | None,
 ) -> list[CallerStep]:
     """The steps up from the failing frame (`frames[-1]`, whose failing statement is `failing`)."""
-    from cockpit.sglang.explain.explain import _attributes, _bound_names, _flag_of, _strip_bound, _unique, env_reads
 
     steps: list[CallerStep] = []
     below = frames[-1]
@@ -167,22 +167,22 @@ def walk_callers(
         func = _function_at(tree, frame.line)
         if func is None:
             break
-        bound = _bound_names(func, _class_of(tree, func))
+        bound = bound_names(func, _class_of(tree, func))
         names = {below.function} | ({below_class} if below.function == "__init__" and below_class else set())
         call = _call_at(func, frame.line, names)  # `ModelConfig(...)` runs the frame `__init__`
         passed_exprs = _bound_arguments(below_func, call, wanted) if call is not None and wanted else []
-        passed = [a.attr for e in passed_exprs for a in _attributes(e, bound)]
+        passed = [a.attr for e in passed_exprs for a in attributes(e, bound)]
         tests = _guards(func, frame.line)
-        guard_attrs = [a.attr for t in tests for a in _attributes(t, bound)]
+        guard_attrs = [a.attr for t in tests for a in attributes(t, bound)]
         steps.append(
             CallerStep(
                 frame.file,
                 frame.line,
                 frame.function,
-                _unique(f for f in (_flag_of(a, catalog) for a in passed) if f),
-                [_strip_bound(ast.unparse(t), bound) for t in tests],
-                _unique(f for f in (_flag_of(a, catalog) for a in guard_attrs) if f),
-                _unique(v for t in tests for v in env_reads(t)),
+                unique(f for f in (flag_of(a, catalog) for a in passed) if f),
+                [strip_bound(ast.unparse(t), bound) for t in tests],
+                unique(f for f in (flag_of(a, catalog) for a in guard_attrs) if f),
+                unique(v for t in tests for v in env_reads(t)),
             )
         )
         wanted = parameters_read(func, *passed_exprs) if passed_exprs else []

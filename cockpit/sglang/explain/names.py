@@ -1,0 +1,108 @@
+"""What a piece of the release's source reads: the names that hold the ServerArgs object, their
+attributes (the flags), and the environment variables. Shared by the failing statement's reading
+(explain.py) and the walk up its callers (stack.py)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+
+from cockpit.sglang.catalog.flags import Catalog
+
+_ARGS_NAMES = {"server_args", "args", "sa", "raw_args"}  # raw_args: prepare_server_args' argparse Namespace
+_ENV_CALLS = {"get_bool_env_var", "get_int_env_var", "get_float_env_var", "get_str_env_var", "getenv"}
+
+
+def bound_names(func: ast.AST | None, class_name: str | None) -> set[str]:
+    """Names that hold the ServerArgs object (or a view of it) inside `func`."""
+    if func is None or not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set(_ARGS_NAMES)
+    bound = set()
+    params = func.args.posonlyargs + func.args.args + func.args.kwonlyargs
+    for i, arg in enumerate(params):
+        annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+        if "ServerArgs" in annotation or arg.arg in _ARGS_NAMES:
+            bound.add(arg.arg)
+        elif i == 0 and arg.arg == "self" and class_name and "ServerArgs" in class_name:
+            bound.add("self")
+    for node in ast.walk(func):  # `raw_args = parser.parse_args(argv)`: the usual names, assigned here
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in _ARGS_NAMES for t in node.targets):
+            bound.update(t.id for t in node.targets if isinstance(t, ast.Name) and t.id in _ARGS_NAMES)
+    changed = True
+    while changed:  # names assigned from a bound name: `cfg = resolving_view(server_args)`, `x = self`
+        changed = False
+        for node in ast.walk(func):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                target, value = node.targets[0].id, node.value
+                if target in bound:
+                    continue
+                derived = (isinstance(value, ast.Name) and value.id in bound) or (
+                    isinstance(value, ast.Call) and any(isinstance(a, ast.Name) and a.id in bound for a in value.args)
+                )
+                if derived:
+                    bound.add(target)
+                    changed = True
+    return bound
+
+
+def _holds_args(node: ast.expr, bound: set[str]) -> bool:
+    """A bound name, or `self.server_args` (a manager's or runner's own copy)."""
+    if isinstance(node, ast.Name):
+        return node.id in bound
+    return isinstance(node, ast.Attribute) and node.attr == "server_args" and isinstance(node.value, ast.Name)
+
+
+def attributes(node: ast.AST | None, bound: set[str]) -> list[ast.Attribute]:
+    if node is None:
+        return []
+    called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    return [
+        n
+        for n in ast.walk(node)
+        if isinstance(n, ast.Attribute) and _holds_args(n.value, bound) and id(n) not in called
+    ]
+
+
+def env_reads(node: ast.AST | None) -> list[str]:
+    """Environment variables an expression reads: SGLang's `envs.NAME.get()`, `os.environ["X"]`,
+    `os.environ.get("X")`, `os.getenv("X")`, `get_bool_env_var("X")` and its kin."""
+    if node is None:
+        return []
+    out: list[str] = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "envs":
+            out.append(n.attr)
+        elif isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant):
+            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            environ_get = (
+                name == "get" and isinstance(n.func, ast.Attribute) and ast.unparse(n.func.value) == "os.environ"
+            )
+            if (name in _ENV_CALLS or environ_get) and isinstance(n.args[0].value, str):
+                out.append(n.args[0].value)
+        elif (
+            isinstance(n, ast.Subscript) and ast.unparse(n.value) == "os.environ" and isinstance(n.slice, ast.Constant)
+        ):
+            out.append(str(n.slice.value))
+    return unique(out)
+
+
+def flag_of(attr: str, catalog: Catalog | None) -> str | None:
+    if catalog is None:
+        return "--" + attr.replace("_", "-")
+    flag = catalog.by_dest(attr) or catalog.get("--" + attr.replace("_", "-"))
+    return flag.name if flag is not None else None
+
+
+def unique(items: Iterable[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for item in items:
+        seen.setdefault(item, None)
+    return list(seen)
+
+
+def strip_bound(text: str, bound: set[str]) -> str:
+    """`cfg.speculative_num_steps is None` -> `speculative_num_steps is None`: the flag's own name."""
+    for name in sorted(bound, key=len, reverse=True):
+        text = re.sub(rf"\b{re.escape(name)}\.", "", text)
+    return text
