@@ -102,7 +102,10 @@ def _explain_local(tb: Traceback, root: Path) -> Explanation:
             callers[f.file] = local_path(root, f.file).read_text(errors="replace")
         except UsageError:  # a frame outside the release (runpy, the standard library): the walk ends there
             continue
-    return explain_traceback(source.read_text(errors="replace"), tb, catalog, callers)
+    from cockpit.sglang.explain.hooks import release_derivations
+
+    derivations = release_derivations(root, catalog)
+    return explain_traceback(source.read_text(errors="replace"), tb, catalog, callers, derivations)
 
 
 async def _explain_remote(tb: Traceback, args: argparse.Namespace) -> Explanation:

@@ -246,6 +246,19 @@ EXPLAIN_23 = ROOT / "tests" / "data" / "sglang-0.5.23" / "explain"
         # argparse's namespace, `raw_args`, is the flags too
         ("log-level", ["--log-level"], [], None),
         ("disagg", ["--disaggregation-transfer-backend", "--disaggregation-mode"], [], None),
+        # topk was filled from --speculative-ngram-max-bfs-breadth by the same hook, lines before
+        (
+            "ngram-breadth",
+            [
+                "--speculative-num-draft-tokens",
+                "--speculative-eagle-topk",
+                "--speculative-num-steps",
+                "--speculative-ngram-max-bfs-breadth",
+                "--device",
+            ],
+            [],
+            None,
+        ),
     ],
 )
 def test_the_flags_a_real_failure_depends_on_across_the_stack(
@@ -260,6 +273,10 @@ def test_the_flags_a_real_failure_depends_on_across_the_stack(
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert (data["flags"], data["environment"]) == (flags, environment), data["sentence"]
+    if case == "ngram-breadth":
+        [resolved] = data["resolved"]
+        assert (resolved["field"], resolved["value"]) == ("speculative_eagle_topk", "speculative_ngram_max_bfs_breadth")
+        assert "speculative_eagle_topk is resolved from `speculative_ngram_max_bfs_breadth`" in data["sentence"]
     if caller is not None:
         assert [(c["function"], c["passed"]) for c in data["callers"]] == [caller], data["callers"]
         assert f"Its caller {caller[0]} passed {caller[1][0]}" in data["sentence"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
+from cockpit.sglang.explain.hooks import Derivation
 from cockpit.sglang.explain.names import attributes, bound_names, env_reads, flag_of, strip_bound, unique
 from cockpit.sglang.explain.stack import CallerStep, walk_callers
 from cockpit.textlines import source_lines
@@ -40,6 +41,7 @@ class Explanation:
     attributes: list[str] = field(default_factory=list)
     environment: list[str] = field(default_factory=list)  # variables the statement or its guards read
     callers: list[CallerStep] = field(default_factory=list)  # frames above that decided it
+    resolved: list[Derivation] = field(default_factory=list)  # fields it reads that hooks fill from other flags
 
     def sentence(self, values: Mapping[str, str | None] | None = None) -> str:
         """One paragraph for the user; `values` are the unit's current flags (None: a switch)."""
@@ -66,6 +68,9 @@ class Explanation:
             if step.guard_flags or step.environment:
                 said.append(f"{step.function} called it only when `{' and '.join(step.guards)}`")
             head += f" {'; '.join(said)[:1].upper()}{'; '.join(said)[1:]}."
+        for d in self.resolved:
+            when = f" when `{' and '.join(d.guards)}`" if d.guards else ""
+            head += f" {d.field} is resolved from `{d.value}`{when} ({d.file}:{d.line})."
         if self.environment:
             head += f" Environment: {', '.join(self.environment)}."
         if not self.flags:
@@ -93,6 +98,7 @@ class Explanation:
             "flags": self.flags,
             "environment": self.environment,
             "callers": [c.to_json() for c in self.callers],
+            "resolved": [d.to_json() for d in self.resolved],
             "sentence": self.sentence(),
         }
 
@@ -240,10 +246,15 @@ def _op_text(op: ast.AST) -> str:
 
 
 def explain_traceback(
-    source: str, tb: Traceback, catalog: Catalog | None = None, callers: Mapping[str, str] | None = None
+    source: str,
+    tb: Traceback,
+    catalog: Catalog | None = None,
+    callers: Mapping[str, str] | None = None,
+    derivations: Mapping[str, list[Derivation]] | None = None,
 ) -> Explanation:
     """`explain` for a traceback's failing frame; `source` is that frame's file. With `callers`
-    (the other frames' files by path), the frames above are read too: see stack.walk_callers."""
+    (the other frames' files by path), the frames above are read too (stack.walk_callers); with
+    `derivations` (hooks.release_derivations), the fields it reads that hooks fill from other flags."""
     frame = tb.failing_frame
     if frame is None or frame.line is None:
         raise ValueError("the traceback has no frame with a line to explain")
@@ -253,4 +264,18 @@ def explain_traceback(
         found.callers = walk_callers(tb.frames, {**callers, frame.file: source}, target, catalog)
         found.flags = unique([*found.flags, *(f for c in found.callers for f in [*c.passed, *c.guard_flags])])
         found.environment = unique([*found.environment, *(v for c in found.callers for v in c.environment)])
+    if derivations:
+        # Only what the failing path itself ran: a field set in one of the traceback's own functions.
+        # A hook elsewhere may or may not have run before it (its guards name flags of their own).
+        # (before the line it ran to; the failing statement's own declaration is not one).
+        ran = {(f.file.split("site-packages/", 1)[-1], f.function): f.line or 0 for f in tb.frames}
+        found.resolved = [
+            d
+            for a in found.attributes
+            for d in derivations.get(a, [])
+            if d.value_flags
+            and d.line < ran.get((d.file, d.function), 0)
+            and not found.start_line <= d.line <= found.end_line
+        ]
+        found.flags = unique([*found.flags, *(f for d in found.resolved for f in d.flags)])
     return found

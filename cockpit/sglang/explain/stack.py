@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
+from cockpit.sglang.explain.hooks import guards_at
 from cockpit.sglang.explain.names import attributes, bound_names, env_reads, flag_of, strip_bound, unique
 from cockpit.traceback.frames import Frame
 
@@ -83,27 +84,6 @@ def _called_name(call: ast.Call) -> str | None:
     return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
 
 
-def _guards(func: ast.AST, line: int) -> list[ast.expr]:
-    """The tests of the `if`s (and `elif`s) inside `func` whose branch holds `line`, outermost first;
-    the test of a branch not taken is negated."""
-    out: list[ast.expr] = []
-    body: list[ast.stmt] = list(getattr(func, "body", []))
-    while True:
-        node = next((n for n in body if n.lineno <= line <= (getattr(n, "end_lineno", None) or n.lineno)), None)
-        if node is None:
-            return out
-        if isinstance(node, ast.If) and not (node.test.lineno <= line <= (node.test.end_lineno or node.test.lineno)):
-            inside = any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in node.body)
-            out.append(node.test if inside else ast.UnaryOp(ast.Not(), node.test))
-            body = node.body if inside else node.orelse
-            continue
-        children = [n for name in ("body", "orelse", "finalbody") for n in getattr(node, name, []) or []]
-        children += [n for h in getattr(node, "handlers", []) or [] for n in h.body]
-        if not children:
-            return out
-        body = children
-
-
 def parameters_read(func: ast.FunctionDef | ast.AsyncFunctionDef, *nodes: ast.AST) -> list[str]:
     """Which of `func`'s parameters the expressions or statements read, through the locals they read
     (`msg = f"... {context_length} ..."; raise ValueError(msg)` reads `context_length`)."""
@@ -158,7 +138,7 @@ def walk_callers(
     if below_func is None:
         return steps
     below_class = _class_of(below_tree, below_func)
-    wanted = parameters_read(below_func, failing, *_guards(below_func, below.line))
+    wanted = parameters_read(below_func, failing, *guards_at(below_func, below.line, early_returns=False))
     for frame in reversed(frames[:-1][-MAX_CALLERS:]):
         text = sources.get(frame.file)
         if text is None or frame.line is None:
@@ -172,7 +152,7 @@ def walk_callers(
         call = _call_at(func, frame.line, names)  # `ModelConfig(...)` runs the frame `__init__`
         passed_exprs = _bound_arguments(below_func, call, wanted) if call is not None and wanted else []
         passed = [a.attr for e in passed_exprs for a in attributes(e, bound)]
-        tests = _guards(func, frame.line)
+        tests = guards_at(func, frame.line, early_returns=False)
         guard_attrs = [a.attr for t in tests for a in attributes(t, bound)]
         steps.append(
             CallerStep(
