@@ -30,7 +30,15 @@ from cockpit.load.passive import ThroughputPoint, ThroughputSeries
 from cockpit.load.results import LevelResult, RequestResult
 from cockpit.remote.base import CONNECT_TIMEOUT, ConnectionLost, Host, HostError, SshConfigs, TrustPrompt
 from cockpit.remote.pool import HostPool
-from cockpit.remote.source import PACKAGE_DIRS, OutsideRoots, SourceCache, SourceError, SourceFile, staleness
+from cockpit.remote.source import (
+    PACKAGE_DIRS,
+    OutsideRoots,
+    SourceCache,
+    SourceError,
+    SourceFile,
+    SourceRoots,
+    staleness,
+)
 from cockpit.session.feeds import POLL_S, StatusPoll, supervise
 from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed, Source
 from cockpit.sglang.catalog.catalogs import CatalogCache, package_root_of
@@ -853,16 +861,20 @@ class Session:
             catalog = None
         view.source, view.start, view.end = source, site.line, site.line
         try:
-            from cockpit.sglang.explain.explain import explain
+            from cockpit.sglang.explain.explain import explain, explain_traceback
 
-            explained = explain(
-                source.text,
-                site.file,
-                site.line,
-                exception=(traceback.exception or "") if last else "",
-                message=traceback.message if last else "",
-                catalog=catalog,
-            )
+            if last and traceback.frames and traceback.frames[-1] is site:  # the failing frame: its callers too
+                callers = await self._caller_sources(traceback, roots)
+                explained = explain_traceback(source.text, traceback, catalog, callers)
+            else:
+                explained = explain(
+                    source.text,
+                    site.file,
+                    site.line,
+                    exception=(traceback.exception or "") if last else "",
+                    message=traceback.message if last else "",
+                    catalog=catalog,
+                )
             view.start, view.end = explained.start_line, explained.end_line
             unit = self.unit
             values = given_flags(unit.exec(), catalog) if unit is not None and catalog is not None else None
@@ -877,6 +889,20 @@ class Session:
         said = f"{traceback.exception}: {traceback.message}" if traceback.message else traceback.exception
         view.message = (f"⚠ {warning}\n" if warning else "") + f"{said}\n" + message if last else message
         return view
+
+    async def _caller_sources(self, traceback: Traceback, roots: SourceRoots) -> dict[str, str]:
+        """The files of the frames above the failing one that lie under the service's roots (the
+        release's own), read at once; a frame outside them ends explain's walk up the stack there."""
+
+        async def one(path: str) -> tuple[str, str | None]:
+            try:
+                return path, (await self.sources.get(self.host, path, roots=roots)).text
+            except SourceError:
+                return path, None
+
+        paths = list(dict.fromkeys(f.file for f in traceback.frames[:-1] if package_root_of(f.file)))
+        read = await asyncio.gather(*(one(p) for p in paths))
+        return {path: text for path, text in read if text is not None}
 
     def preflight(self, unit: Unit, catalog: Catalog | None) -> list[Finding]:
         """The static pre-flight of an edit, as the write will run it."""
