@@ -36,6 +36,7 @@ from cockpit.traceback.grammar import (
     GROUP_TAILS,
     HEADER,
     RELATIONS,
+    UNRAISABLE,
     continues_frames,
     glued_rank,
     headerless_group_at,
@@ -306,6 +307,7 @@ class Folder:
                 or native.ends_a_message(text)
                 or text == FENCE
                 or is_border(text)
+                or text.startswith(UNRAISABLE)
             ):
                 return self._add(op, text, entry)
         elif state == AFTER_BLANK:

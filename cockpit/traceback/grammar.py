@@ -50,6 +50,18 @@ def glued_rank(line: str) -> str | None:
     return m[1][1:] if m else None
 
 
+_CUDA_ERROR = re.compile(r"CUDA error: (.+)")
+
+
+def cuda_error(message: str) -> str | None:
+    """`an illegal memory access was encountered` of torch's `CUDA error: ...` message."""
+    m = _CUDA_ERROR.match(message)
+    return m[1].split("\n", 1)[0].strip() if m else None
+
+
+UNRAISABLE = "Exception ignored in"  # Python's header for an exception no one could catch (a __del__)
+
+
 FENCE = "```"  # a Markdown fence closing a paste, glued to the last line or on its own
 
 

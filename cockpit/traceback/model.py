@@ -18,7 +18,7 @@ import msgspec
 
 from cockpit.systemd.entry import UNKNOWN_PRIORITY, JournalEntry
 from cockpit.traceback.frames import Frame, Location
-from cockpit.traceback.grammar import frame_site, is_frame_line, log_rank
+from cockpit.traceback.grammar import cuda_error, frame_site, is_frame_line, log_rank
 from cockpit.traceback.structure import Part, parse_block
 
 __all__ = ["TEXT_SOURCE", "Frame", "Line", "Location", "Traceback"]
@@ -228,6 +228,9 @@ class Traceback:
         }
         if self.relation is not None:
             out["relation"] = self.relation
+        cuda = cuda_error(self.message)
+        if cuda is not None:
+            out["cuda_error"] = cuda
         return out
 
 

@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from cockpit.traceback.frames import Frame
+from cockpit.traceback.grammar import cuda_error
 from cockpit.traceback.model import Traceback, _Reading
 
 FAULTHANDLER, CPP, NCCL, CUDA = "faulthandler", "cpp", "nccl", "cuda"
@@ -138,7 +139,7 @@ class NativeStack(Traceback):
 
     @property
     def record_kind(self) -> str:
-        if self.kind == CPP and self.message.startswith("CUDA error"):
+        if self.kind == CPP and cuda_error(self.message) is not None:
             return CUDA
         return self.kind
 

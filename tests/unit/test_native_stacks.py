@@ -144,3 +144,22 @@ def test_lines_that_only_mention_these_words_stay_lines() -> None:
         ]
     )
     assert all(isinstance(r, Line) for r in fold(text))
+
+
+def test_real_cuda_errors_from_an_h200_fold_whole_and_say_which_cuda_error() -> None:
+    cuda = ROOT / "tests" / "data" / "fold" / "cuda"
+    assert_assert = fold((cuda / "index-assert.txt").read_text())
+    [tb] = [r for r in assert_assert if isinstance(r, Traceback)]
+    data = tb.to_json()
+    assert (data["exception"], data["cuda_error"]) == ("torch.AcceleratorError", "device-side assert triggered")
+    assert data["complete"] and data["lines"][-3].startswith("Compile with `TORCH_USE_CUDA_DSA`")
+    assert data["lines"][-2:] == ["", ""]  # torch's message ends in a newline: two blank lines, both its own
+    assert isinstance(assert_assert[0], Line) and "Assertion `-sizes[i] <= index" in assert_assert[0].text
+    records = fold((cuda / "illegal-address.txt").read_text())
+    kinds = [(r.exception, r.to_json().get("cuda_error")) if isinstance(r, Traceback) else r.text for r in records]
+    assert kinds == [
+        ("torch.AcceleratorError", "an illegal memory access was encountered"),
+        ("cupy_backends.cuda.api.driver.CUDADriverError", None),
+        "Exception ignored in: 'cupy.cuda.function.Module.__dealloc__'",  # Python's own header: not a message
+        ("cupy_backends.cuda.api.driver.CUDADriverError", None),
+    ]
