@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
 from cockpit.sglang.explain.hooks import Derivation
-from cockpit.sglang.explain.names import attributes, bound_names, env_reads, flag_of, strip_bound, unique
+from cockpit.sglang.explain.names import attributes, bound_names, env_reads, flag_of, negated, strip_bound, unique
 from cockpit.sglang.explain.stack import CallerStep, walk_callers
 from cockpit.textlines import source_lines
 from cockpit.traceback.frames import Frame
@@ -169,7 +169,7 @@ def explain(
     guard_node = None
     for outer, inner in zip(reversed(chain[:-1]), reversed(chain[1:]), strict=True):
         if isinstance(outer, ast.If) and inner is not outer.test:
-            guard_node = outer.test if inner in outer.body else ast.UnaryOp(ast.Not(), outer.test)
+            guard_node = outer.test if inner in outer.body else negated(outer.test)
             break
         if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
             break

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
-from cockpit.sglang.explain.names import attributes, bound_names, flag_of, strip_bound, unique
+from cockpit.sglang.explain.names import attributes, bound_names, flag_of, negated, strip_bound, unique
 
 HOOK_DIR = "sglang/srt/arg_groups"
 
@@ -67,10 +67,10 @@ def guards_at(func: ast.AST, line: int, early_returns: bool = True) -> list[ast.
                 and not before.orelse
                 and isinstance(before.body[-1], (ast.Return, ast.Raise))
             ):
-                out.append(ast.UnaryOp(ast.Not(), before.test))
+                out.append(negated(before.test))
         if isinstance(here, ast.If) and not (here.test.lineno <= line <= (here.test.end_lineno or here.test.lineno)):
             inside = any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in here.body)
-            out.append(here.test if inside else ast.UnaryOp(ast.Not(), here.test))
+            out.append(here.test if inside else negated(here.test))
             body = here.body if inside else here.orelse
             continue
         children = [n for name in ("body", "orelse", "finalbody") for n in getattr(here, name, []) or []]

@@ -106,3 +106,27 @@ def strip_bound(text: str, bound: set[str]) -> str:
     for name in sorted(bound, key=len, reverse=True):
         text = re.sub(rf"\b{re.escape(name)}\.", "", text)
     return text
+
+
+_INVERSE: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+}
+
+
+def negated(test: ast.expr) -> ast.expr:
+    """`not test`, said the way a person would: `not x not in y` is `x in y`, `not not x` is `x`, and
+    a single comparison is turned round (`x <= 1` for `not x > 1`)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _INVERSE:
+        return ast.Compare(test.left, [_INVERSE[type(test.ops[0])]()], test.comparators)
+    return ast.UnaryOp(ast.Not(), test)
