@@ -190,7 +190,8 @@ async def screen(hosts: int, units: int, rounds: int, changes: int) -> dict[str,
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"benchmark": "fleet"}
-    result["screen"] = await screen(32, 8, args.screen_rounds, 4)
+    if args.screen_rounds > 0:  # 0: the hosts' half alone
+        result["screen"] = await screen(32, 8, args.screen_rounds, 4)
     if args.labs:
         names = [f"cockpit-bench-f{k}" for k in range(args.labs)]
         labs = [lab_up(name) for name in names]
@@ -210,7 +211,7 @@ def main() -> None:
     parser.add_argument("--labs", type=int, default=6, help="labs to boot (0: the screen half alone)")
     parser.add_argument("--units", type=int, default=8, help="SGLang units per lab")
     parser.add_argument("--rounds", type=int, default=15, help="rounds per host count")
-    parser.add_argument("--screen-rounds", type=int, default=20)
+    parser.add_argument("--screen-rounds", type=int, default=20, help="rounds of the screen half (0: none)")
     emit(asyncio.run(run(parser.parse_args())))
 
 
