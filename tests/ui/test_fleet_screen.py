@@ -79,7 +79,8 @@ async def test_rows_resort_under_the_cursor_and_enter_opens_the_unit(monkeypatch
         await pilot.pause(0.2)
         view = screen.query_one(FleetList)
         assert screen.rows[0].unit == "sglang-qwen.service" and view.cursor == 0
-        assert "1 failed, 1 degraded" in str(screen.query_one("#fleet-summary").render())
+        summary = str(screen.query_one("#fleet-summary").render())
+        assert "1 failed, 1 degraded" in summary and "; 1 deployment ready (" in summary  # the group's own line
         await pilot.press("enter")
         await pilot.pause()
     assert opened == [Target("gpu-b", "sglang-qwen.service", url="http://127.0.0.1:30001")]

@@ -170,8 +170,12 @@ class FleetScreen(ModalScreen[Target | str | None]):
 
     def show(self, new: list[FleetRow], hosts: int) -> None:
         units = [r for r in new if r.host and r.unit]
+        groups = [r for r in new if not r.host and r.deployment]  # a deployment's own line
         counts = {t: sum(1 for r in units if r.trouble == t) for t in TROUBLE}
         said = ", ".join(f"{n} {t}" for t, n in counts.items() if n)
+        of_groups = {t: sum(1 for r in groups if r.trouble == t) for t in TROUBLE}
+        if groups:  # a broken deployment is one line of its own, whatever its nodes' units say
+            said += "; " + ", ".join(f"{count(n, 'deployment')} {t}" for t, n in of_groups.items() if n)
         self.query_one("#fleet-summary", Label).update(
             f"{count(hosts, 'host')}, {count(len(units), 'unit')}: {said or 'none'} (round {self.round_ms:.0f} ms)"
         )
