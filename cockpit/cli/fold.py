@@ -96,7 +96,7 @@ class Printer:
 def stream_fold(stream: BinaryIO, printer: Printer) -> int:
     """Returns how many journal entries came without their MESSAGE (an export made without
     `--all`: journalctl sends a field over 4096 bytes as null, a traceback's longest lines)."""
-    from cockpit.traceback.fold import Folder, feed_lines
+    from cockpit.traceback.fold import Folder, end_of_input, feed_lines
     from cockpit.traceback.prefixes import PrefixReader
 
     folder, reader = Folder(), PrefixReader()
@@ -107,7 +107,7 @@ def stream_fold(stream: BinaryIO, printer: Printer) -> int:
         done = folder.settled()
         printer.write(folder.records[:done])
         folder.discard(done)
-    folder.close()
+    end_of_input(folder, reader)
     printer.write(folder.records)
     return left_out
 

@@ -45,6 +45,7 @@ from cockpit.traceback.grammar import (
     is_group_closing,
     is_group_line,
     is_log_line,
+    is_statement,
     log_rank,
     without_fence,
 )
@@ -273,7 +274,11 @@ class Folder:
                     if (rank or None) != tb.rank:
                         self.records.append(Line(text, entry))  # another rank of a shared PID
                         return True
-                elif text[:1] not in _NOT_TEXT and EXCEPTION.match(without_fence(text)):
+                elif (
+                    text[:1] not in _NOT_TEXT
+                    and EXCEPTION.match(without_fence(text))
+                    and not (op.loose == _CODE and is_statement(text))
+                ):
                     op.state = MESSAGE
                     tb.complete = not tb.truncated
                     return self._add(op, text, entry)
@@ -447,11 +452,17 @@ def feed_lines(folder: Folder, lines: Iterable[bytes], batch: int = 10_000, read
     return left_out
 
 
+def end_of_input(folder: Folder, reader: PrefixReader) -> None:
+    """The input is over: a partial line still held is a line of its own, and every traceback closes."""
+    folder.feed_batch([reader.entry(p) for p in reader.flush()])
+    folder.close()
+
+
 def fold_lines(lines: Iterable[bytes]) -> Folder:
     """Everything read, every traceback closed (a finished export or a pasted log)."""
-    folder = Folder()
-    feed_lines(folder, lines)
-    folder.close()
+    folder, reader = Folder(), PrefixReader()
+    feed_lines(folder, lines, reader=reader)
+    end_of_input(folder, reader)
     return folder
 
 

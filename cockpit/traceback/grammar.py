@@ -8,6 +8,7 @@ one linear scan, never a backtracking blow-up.
 
 from __future__ import annotations
 
+import keyword
 import re
 
 HEADER = "Traceback (most recent call last):"
@@ -63,6 +64,13 @@ UNRAISABLE = "Exception ignored in"  # Python's header for an exception no one c
 
 
 FENCE = "```"  # a Markdown fence closing a paste, glued to the last line or on its own
+
+
+def is_statement(line: str) -> bool:
+    """A code line that reads like an exception line: `yield`, `pass`, `raise`, `return` alone. A frame
+    that lost its indentation in a paste prints one as its code."""
+    first = line.split(None, 1)[0] if line.strip() else ""
+    return keyword.iskeyword(first)
 
 
 def without_fence(line: str) -> str:

@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from cockpit.traceback.frames import Frame
-from cockpit.traceback.grammar import cuda_error
+from cockpit.traceback.grammar import HEADER, cuda_error, is_log_line
 from cockpit.traceback.model import Traceback, _Reading
 
 FAULTHANDLER, CPP, NCCL, CUDA = "faulthandler", "cpp", "nccl", "cuda"
@@ -48,11 +48,13 @@ _FH_LINES = (
     "Python runtime state: ",
 )
 _CPP_FRAME = re.compile(r"frame #\d+: |#\d+ |C\+\+ CapturedTraceback:")
-_RANK = re.compile(r"\[rank(\d+)\]:|\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_RANK = re.compile(r"\[rank(\d+)\]:|\[(?:PG [^\]]{0,80})?Rank (\d+)\]")
+_RANK_WITHIN = 400  # the rank is in the line's first words; a long line is not searched through
 _WORK = re.compile(
-    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, [^)]*?)?(?:, Timeout\(ms\)=(?P<timeout>\d+))?\) "
+    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?P<rest>(?:[^()]|\([^()]*\)){0,400})\) "
     r"ran for (?P<ran>\d+) milliseconds"
 )
+_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _MESSAGE_LINES = 50  # a what() of more lines than this without its `Exception raised from`: not one
 # what a C++ record expects next
 _WHAT, _MESSAGE, _FRAMES = range(3)
@@ -84,8 +86,10 @@ class NativeStack(Traceback):
         self.kind = kind
         self._phase = _FRAMES if first.startswith(RAISED) else _WHAT
         self._said = 0  # message lines after what()
-        rank = _RANK.search(first) if kind == NCCL else None
-        self._prefix = first[: first.index("]:") + 2] if kind == NCCL and first.startswith("[rank") else None
+        rank = _RANK.search(first, 0, _RANK_WITHIN) if kind == NCCL else None
+        # c10's own lines of that rank (`[rank3]:[E1203 ...`), not torchrun's `[rank3]: ` before any line
+        end = first.find("]:[") if kind == NCCL and first.startswith("[rank") else -1
+        self._prefix = first[: end + 3] if end > 0 else None
         if rank is not None and self.rank is None:
             self.rank = f"rank{rank.group(1) or rank.group(2)}"
         self.complete = kind == NCCL
@@ -115,8 +119,13 @@ class NativeStack(Traceback):
             if text.startswith(RAISED):
                 self._phase = _FRAMES
                 return True
-            self._said += 1
-            return self._said <= _MESSAGE_LINES and opener(text) is None
+            self._said += 1  # what() may run over lines; a logger's line or a traceback is past it
+            return (
+                self._said <= _MESSAGE_LINES
+                and opener(text) is None
+                and not is_log_line(text)
+                and not text.endswith(HEADER)
+            )
         return self._frames_take(text)
 
     def _frames_take(self, text: str) -> bool:
@@ -198,13 +207,16 @@ def _cpp(stack: NativeStack) -> _Reading:
 def nccl_work(lines: list[str]) -> dict[str, Any] | None:
     """The collective that timed out: operation, sequence number, how long it ran, its timeout."""
     for line in lines:
-        m = _WORK.search(line)
-        if m is not None:
-            timeout = m["timeout"]
-            return {
-                "op": m["op"],
-                "seq": int(m["seq"]),
-                "ran_ms": int(m["ran"]),
-                "timeout_ms": int(timeout) if timeout else None,
-            }
+        at = line.find("WorkNCCL(")
+        while at >= 0:  # each candidate matched where it stands: no search that rescans a long line
+            m = _WORK.match(line, at)
+            if m is not None:
+                timeout = _TIMEOUT.search(m["rest"])
+                return {
+                    "op": m["op"],
+                    "seq": int(m["seq"]),
+                    "ran_ms": int(m["ran"]),
+                    "timeout_ms": int(timeout[1]) if timeout else None,
+                }
+            at = line.find("WorkNCCL(", at + 1)
     return None

@@ -40,13 +40,14 @@ _JOURNALCTL = re.compile(
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{6})?(?:[+-]\d\d:?\d\d|Z)"
     r"|\d{9,}\.\d{6}"
     r"|\[ *\d+\.\d{6}(?: < *\d+\.\d{6} >| *)\]"  # short-delta pads the first entry's missing delta
-    r") (?P<host>\S+) (?P<ident>[^\s\[]+?)(?:\[(?P<pid>\d+)\])?: ?(?P<msg>.*)",
+    rf") (?!(?:{_LEVEL})\b)(?P<host>\S+) (?P<ident>[^\s\[]+?)(?:\[(?P<pid>\d+)\])?: ?(?P<msg>.*)",
     re.DOTALL,
 )
-_COMPOSE = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*) +\|(?: (?P<msg>.*))?$", re.DOTALL)
+# compose names a container `service-1` (v2) or `service_1` (v1) and pads it before ` | `
+_COMPOSE = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*[-_]\d+) +\|(?: (?P<msg>.*))?$", re.DOTALL)
 _CRI = re.compile(
-    r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (?:stdout|stderr) (?P<tag>[FP]) "
-    r"(?P<msg>.*)",
+    r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (?P<stream>stdout|stderr) (?P<tag>[FP])"
+    r"(?: (?P<msg>.*))?$",
     re.DOTALL,
 )
 # loggers, inside a collector's line or alone
@@ -68,6 +69,7 @@ DOCKER_JSON = b'{"log":'
 
 class _DockerLine(msgspec.Struct):
     log: str
+    stream: str = "stdout"
     time: str | None = None
 
 
@@ -108,7 +110,7 @@ def _time_us(text: str | None) -> int | None:
     zone, or short-unix's epoch); None where it gives no year or no zone."""
     if not text:
         return None
-    if text[0].isdigit() and "." in text and "-" not in text:
+    if _UNIX.fullmatch(text):
         return int(text.replace(".", ""))  # short-unix: seconds and six digits
     if text.endswith(" UTC"):  # short-full and with-unit: `Thu 2026-12-03 11:43:52 UTC`
         text = text[4:-4] + "+00:00"
@@ -123,6 +125,7 @@ def _time_us(text: str | None) -> int | None:
 
 
 _NANOS = re.compile(r".{19}\.\d{9}")
+_UNIX = re.compile(r"\d{9,}\.\d{6}")
 
 
 class PrefixReader:
@@ -134,7 +137,7 @@ class PrefixReader:
         self._loggers = list(_LOGGERS)
         self._last: Prefix | None = None  # the last journalctl line, whose continuations may follow
         self._indent = ""
-        self._partial = ""
+        self._partial: dict[str, str] = {}  # stream -> the start of a line whose rest is still to come
         self.hosts: dict[str, int] = {}  # host (or compose service) -> node: two hosts' PIDs stay apart
 
     def read(self, text: str) -> Prefix | None:
@@ -162,13 +165,19 @@ class PrefixReader:
             record = _decode_docker(line)
         except msgspec.DecodeError:
             return None
-        whole = self._partial + record.log
+        whole = self._partial.pop(record.stream, "") + record.log
         if not whole.endswith("\n"):
-            self._partial = whole
+            self._partial[record.stream] = whole
             return HELD
-        self._partial = ""
         message = whole[:-1]
         return self._logged(message, Prefix(message, 0, time_us=_time_us(record.time))) or Prefix(message, 0)
+
+    def flush(self) -> list[Prefix]:
+        """The partial lines still held when the input ends (a process's last words, cut off):
+        each a line of its own, nothing dropped."""
+        held = [Prefix(text, 0) for text in self._partial.values()]
+        self._partial = {}
+        return held
 
     def _carrier(self, text: str) -> Prefix | None:
         for i, (name, pattern) in enumerate(self._carriers):
@@ -181,9 +190,9 @@ class PrefixReader:
             width = len(text) - len(message)
             if name == "cri":
                 if m["tag"] == "P":
-                    self._partial += message
+                    self._partial[m["stream"]] = self._partial.get(m["stream"], "") + message
                     return HELD
-                message, self._partial = self._partial + message, ""
+                message = self._partial.pop(m["stream"], "") + message
                 return Prefix(message, width, time_us=_time_us(m["time"]))
             host = m["host"]
             self.hosts.setdefault(host, len(self.hosts))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from cockpit.traceback.frames import Frame, Location
 from cockpit.traceback.grammar import (
     EXCEPTION,
+    FENCE,
     FRAME,
     GROUP_HEADER,
     HEADER,
@@ -24,6 +25,7 @@ from cockpit.traceback.grammar import (
     is_caret,
     is_group_closing,
     is_group_line,
+    is_statement,
     without_fence,
 )
 
@@ -166,7 +168,9 @@ def _plain(texts: list[str]) -> Part:
             sites.append(site)
             codes.append([])
             loose = not text.startswith(" ")
-        elif text.startswith("    ") or (loose and text and not EXCEPTION.match(without_fence(text))):
+        elif text.startswith("    ") or (
+            loose and text and (is_statement(text) or not EXCEPTION.match(without_fence(text)))
+        ):
             if codes and not is_caret(text):
                 codes[-1].append(text)
         elif text[:1] not in ("", " ", "\t") and (m := EXCEPTION.match(without_fence(text))):
@@ -176,7 +180,7 @@ def _plain(texts: list[str]) -> Part:
         site.code = "\n".join(stripped for c in code if (stripped := c.strip())) or None
     while message and message[-1] == "":
         message.pop()
-    if message:
+    if message and "\n".join(message).count(FENCE) % 2:  # an odd fence: the paste's, not the message's
         message[-1] = without_fence(message[-1])
     frames = [s for s in sites if isinstance(s, Frame)]
     locations = [s for s in sites if isinstance(s, Location)]

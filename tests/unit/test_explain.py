@@ -280,3 +280,23 @@ def test_the_flags_a_real_failure_depends_on_across_the_stack(
     if caller is not None:
         assert [(c["function"], c["passed"]) for c in data["callers"]] == [caller], data["callers"]
         assert f"Its caller {caller[0]} passed {caller[1][0]}" in data["sentence"]
+
+
+def test_a_constructors_positional_arguments_bind_past_self() -> None:
+    """`ModelConfig(server_args.model_path, server_args.context_length)` runs the frame `__init__`:
+    its first positional argument is `model_path`, not `self` (a review found it one place off)."""
+    import ast
+
+    from cockpit.sglang.explain.stack import walk_callers
+    from cockpit.traceback.frames import Frame
+
+    callee = (
+        "class ModelConfig:\n"
+        "    def __init__(self, model_path, context_length):\n"
+        "        raise ValueError(model_path)\n"
+    )
+    caller = "def build(server_args):\n    return ModelConfig(server_args.model_path, server_args.context_length)\n"
+    frames = [Frame("/a/caller.py", 2, "build", None), Frame("/a/config.py", 3, "__init__", None)]
+    failing = ast.parse(callee).body[0].body[0].body[0]
+    [step] = walk_callers(frames, {"/a/caller.py": caller, "/a/config.py": callee}, failing, None)
+    assert step.passed == ["--model-path"]

@@ -7,6 +7,10 @@ in the format torch's ProcessGroupNCCL prints (the issue's own example), with in
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from cockpit.traceback import Line, Traceback, fold_lines
 from cockpit.traceback.native import NativeStack
 from cockpit.traceback.render import summary
@@ -163,3 +167,53 @@ def test_real_cuda_errors_from_an_h200_fold_whole_and_say_which_cuda_error() -> 
         "Exception ignored in: 'cupy.cuda.function.Module.__dealloc__'",  # Python's own header: not a message
         ("cupy_backends.cuda.api.driver.CUDADriverError", None),
     ]
+
+
+# --- what a review found (each failed before its mend) ------------------------------------------------
+
+
+def test_a_cpp_records_message_stops_at_a_log_line_and_a_traceback() -> None:
+    text = "\n".join(
+        [
+            "terminate called after throwing an instance of 'std::bad_alloc'",
+            "  what():  std::bad_alloc",
+            "[2026-12-03 11:44:32] Received sigquit from a child process. It usually means the child failed.",
+            "Traceback (most recent call last):",
+            '  File "/x.py", line 3, in run',
+            "RuntimeError: NCCL error",
+        ]
+    )
+    records = fold(text)
+    assert [type(r).__name__ for r in records] == ["NativeStack", "Line", "Traceback"]
+    assert records[2].exception == "RuntimeError"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[rank0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 6 "
+        "milliseconds",  # no `]:`
+        "[PG " * 25_000 + "Watchdog caught collective operation timeout: WorkNCCL(",  # a search that rescans
+        "WorkNCCL(SeqNum=1, OpType=A, " * 3_450 + "Watchdog caught collective operation timeout: WorkNCCL(",
+    ],
+)
+def test_an_odd_or_long_nccl_line_is_read_without_error_or_backtracking(line: str) -> None:
+    started = time.process_time()
+    [record] = fold_lines([line.encode()]).records
+    record.to_json()
+    assert time.process_time() - started < 2.0  # the quadratic searches took 5 to 25 s
+    assert isinstance(record, NativeStack) and record.kind == "nccl"
+
+
+def test_unindented_frames_whose_code_is_a_bare_keyword() -> None:
+    """Python 3.11's own output of a @contextmanager chain, its indentation lost in a paste."""
+    lines = [
+        "Traceback (most recent call last):",
+        'File "/tmp/r2.py", line 5, in guard',
+        "yield",
+        'File "/tmp/r2.py", line 10, in f',
+        'raise ValueError("x")',
+        "ValueError: x",
+    ]
+    [tb] = [r for r in fold("\n".join(lines)) if isinstance(r, Traceback)]
+    assert (tb.exception, [f.code for f in tb.frames]) == ("ValueError", ["yield", 'raise ValueError("x")'])

@@ -220,3 +220,29 @@ def test_what_is_not_certain_is_not_mended() -> None:
         "During handling of the above exception, another exception occurred:",
     ]
     assert tracebacks("\n".join(lines).encode()) == []
+
+
+def test_partial_lines_are_joined_per_stream_and_never_lost_at_the_end() -> None:
+    lines = [
+        "2025-10-24T11:07:36.1Z stdout P AAAA",
+        "2025-10-24T11:07:36.2Z stderr F Traceback (most recent call last):",
+        "2025-10-24T11:07:36.3Z stdout F BBBB",
+        "2025-10-24T11:07:36.4Z stderr F",  # an empty line, its trailing space trimmed by the paste
+        "2025-10-24T11:07:36.5Z stderr P the last words, cut off",
+    ]
+    records = fold_lines("\n".join(lines).encode().splitlines()).records
+    texts = [line for r in records for line in (r.lines if isinstance(r, Traceback) else [r.text])]
+    assert texts == ["Traceback (most recent call last):", "AAAABBBB", "", "the last words, cut off"]
+    docker = [json.dumps({"log": "no newline yet", "stream": "stderr", "time": "12:00:00.5"})]  # an odd time
+    assert [r.to_json()["text"] for r in fold_lines([d.encode() for d in docker]).records] == ["no newline yet"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "tp | 8",  # a table or a sentence, not compose's `service-1  | `
+        "2025-06-10T12:00:00.123456Z ERROR sglang_router_rs::server: boom",  # a tracing line: no host called ERROR
+    ],
+)
+def test_look_alikes_of_a_prefix_stay_as_they_are(line: str) -> None:
+    assert PrefixReader().read(line) is None

@@ -265,10 +265,12 @@ def explain_traceback(
         found.flags = unique([*found.flags, *(f for c in found.callers for f in [*c.passed, *c.guard_flags])])
         found.environment = unique([*found.environment, *(v for c in found.callers for v in c.environment)])
     if derivations:
-        # Only what the failing path itself ran: a field set in one of the traceback's own functions.
+        # Only what the failing path itself ran: a field set in one of the traceback's own functions,
+        # before the line that function ran to (the failing statement's own declaration is not one).
         # A hook elsewhere may or may not have run before it (its guards name flags of their own).
-        # (before the line it ran to; the failing statement's own declaration is not one).
-        ran = {(f.file.split("site-packages/", 1)[-1], f.function): f.line or 0 for f in tb.frames}
+        ran = {
+            (re.split(r"(?:site|dist)-packages/", f.file, maxsplit=1)[-1], f.function): f.line or 0 for f in tb.frames
+        }
         found.resolved = [
             d
             for a in found.attributes

@@ -110,11 +110,14 @@ def _bound_arguments(
 ) -> list[ast.expr]:
     """The argument expressions the call passed for the wanted parameters of `callee`."""
     params = [a.arg for a in callee.args.posonlyargs + callee.args.args]
-    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
-        params = params[1:]  # a method called through its object or class
+    through_object = isinstance(call.func, ast.Attribute) or _called_name(call) != callee.name  # or `Class(...)`
+    if params and params[0] in ("self", "cls") and through_object:
+        params = params[1:]  # a method called through its object, or __init__ through its class
     out: list[ast.expr] = []
     for i, arg in enumerate(call.args):
-        if i < len(params) and params[i] in wanted and not isinstance(arg, ast.Starred):
+        if isinstance(arg, ast.Starred):
+            break  # `*args`: where the rest lands is not known from here
+        if i < len(params) and params[i] in wanted:
             out.append(arg)
     out += [k.value for k in call.keywords if k.arg in wanted]
     return out
@@ -143,7 +146,10 @@ def walk_callers(
         text = sources.get(frame.file)
         if text is None or frame.line is None:
             break
-        tree = parse(text, frame.file)
+        try:
+            tree = parse(text, frame.file)
+        except (SyntaxError, ValueError):  # a file that does not parse (or holds a NUL): the walk ends here
+            break
         func = _function_at(tree, frame.line)
         if func is None:
             break
