@@ -65,6 +65,7 @@ _VLLM = re.compile(rf"(?P<level>{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[
 _CARRIERS = (("journalctl", _JOURNALCTL), ("cri", _CRI), ("compose", _COMPOSE))
 _LOGGERS = (("worker", _WORKER), ("logging", _PY_LOGGING), ("vllm", _VLLM))
 DOCKER_JSON = b'{"log":'
+_LOGGER_FIRST = frozenset("(0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")  # how a logger's prefix can start
 
 
 class _DockerLine(msgspec.Struct):
@@ -195,26 +196,31 @@ class PrefixReader:
                 message = self._partial.pop(m["stream"], "") + message
                 return Prefix(message, width, time_us=_time_us(m["time"]))
             host = m["host"]
-            self.hosts.setdefault(host, len(self.hosts))
+            if host not in self.hosts:
+                self.hosts[host] = len(self.hosts)
             if name == "compose":
                 return Prefix(message, width, host=host)
-            ident, pid = m["ident"], m["pid"]
-            unit = ident if ident.endswith(_UNIT_SUFFIXES) else None
+            stamp, ident, pid = m.group("time", "ident", "pid")
+            unit = ident if "." in ident and ident.endswith(_UNIT_SUFFIXES) else None
             self._last = Prefix(
                 message,
                 width,
-                host=host,
-                pid=int(pid) if pid else None,
-                time_us=_time_us(m["time"]),
-                unit=unit,
-                identifier=None if unit else ident,
+                host,
+                int(pid) if pid else None,
+                None if stamp[0] == "[" or stamp[6:7] == " " else _time_us(stamp),  # `May 25 ...`: no year
+                UNKNOWN_PRIORITY,
+                unit,
+                None if unit else ident,
             )
-            self._indent = " " * width
+            if len(self._indent) != width:
+                self._indent = " " * width
             return self._last
         return None
 
     def _logged(self, text: str, carried: Prefix | None) -> Prefix | None:
         """A logger's prefix inside the carrier's message (or alone on a bare line)."""
+        if text[:1] not in _LOGGER_FIRST:  # SGLang's own `[date TPn]` lines, frames, code: no logger's
+            return carried
         for i, (_, pattern) in enumerate(self._loggers):
             m = pattern.match(text)
             if m is None:

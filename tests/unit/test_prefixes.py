@@ -119,6 +119,8 @@ def test_what_each_prefix_carries() -> None:
     journal = reader.read("2026-12-03T11:43:52.379854+0000 me42 python3[146]: hello")
     assert journal is not None and (journal.message, journal.pid, journal.host) == ("hello", 146, "me42")
     assert journal.time_us == 1796298232379854 and journal.priority == UNKNOWN_PRIORITY
+    monday = reader.read("Mon 2026-12-07 11:43:52 UTC me42 python3[146]: hi")  # a weekday is no month
+    assert monday is not None and monday.time_us == 1796643832000000
     unit = reader.read("Thu 2026-12-03 11:43:52 UTC me42 fold-chained.service[146]: hi")
     assert unit is not None and unit.unit == "fold-chained.service" and unit.time_us == 1796298232000000
     other = reader.read("Dec 03 11:43:52 gpu-b python3[146]: hi")
