@@ -123,14 +123,7 @@ async def _explain_remote(tb: Traceback, args: argparse.Namespace) -> Explanatio
         source = await session.sources.get(host, frame.file, roots=PACKAGE_DIRS)
         root = package_root_of(frame.file)
         catalog = await session.catalogs.get(host, root) if root else None
-        callers: dict[str, str] = {}
-        for f in tb.frames[:-1]:
-            if package_root_of(f.file) is None:
-                continue  # outside site-packages: not read (see above), and no SGLang frame
-            try:
-                callers[f.file] = (await session.sources.get(host, f.file, roots=PACKAGE_DIRS)).text
-            except CockpitError:
-                continue
+        callers = await session.caller_sources(host, tb, PACKAGE_DIRS)
     return explain_traceback(source.text, tb, catalog, callers)
 
 

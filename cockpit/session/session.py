@@ -864,7 +864,7 @@ class Session:
             from cockpit.sglang.explain.explain import explain, explain_traceback
 
             if last and traceback.frames and traceback.frames[-1] is site:  # the failing frame: its callers too
-                callers = await self._caller_sources(traceback, roots)
+                callers = await self.caller_sources(host, traceback, roots)
                 explained = explain_traceback(source.text, traceback, catalog, callers)
             else:
                 explained = explain(
@@ -890,13 +890,13 @@ class Session:
         view.message = (f"⚠ {warning}\n" if warning else "") + f"{said}\n" + message if last else message
         return view
 
-    async def _caller_sources(self, traceback: Traceback, roots: SourceRoots) -> dict[str, str]:
-        """The files of the frames above the failing one that lie under the service's roots (the
-        release's own), read at once; a frame outside them ends explain's walk up the stack there."""
+    async def caller_sources(self, host: Host, traceback: Traceback, roots: SourceRoots) -> dict[str, str]:
+        """The files of the frames above the failing one that lie under `roots` (the release's own),
+        read at once; a frame outside them ends explain's walk up the stack there."""
 
         async def one(path: str) -> tuple[str, str | None]:
             try:
-                return path, (await self.sources.get(self.host, path, roots=roots)).text
+                return path, (await self.sources.get(host, path, roots=roots)).text
             except SourceError:
                 return path, None
 
