@@ -95,7 +95,7 @@ class NativeStack(Traceback):
         self.complete = kind == NCCL
 
     def takes(self, text: str) -> bool:
-        """Whether the next line of the stream belongs to this record (and take it in if so)."""
+        """Whether the next line of the stream belongs to this record (the folder then adds it)."""
         if self.kind == FAULTHANDLER:
             if text == "" or text.startswith(_FH_LINES):
                 self.complete = self.complete or text.startswith("  File ")

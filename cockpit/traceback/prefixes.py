@@ -63,7 +63,7 @@ _WORKER = re.compile(
 )
 _VLLM = re.compile(rf"(?P<level>{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\] (?P<msg>.*)", re.DOTALL)
 _CARRIERS = (("journalctl", _JOURNALCTL), ("cri", _CRI), ("compose", _COMPOSE))
-_LOGGERS = (("worker", _WORKER), ("logging", _PY_LOGGING), ("vllm", _VLLM))
+_LOGGERS = (_WORKER, _PY_LOGGING, _VLLM)
 DOCKER_JSON = b'{"log":'
 _LOGGER_FIRST = frozenset("(0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")  # how a logger's prefix can start
 
@@ -109,7 +109,7 @@ _UNIT_SUFFIXES = (".service", ".scope", ".socket", ".mount", ".timer")  # `-o wi
 def _time_us(text: str | None) -> int | None:
     """Microseconds since the epoch where the text says it without doubt (an ISO time with its
     zone, or short-unix's epoch); None where it gives no year or no zone."""
-    if not text:
+    if not text or text[0] == "[" or text[6:7] == " ":  # `May 25 ...`, `[67006.6...]`: no year, no epoch
         return None
     if _UNIX.fullmatch(text):
         return int(text.replace(".", ""))  # short-unix: seconds and six digits
@@ -144,8 +144,8 @@ class PrefixReader:
     def read(self, text: str) -> Prefix | None:
         """The line's prefixes and message; None for a bare line. HELD for a partial line."""
         if text.startswith(BOX):  # copied out of a terminal box (tmux, a TUI): its borders go
-            inner = self._read(unboxed(text))
-            return inner if inner is not None else Prefix(unboxed(text), 0)
+            inside = unboxed(text)
+            return self._read(inside) or Prefix(inside, 0)
         return self._read(text)
 
     def _read(self, text: str) -> Prefix | None:
@@ -171,7 +171,7 @@ class PrefixReader:
             self._partial[record.stream] = whole
             return HELD
         message = whole[:-1]
-        return self._logged(message, Prefix(message, 0, time_us=_time_us(record.time))) or Prefix(message, 0)
+        return self._logged(message, Prefix(message, 0, time_us=_time_us(record.time)))
 
     def flush(self) -> list[Prefix]:
         """The partial lines still held when the input ends (a process's last words, cut off):
@@ -207,7 +207,7 @@ class PrefixReader:
                 width,
                 host,
                 int(pid) if pid else None,
-                None if stamp[0] == "[" or stamp[6:7] == " " else _time_us(stamp),  # `May 25 ...`: no year
+                _time_us(stamp),
                 UNKNOWN_PRIORITY,
                 unit,
                 None if unit else ident,
@@ -221,7 +221,7 @@ class PrefixReader:
         """A logger's prefix inside the carrier's message (or alone on a bare line)."""
         if text[:1] not in _LOGGER_FIRST:  # SGLang's own `[date TPn]` lines, frames, code: no logger's
             return carried
-        for i, (_, pattern) in enumerate(self._loggers):
+        for i, pattern in enumerate(self._loggers):
             m = pattern.match(text)
             if m is None:
                 continue
