@@ -13,7 +13,7 @@ No table: the hooks of the release at hand are read.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cockpit.sglang.catalog.flags import Catalog
@@ -39,16 +39,7 @@ class Derivation:
         return unique([*self.value_flags, *self.guard_flags])
 
     def to_json(self) -> dict:
-        return {
-            "field": self.field,
-            "file": self.file,
-            "line": self.line,
-            "function": self.function,
-            "value": self.value,
-            "value_flags": list(self.value_flags),
-            "guards": list(self.guards),
-            "guard_flags": list(self.guard_flags),
-        }
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 def guards_at(func: ast.AST, line: int, early_returns: bool = True) -> list[ast.expr]:

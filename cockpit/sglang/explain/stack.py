@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
@@ -39,15 +39,7 @@ class CallerStep:
     environment: list[str]  # variables those tests read
 
     def to_json(self) -> dict:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "function": self.function,
-            "passed": self.passed,
-            "guards": self.guards,
-            "guard_flags": self.guard_flags,
-            "environment": self.environment,
-        }
+        return asdict(self)
 
 
 def _function_at(tree: ast.Module, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
