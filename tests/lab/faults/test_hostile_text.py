@@ -169,6 +169,12 @@ def tmux(socket: str, *args: str) -> str:
     return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True).stdout
 
 
+def modal_text(screen: str) -> str:
+    """What stands between a modal's side borders (the half blocks Textual draws), lines joined by a space."""
+    inside = [line.split("█")[1] for line in screen.splitlines() if line.count("█") >= 2]
+    return re.sub(r"\s+", " ", " ".join(inside))
+
+
 def test_the_app_in_a_terminal_writes_no_control_of_the_hosts(hostile: LabHandle, tmp_path: Path) -> None:
     socket, raw_log = f"hostile-{os.getpid()}", tmp_path / "raw.bin"
     tmux(socket, "-f", "/dev/null", "new-session", "-d", "-x", "200", "-y", "50", "sh")
@@ -186,6 +192,14 @@ def test_the_app_in_a_terminal_writes_no_control_of_the_hosts(hostile: LabHandle
                 assert time.monotonic() < deadline, f"{text!r} never came:\n{shown}"
                 time.sleep(0.3)
             return shown
+
+        def wait_in_modal(text: str, timeout: float = 60) -> str:
+            """The modal's paragraphs as one line: where they wrap hangs on the PID's and host's lengths."""
+            deadline = time.monotonic() + timeout
+            while text not in (body := modal_text(shown := screen())):
+                assert time.monotonic() < deadline, f"{text!r} never came:\n{shown}"
+                time.sleep(0.3)
+            return body
 
         def escape() -> None:
             """Esc alone: a key sent right after it would reach the app as Alt+key."""
@@ -220,9 +234,9 @@ def test_the_app_in_a_terminal_writes_no_control_of_the_hosts(hostile: LabHandle
         tmux(socket, "send-keys", "Enter")
         wait_for("1 change not yet written")
         tmux(socket, "send-keys", "w")
-        shown = wait_for("Write hostile.service on")
-        shown = wait_for("hostile.service's --port")  # the host check has named the port's holder
-        assert "\\x1b]2;PWNED-exe\\x07" in shown.split("Write hostile.service on", 1)[1]
+        wait_for("Write hostile.service on")
+        body = wait_in_modal("hostile.service's --port")  # the host check has named the port's holder
+        assert "\\x1b]2;PWNED-exe\\x07" in body.split("Write hostile.service on", 1)[1]
         tmux(socket, "send-keys", "k")  # what `k` would end, by name (never confirmed here)
         time.sleep(2)
         shown = screen()
