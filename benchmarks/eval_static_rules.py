@@ -214,6 +214,42 @@ def flag_sets() -> list[tuple[str, str, list[str]]]:
     ]
 
 
+def later_sets() -> list[tuple[str, str, list[str]]]:
+    """A second held-out group, written on 2026-12-03 before the release-check layer
+    (cockpit.sglang.preflight.release_checks) existed and before any of them was run: operator-style
+    mistakes and valid sets across the families, none taken from a recorded outcome. `--group later`
+    runs them alone."""
+    eagle = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", D]
+    return [
+        ("baseline", "later-tp4-ok", ["--tp-size", "4"]),
+        ("baseline", "later-mem-0.9-ok", ["--mem-fraction-static", "0.9"]),
+        ("dp attention", "later-attn-dp4-tp2", ["--tp-size", "2", "--attn-dp-size", "4"]),
+        ("dp attention", "later-attn-dp-zero", ["--attn-dp-size", "0"]),
+        ("dp attention", "later-attn-dp2-tp4-ok", ["--tp-size", "4", "--attn-dp-size", "2"]),
+        ("dp attention", "later-dp2-attn-dp2", ["--tp-size", "4", "--dp-size", "2", "--attn-dp-size", "2"]),
+        ("parallel", "later-dwdp3-tp4", ["--tp-size", "4", "--dwdp-size", "3"]),
+        ("parallel", "later-dwdp2-tp2-ok", ["--tp-size", "2", "--dwdp-size", "2"]),
+        ("kv cache", "later-swa-ratio-2", ["--swa-full-tokens-ratio", "2"]),
+        ("kv cache", "later-swa-ratio-half-ok", ["--swa-full-tokens-ratio", "0.5"]),
+        ("kv cache", "later-lmcache-no-radix", ["--enable-lmcache", "--disable-radix-cache"]),
+        ("kv cache", "later-lmcache-hicache", ["--enable-lmcache", "--enable-hierarchical-cache"]),
+        ("kv cache", "later-swa-tails-neg", ["--swa-prefix-tails", "-1"]),
+        ("speculative", "later-eagle-topk-only", [*eagle, "--speculative-eagle-topk", "2"]),
+        ("speculative", "later-eagle-steps-only-ok", [*eagle, "--speculative-num-steps", "3"]),
+        ("speculative", "later-unknown-algo", ["--speculative-algorithm", "MEDUSA"]),
+        ("speculative", "later-ngram-breadth0", ["--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "0"]),
+        ("disaggregation", "later-fake-prefill", ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "fake"]),
+        ("disaggregation", "later-decode-ok", ["--disaggregation-mode", "decode"]),
+        ("process layout", "later-base-gpu-neg", ["--base-gpu-id", "-1"]),
+        ("process layout", "later-gpu-step0", ["--gpu-id-step", "0"]),
+        ("chunked prefill", "later-chunk-100-page-16", ["--chunked-prefill-size", "100", "--page-size", "16"]),
+        ("logging", "later-log-level-loud", ["--log-level", "LOUD"]),
+        ("context", "later-context-1m", ["--context-length", "1000000"]),
+        ("context", "later-context-4k-ok", ["--context-length", "4096"]),
+        ("multi-node", "later-nnodes3-tp4", ["--nnodes", "3", "--tp-size", "4"]),
+    ]
+
+
 def dry_run_says(python: str, argv: list[str], catalog, work: Path) -> str:
     """The cockpit's dry run of one set on this machine, as the release's own outcome is written:
     "passed", or the exception it names ("AssertionError", "SystemExit(2)")."""
@@ -234,6 +270,13 @@ def main() -> int:
     parser.add_argument("--version", default="0.5.23")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
+        "--group",
+        choices=("first", "later", "all"),
+        default="all",
+        help="which held-out sets: the first group (written with the hand rules), the later one "
+        "(written before the release-check layer), or both",
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         help="also run each set through the cockpit's own dry run (its probe, in a process of its own, "
@@ -244,7 +287,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="cockpit-eval-rules-"))
     try:
         model, draft = model_dirs(work)
-        sets = flag_sets()
+        sets = {"first": flag_sets(), "later": later_sets(), "all": flag_sets() + later_sets()}[args.group]
 
         def place(words: list[str]) -> list[str]:
             return [w.replace("{M}", str(model)).replace("{D}", str(draft)) for w in words]
