@@ -237,8 +237,16 @@ def later_sets() -> list[tuple[str, str, list[str]]]:
         ("speculative", "later-eagle-topk-only", [*eagle, "--speculative-eagle-topk", "2"]),
         ("speculative", "later-eagle-steps-only-ok", [*eagle, "--speculative-num-steps", "3"]),
         ("speculative", "later-unknown-algo", ["--speculative-algorithm", "MEDUSA"]),
-        ("speculative", "later-ngram-breadth0", ["--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "0"]),
-        ("disaggregation", "later-fake-prefill", ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "fake"]),
+        (
+            "speculative",
+            "later-ngram-breadth0",
+            ["--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "0"],
+        ),
+        (
+            "disaggregation",
+            "later-fake-prefill",
+            ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "fake"],
+        ),
         ("disaggregation", "later-decode-ok", ["--disaggregation-mode", "decode"]),
         ("process layout", "later-base-gpu-neg", ["--base-gpu-id", "-1"]),
         ("process layout", "later-gpu-step0", ["--gpu-id-step", "0"]),

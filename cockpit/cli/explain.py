@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -35,6 +36,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "mapped under it by their part after site-packages/)",
     )
     where.add_argument("--host", help="read the files from this host (a config host or ssh_config alias)")
+    p.add_argument(
+        "--flags",
+        metavar="ARGS",
+        help="the server's command line (a unit's ExecStart, quoted as one argument): its values are "
+        "said beside each flag, decide which of the release's resolution hooks ran, and give "
+        "--model-path, whose config.json (read locally with --source-root, else on --host) gives "
+        "the model's values",
+    )
     p.add_argument(
         "--index",
         type=int,
@@ -86,9 +95,15 @@ def local_path(root: Path, remote: str) -> Path:
     raise UsageError(f"{remote} is not under {root}")
 
 
-def _explain_local(tb: Traceback, root: Path) -> Explanation:
+def _explain_local(tb: Traceback, root: Path, argv: list[str] | None) -> tuple[Explanation, dict[str, str | None]]:
+    import asyncio
+
     from cockpit.sglang.catalog.flags import load_catalog
-    from cockpit.sglang.explain.explain import explain_traceback
+    from cockpit.sglang.explain.explain import explain_traceback, read_model_modules
+    from cockpit.sglang.explain.judge import field_values
+    from cockpit.sglang.explain.model_reads import module_files
+    from cockpit.sglang.preflight.model_files import ModelFiles, config_of
+    from cockpit.sglang.preflight.preflight import given_flags
 
     frame = tb.failing_frame
     assert frame is not None and frame.line is not None
@@ -105,14 +120,38 @@ def _explain_local(tb: Traceback, root: Path) -> Explanation:
     from cockpit.sglang.explain.hooks import release_derivations
 
     derivations = release_derivations(root, catalog)
-    return explain_traceback(source.read_text(errors="replace"), tb, catalog, callers, derivations)
+    text = source.read_text(errors="replace")
+    given = given_flags(argv, catalog) if argv is not None and catalog is not None else {}
+
+    async def module(name: str) -> str | None:
+        found = next((root / f for f in module_files(name) if (root / f).is_file()), None)
+        return found.read_text(errors="replace") if found is not None else None
+
+    modules = asyncio.run(read_model_modules(text, tb, module))
+    model_path = given.get("--model-path")
+    config = None
+    if model_path and (Path(model_path) / "config.json").is_file():
+        config = config_of((Path(model_path) / "config.json").read_bytes())
+    explained = explain_traceback(
+        text,
+        tb,
+        catalog,
+        callers,
+        derivations,
+        field_values(given, catalog) if argv is not None and catalog is not None else None,
+        modules,
+        (model_path, ModelFiles(model_path, config).text if config is not None else None) if model_path else None,
+    )
+    return explained, given
 
 
-async def _explain_remote(tb: Traceback, args: argparse.Namespace) -> Explanation:
+async def _explain_remote(
+    tb: Traceback, args: argparse.Namespace, argv: list[str] | None
+) -> tuple[Explanation, dict[str, str | None]]:
     from cockpit.cli.target import open_target
     from cockpit.remote.source import PACKAGE_DIRS
     from cockpit.sglang.catalog.catalogs import package_root_of
-    from cockpit.sglang.explain.explain import explain_traceback
+    from cockpit.sglang.preflight.preflight import given_flags
 
     frame = tb.failing_frame
     assert frame is not None and frame.line is not None
@@ -123,8 +162,8 @@ async def _explain_remote(tb: Traceback, args: argparse.Namespace) -> Explanatio
         source = await session.sources.get(host, frame.file, roots=PACKAGE_DIRS)
         root = package_root_of(frame.file)
         catalog = await session.catalogs.get(host, root) if root else None
-        callers = await session.caller_sources(host, tb, PACKAGE_DIRS)
-    return explain_traceback(source.text, tb, catalog, callers)
+        explained = await session.explain_failure(host, tb, source.text, catalog, PACKAGE_DIRS, argv)
+    return explained, given_flags(argv, catalog) if argv is not None and catalog is not None else {}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,10 +174,14 @@ def run(args: argparse.Namespace) -> int:
         frame = tb.failing_frame
         if frame is None or frame.line is None:
             raise UsageError(f"{args.file}: the traceback's last frame names no line")
+        try:
+            argv = shlex.split(args.flags) if args.flags is not None else None
+        except ValueError as e:
+            raise UsageError(f"--flags: {e}") from None
         if args.source_root:
-            result = _explain_local(tb, Path(args.source_root))
+            result, given = _explain_local(tb, Path(args.source_root), argv)
         else:
-            result = asyncio.run(_explain_remote(tb, args))
+            result, given = asyncio.run(_explain_remote(tb, args, argv))
     except OSError as e:
         print(f"cockpit: cannot read {args.file}: {e.strerror or e}.", file=sys.stderr)
         return 2
@@ -146,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"cockpit: {e}", file=sys.stderr)
         return 2
     out = result.to_json()
+    if argv is not None:
+        out["sentence"] = result.sentence(given)
     out["exception"] = tb.exception
     print(json.dumps(out))
     return 0

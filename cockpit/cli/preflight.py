@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from cockpit.errors import CockpitError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from cockpit.remote.base import Host
     from cockpit.session import Session
     from cockpit.sglang.catalog.flags import Catalog
@@ -96,7 +98,8 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
         if catalog is None:
             raise UsageError("give --unit (its Python tells where SGLang is) or --sglang-version")
         # a unit's model directories are checked with the rest of the host (check_before_start)
-        report = await _report(args, argv, catalog, host, python, paths=on_gpus is None)
+        environment = on_gpus[1] if on_gpus is not None else None
+        report = await _report(args, argv, catalog, host, python, paths=on_gpus is None, environment=environment)
         report.findings += unit_findings
         if on_gpus is not None:
             from cockpit.sglang.preflight.architectures import ArchitectureCache
@@ -116,6 +119,7 @@ async def _report(
     python: str | None,
     *,
     paths: bool = True,
+    environment: Mapping[str, str] | None = None,
 ) -> Report:
     from cockpit.sglang.preflight.dry_runs import DryRuns, replace_static
     from cockpit.sglang.preflight.preflight import Report, check_paths, check_static, flags_only
@@ -124,7 +128,7 @@ async def _report(
     if host is not None:
         missing = await check_paths(host, argv, catalog) if paths else []
         if not args.static_only and python is not None:
-            verdict = await DryRuns().verdict(host, python, flags_only(argv), catalog)
+            verdict = await DryRuns().verdict(host, python, flags_only(argv), catalog, environment)
             report.dry_run = verdict.outcome
             report.findings = [*replace_static(report.findings, verdict), verdict.said()]
         report.findings += missing

@@ -78,6 +78,8 @@ if TYPE_CHECKING:
     from cockpit.load.store import Comparison, SavedRun
     from cockpit.remote.mux import MuxHost
     from cockpit.rollout.group import GroupNode
+    from cockpit.sglang.explain.explain import Explanation
+    from cockpit.sglang.explain.hooks import Derivation
     from cockpit.systemd.group_write import NodeWrite
     from cockpit.systemd.stacks import StackCapture
 
@@ -214,6 +216,7 @@ class Session:
         )
         self.sources = SourceCache()
         self.catalogs = CatalogCache()
+        self._hooks: dict[tuple[str, str], dict[str, list[Derivation]]] = {}
         self.architectures = ArchitectureCache()  # each release's model classes, for the model checks
         self.deployment: Deployment | None = None
         self.dry_runs = DryRuns()  # the editor's verdicts from SGLang itself, by release and flags
@@ -861,11 +864,12 @@ class Session:
             catalog = None
         view.source, view.start, view.end = source, site.line, site.line
         try:
-            from cockpit.sglang.explain.explain import explain, explain_traceback
+            from cockpit.sglang.explain.explain import explain
 
-            if last and traceback.frames and traceback.frames[-1] is site:  # the failing frame: its callers too
-                callers = await self.caller_sources(host, traceback, roots)
-                explained = explain_traceback(source.text, traceback, catalog, callers)
+            unit = self.unit
+            if last and traceback.frames and traceback.frames[-1] is site:  # the failing frame: across the stack
+                argv = unit.exec() if unit is not None else None
+                explained = await self.explain_failure(host, traceback, source.text, catalog, roots, argv)
             else:
                 explained = explain(
                     source.text,
@@ -876,10 +880,17 @@ class Session:
                     catalog=catalog,
                 )
             view.start, view.end = explained.start_line, explained.end_line
-            unit = self.unit
             values = given_flags(unit.exec(), catalog) if unit is not None and catalog is not None else None
-            message = explained.sentence(values) if last else f"Frame {index + 1}: `{explained.statement.strip()}`"
-            view.flags = explained.flags
+            environment = unit.environment() if unit is not None else None
+            if last:
+                message = explained.sentence(values, environment)
+                places = explained.places()
+                if len(places) > 1:  # the failing check alone says nothing the sentence did not
+                    message += "\nWhere each comes from:\n" + "\n".join(f"  {p}" for p in places)
+            else:
+                message = f"Frame {index + 1}: `{explained.statement.strip()}`"
+            # What `e` opens the flag editor on: the flags, then the variables (`env:NAME` rows).
+            view.flags = [*explained.flags, *(f"env:{v}" for v in explained.environment)] if last else explained.flags
         except (SyntaxError, ValueError) as e:
             message = f"Could not read the statement: {e}"
         started = self.status.exec_main_start if self.status else None
@@ -889,6 +900,66 @@ class Session:
         said = f"{traceback.exception}: {traceback.message}" if traceback.message else traceback.exception
         view.message = (f"⚠ {warning}\n" if warning else "") + f"{said}\n" + message if last else message
         return view
+
+    async def explain_failure(
+        self,
+        host: Host,
+        traceback: Traceback,
+        source: str,
+        catalog: Catalog | None,
+        roots: SourceRoots,
+        argv: list[str] | None,
+    ) -> Explanation:
+        """explain_traceback with all it reads on the host: the callers' files, the release's
+        resolution hooks, the modules the failing check takes model values from, and the config.json
+        of `argv`'s --model-path (`argv`, the unit's command line, also decides which hooks ran)."""
+        from cockpit.sglang.explain.explain import explain_traceback, read_model_modules
+        from cockpit.sglang.explain.judge import field_values
+        from cockpit.sglang.explain.model_reads import module_files
+        from cockpit.sglang.preflight.model_files import read_model_files
+
+        frame = traceback.failing_frame
+        root = package_root_of(frame.file) if frame is not None else None
+        given = given_flags(argv, catalog) if argv is not None and catalog is not None else None
+        model_path = given.get("--model-path") if given else None
+
+        async def module(name: str) -> str | None:
+            for path in module_files(name):
+                with contextlib.suppress(SourceError):
+                    return (await self.sources.get(host, f"{root}/{path}", roots=roots)).text
+            return None
+
+        async def model() -> tuple[str, Any] | None:
+            if not model_path:
+                return None
+            found = await read_model_files(host, model_path, sizes=False)
+            return model_path, found.text if found.config is not None else None
+
+        callers, hooks, read, config = await asyncio.gather(
+            self.caller_sources(host, traceback, roots),
+            self.release_hooks(host, root, catalog, roots) if root else asyncio.sleep(0, {}),
+            read_model_modules(source, traceback, module) if root else asyncio.sleep(0, {}),
+            model(),
+        )
+        values = field_values(given, catalog) if given is not None and catalog is not None else None
+        return explain_traceback(source, traceback, catalog, callers, hooks, values, read, config)
+
+    async def release_hooks(
+        self, host: Host, root: str, catalog: Catalog | None, roots: SourceRoots
+    ) -> dict[str, list[Derivation]]:
+        """The derivations of the release's resolution hooks (hooks.release_derivations), read on the
+        host once per release directory; none where the release has no hook directory (before 0.5.13)."""
+        from cockpit.sglang.explain.hooks import HOOK_DIR, read_hooks
+
+        key = (host.name, root)
+        if key not in self._hooks:
+            listed = await host.run(["find", f"{root}/{HOOK_DIR}", "-maxdepth", "1", "-name", "*.py"], timeout=30)
+            files: dict[str, str] = {}
+            for path in sorted(listed.text.split()) if listed.ok else []:
+                with contextlib.suppress(SourceError):
+                    files[path.rsplit("/", 1)[-1]] = (await self.sources.get(host, path, roots=roots)).text
+            self._hooks[key] = read_hooks(files, catalog)
+        return self._hooks[key]
 
     async def caller_sources(self, host: Host, traceback: Traceback, roots: SourceRoots) -> dict[str, str]:
         """The files of the frames above the failing one that lie under `roots` (the release's own),
@@ -919,7 +990,9 @@ class Session:
             return None
         from cockpit.sglang.preflight.preflight import flags_only
 
-        return await self.dry_runs.verdict(self.host, found.interpreter, flags_only(edited.exec()), found.catalog)
+        return await self.dry_runs.verdict(
+            self.host, found.interpreter, flags_only(edited.exec()), found.catalog, edited.environment()
+        )
 
     async def complete_path(self, edited: Unit, typed: str) -> list[str]:
         """Tab in a path flag's value: the host's names that complete it, a relative one from

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,14 @@ from cockpit.sglang.explain.explain import explain
 from tests.conftest import FIXTURES, ROOT
 
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))
-ASSERT_FLAGS_0_5_9 = ["--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-num-steps"]
+# 0.5.9 checks the trio under `if self.speculative_algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):`
+# too: the algorithm decides the check, after the innermost guard's --speculative-num-steps.
+ASSERT_FLAGS_0_5_9 = [
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+    "--speculative-num-steps",
+    "--speculative-algorithm",
+]
 ASSERT_FLAGS_0_5_23 = [
     "--speculative-eagle-topk",
     "--speculative-num-draft-tokens",
@@ -154,8 +162,8 @@ def test_other_releases_without_a_table_of_versions(sglang_root, version: str, w
     line = _eagle_assert_line(text)
     result = explain(text, str(path), line, exception="AssertionError", catalog=load_catalog(root))
     assert result.kind == "assert" and result.start_line == line - 2 and result.end_line == line + 1
-    assert set(ASSERT_FLAGS_0_5_9) <= set(result.flags)
-    assert set(result.flags) <= set(ASSERT_FLAGS_0_5_23)
+    assert set(ASSERT_FLAGS_0_5_9) - {"--speculative-algorithm"} <= set(result.flags)
+    assert set(result.flags) <= set(ASSERT_FLAGS_0_5_23) | {"--speculative-algorithm"}
     assert f"def {function}(" in "\n".join(text.splitlines()[:line])
 
 
@@ -164,10 +172,12 @@ def test_sentence_names_current_values(sglang_root) -> None:
     path = root / "sglang/srt/server_args.py"
     result = explain(path.read_text(), str(path), 2425, exception="AssertionError", catalog=load_catalog(root))
     assert result.sentence({"--speculative-eagle-topk": "4", "--speculative-num-draft-tokens": "3"}) == (
-        "This check failed: `speculative_num_steps is None` requires `speculative_eagle_topk is None and "
+        "This check failed: `speculative_algorithm in ('EAGLE', 'EAGLE3', 'STANDALONE') and "
+        "speculative_num_steps is None` requires `speculative_eagle_topk is None and "
         "speculative_num_draft_tokens is None`. Flags involved: --speculative-eagle-topk, "
-        "--speculative-num-draft-tokens, --speculative-num-steps (current values from the unit: "
-        "--speculative-eagle-topk 4, --speculative-num-draft-tokens 3, --speculative-num-steps unset)."
+        "--speculative-num-draft-tokens, --speculative-num-steps, --speculative-algorithm (current values "
+        "from the unit: --speculative-eagle-topk 4, --speculative-num-draft-tokens 3, --speculative-num-steps "
+        "unset, --speculative-algorithm unset)."
     )
 
 
@@ -228,6 +238,22 @@ def test_a_frame_path_never_leads_out_of_the_source_root(tmp_path: Path, how: st
 
 
 EXPLAIN_23 = ROOT / "tests" / "data" / "sglang-0.5.23" / "explain"
+CASE_FLAGS = json.loads((EXPLAIN_23 / "cases.json").read_text())
+MODELS = ROOT / "tests" / "data" / "models"
+
+
+def explain_case(sglang_root, case: str, *, with_flags: bool = True) -> dict:
+    """`cockpit explain` of a real 0.5.23 failure with the command line that produced it (run.py's:
+    the model, `--device cuda`, the case's flags), as an operator would pass the unit's ExecStart."""
+    argv = ["--model-path", str(MODELS / "Llama-3.1-8B-Instruct"), "--device", "cuda", *CASE_FLAGS[case]]
+    out = subprocess.run(
+        [COCKPIT, "explain", str(EXPLAIN_23 / f"{case}.txt"), "--source-root", str(sglang_root("0.5.23"))]
+        + (["--flags", shlex.join(argv)] if with_flags else []),
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
 
 
 @pytest.mark.parametrize(
@@ -236,7 +262,7 @@ EXPLAIN_23 = ROOT / "tests" / "data" / "sglang-0.5.23" / "explain"
         # raised in from_string(name): the parameter is bound one frame up, under that frame's own guard
         ("spec-unknown", ["--speculative-algorithm"], [], ("handle_speculative_decoding", ["--speculative-algorithm"])),
         # a message built from a parameter, passed as `context_length if ... else cfg.context_length`
-        # two frames up, and an environment variable in the guard
+        # two frames up, and an environment variable in the guard (the model's value: below)
         (
             "context-length",
             ["--context-length"],
@@ -259,20 +285,37 @@ EXPLAIN_23 = ROOT / "tests" / "data" / "sglang-0.5.23" / "explain"
             [],
             None,
         ),
+        # attn_dp_size was filled from --dp-size by a hook the pipeline ran earlier, off the failing
+        # path, because the unit gives --enable-dp-attention (and no --attn-dp-size)
+        ("dp-attention", ["--tp-size", "--attn-dp-size", "--dp-size", "--enable-dp-attention"], [], None),
+        # the trio, and no ngram hook: that one is dispatched only for NGRAM, so it is not named
+        ("eagle-topk", ASSERT_FLAGS_0_5_23, [], None),
+        # the check sits below `if cfg.dwdp_size <= 1: return`
+        ("dwdp", ["--dwdp-size", "--tp-size"], [], None),
+        ("attn-dp-replicas", ["--dp-size", "--attn-dp-size"], [], None),
+        ("attn-dp-negative", ["--attn-dp-size"], [], None),
+        # two nested `if`s, the inner one first
+        ("lmcache-radix", ["--disable-radix-cache", "--enable-lmcache"], [], None),
+        # the field read by name: resolution_result(server_args, "swa_full_tokens_ratio")
+        ("swa-ratio", ["--swa-full-tokens-ratio"], [], None),
     ],
 )
 def test_the_flags_a_real_failure_depends_on_across_the_stack(
     sglang_root, case: str, flags: list[str], environment: list[str], caller: tuple | None
 ) -> None:
-    """Issue 28, first part: real 0.5.23 failures (tests/data/sglang-0.5.23/explain/README.md)."""
-    out = subprocess.run(
-        [COCKPIT, "explain", str(EXPLAIN_23 / f"{case}.txt"), "--source-root", str(sglang_root("0.5.23"))],
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+    """Issue 28: real 0.5.23 failures of twelve families (tests/data/sglang-0.5.23/explain/README.md):
+    every flag named, each with the unit's value, and nothing else."""
+    data = explain_case(sglang_root, case)
     assert (data["flags"], data["environment"]) == (flags, environment), data["sentence"]
+    argv = ["--device", "cuda", *CASE_FLAGS[case]]
+    given = {
+        a: (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None)
+        for i, a in enumerate(argv)
+        if a.startswith("--")
+    }
+    said = data["sentence"].split("(current values from the unit: ", 1)[1].removesuffix(").").split(", ")
+    # each with its value: the unit's, a switch by its name alone, or "unset"
+    assert said == [f if f in given and given[f] is None else f"{f} {given.get(f, 'unset')}" for f in flags]
     if case == "ngram-breadth":
         [resolved] = data["resolved"]
         assert (resolved["field"], resolved["value"]) == ("speculative_eagle_topk", "speculative_ngram_max_bfs_breadth")
@@ -280,6 +323,91 @@ def test_the_flags_a_real_failure_depends_on_across_the_stack(
     if caller is not None:
         assert [(c["function"], c["passed"]) for c in data["callers"]] == [caller], data["callers"]
         assert f"Its caller {caller[0]} passed {caller[1][0]}" in data["sentence"]
+
+
+def test_a_hook_off_the_failing_path_counts_only_where_the_units_flags_show_it_ran(sglang_root) -> None:
+    """Without the unit's flags nothing says `_handle_deprecated_dp_attention` ran: it is not named."""
+    with_flags = explain_case(sglang_root, "dp-attention")
+    [resolved] = with_flags["resolved"]
+    assert (resolved["field"], resolved["function"], resolved["value"]) == (
+        "attn_dp_size",
+        "handle_deprecated_dp_attention",
+        "dp_size",
+    )
+    assert (
+        "attn_dp_size is resolved from `dp_size` when `enable_dp_attention and attn_dp_size == 1`"
+        in (with_flags["sentence"])
+    )
+    alone = explain_case(sglang_root, "dp-attention", with_flags=False)
+    assert (alone["flags"], alone["resolved"]) == (["--tp-size", "--attn-dp-size"], [])
+
+
+def test_the_context_length_case_says_the_models_value_and_where_it_comes_from(sglang_root) -> None:
+    data = explain_case(sglang_root, "context-length")
+    [model] = data["model"]
+    assert (model["name"], model["function"], model["module"]) == (
+        "derived_context_len",
+        "get_context_length",
+        "sglang.srt.utils.hf_transformers.common",  # through 0.5.23's star-import shim and a re-export
+    )
+    assert model["keys"][-1] == "max_position_embeddings" and "rope_scaling" in model["keys"]
+    assert model["values"]["max_position_embeddings"] == 131072
+    assert model["values"]["rope_scaling"]["rope_type"] == "llama3"
+    sentence = data["sentence"]
+    assert "Llama-3.1-8B-Instruct/config.json has rope_scaling" in sentence
+    assert "max_position_embeddings 131072" in sentence and "--context-length 1000000" in sentence
+
+
+def test_a_guard_is_held_only_where_the_values_decide_it() -> None:
+    from cockpit.sglang.explain.judge import holds
+
+    values = {"enable_dp_attention": True, "attn_dp_size": 1, "dp_size": 3, "device": None}
+    assert holds("enable_dp_attention and attn_dp_size == 1", values) is True
+    assert holds("dp_size % attn_dp_size == 1", values) is False
+    assert holds("device in ('cuda', 'cpu')", values) is False  # None is in neither
+    assert holds("gpu_mem is not None", values) is None  # a local: unknown, never held
+    assert holds("is_npu() or enable_dp_attention", values) is True  # decided by the known side
+    assert holds("is_npu() and enable_dp_attention", values) is None
+
+
+EXPLAIN_OLDEST = ROOT / "tests" / "data" / "sglang-0.4.6.post5" / "explain"
+
+
+@pytest.mark.parametrize(
+    ("case", "flags"),
+    [
+        ("eagle-topk", ASSERT_FLAGS_0_5_9),
+        ("dp-attention", ["--tp-size", "--dp-size", "--enable-dp-attention"]),
+        ("dp-attention-one", ["--dp-size", "--enable-dp-attention"]),
+        ("dp-lm-head", ["--enable-dp-attention", "--enable-dp-lm-head"]),
+        ("chunk-page", ["--chunked-prefill-size", "--page-size"]),
+        ("moe-dense", ["--moe-dense-tp-size"]),
+        ("nnodes", ["--nnodes", "--tp-size", "--pp-size"]),
+        ("gpu-step", ["--gpu-id-step"]),
+    ],
+)
+def test_the_oldest_release_the_same_way(sglang_root, case: str, flags: list[str]) -> None:
+    """Issue 28, releases: real 0.4.6.post5 failures (tests/data/sglang-0.4.6.post5/explain/README.md),
+    checked in ServerArgs' own methods, no hooks: every flag, with the unit's value."""
+    case_flags = json.loads((EXPLAIN_OLDEST / "cases.json").read_text())[case]
+    argv = ["--model-path", str(MODELS / "Llama-3.1-8B-Instruct"), *case_flags]
+    out = subprocess.run(
+        [COCKPIT, "explain", str(EXPLAIN_OLDEST / f"{case}.txt"), "--source-root", str(sglang_root("0.4.6.post5"))]
+        + ["--flags", shlex.join(argv)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["flags"] == flags, data["sentence"]
+    assert data["resolved"] == [] and data["callers"] == []
+    given = {
+        a: (case_flags[i + 1] if i + 1 < len(case_flags) and not case_flags[i + 1].startswith("--") else None)
+        for i, a in enumerate(case_flags)
+        if a.startswith("--")
+    }
+    said = data["sentence"].split("(current values from the unit: ", 1)[1].removesuffix(").").split(", ")
+    assert said == [f if f in given and given[f] is None else f"{f} {given.get(f, 'unset')}" for f in flags]
 
 
 def test_a_constructors_positional_arguments_bind_past_self() -> None:

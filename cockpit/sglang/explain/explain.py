@@ -12,14 +12,18 @@ map an attribute to its spelling on the command line.
 from __future__ import annotations
 
 import ast
+import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
-from cockpit.sglang.explain.hooks import Derivation
-from cockpit.sglang.explain.names import attributes, bound_names, env_reads, flag_of, negated, strip_bound, unique
+from cockpit.sglang.explain.hooks import Derivation, guards_at
+from cockpit.sglang.explain.judge import holds
+from cockpit.sglang.explain.model_reads import ModelRead, model_reads, modules_needed
+from cockpit.sglang.explain.names import attributes, bound_names, env_reads, flag_of, strip_bound, unique
 from cockpit.sglang.explain.stack import CallerStep, walk_callers
 from cockpit.textlines import source_lines
 from cockpit.traceback.frames import Frame
@@ -34,7 +38,7 @@ class Explanation:
     end_line: int
     statement: str
     kind: str  # "assert", "compare", "raise", "statement"
-    guard: str | None = None  # the innermost `if` test that led here
+    guard: str | None = None  # the `if` tests of its function that led here, joined by `and`
     requirement: str | None = None  # what an assert demands
     none_flag: str | None = None  # the flag whose value was None in a `None > 1` TypeError
     flags: list[str] = field(default_factory=list)
@@ -42,9 +46,16 @@ class Explanation:
     environment: list[str] = field(default_factory=list)  # variables the statement or its guards read
     callers: list[CallerStep] = field(default_factory=list)  # frames above that decided it
     resolved: list[Derivation] = field(default_factory=list)  # fields it reads that hooks fill from other flags
+    model: list[ModelRead] = field(default_factory=list)  # values it takes from the model's config.json
+    model_path: str | None = None  # the --model-path those values were read from
+    statement_flags: list[str] = field(default_factory=list)  # those of the failing statement and its guards
+    statement_environment: list[str] = field(default_factory=list)
 
-    def sentence(self, values: Mapping[str, str | None] | None = None) -> str:
-        """One paragraph for the user; `values` are the unit's current flags (None: a switch)."""
+    def sentence(
+        self, values: Mapping[str, str | None] | None = None, environment: Mapping[str, str] | None = None
+    ) -> str:
+        """One paragraph for the user; `values` are the unit's current flags (None: a switch) and
+        `environment` its Environment= variables, each said beside the name it gives a value."""
         if self.kind == "assert" and self.requirement:
             head = (
                 f"This check failed: `{self.guard}` requires `{self.requirement}`."
@@ -58,9 +69,9 @@ class Explanation:
                 f"{self.none_flag} is not set."
             )
         elif self.guard:
-            head = f"This statement ran because `{self.guard}`: `{_one_line(self.statement)}`."
+            head = f"This statement ran because `{self.guard}`: `{_clipped(self.statement)}`."
         else:
-            head = f"The failing statement: `{_one_line(self.statement)}`."
+            head = f"The failing statement: `{_clipped(self.statement)}`."
         for step in self.callers:
             said = []
             if step.passed:
@@ -71,8 +82,18 @@ class Explanation:
         for d in self.resolved:
             when = f" when `{' and '.join(d.guards)}`" if d.guards else ""
             head += f" {d.field} is resolved from `{d.value}`{when} ({d.file}:{d.line})."
+        for read in self.model:
+            head += " " + read.said(self.model_path)
         if self.environment:
-            head += f" Environment: {', '.join(self.environment)}."
+            said_env = [
+                name
+                if environment is None
+                else f"{name}={environment[name]} in the unit"
+                if name in environment
+                else f"{name} (not set in the unit)"
+                for name in self.environment
+            ]
+            head += f" Environment: {', '.join(said_env)}."
         if not self.flags:
             return head
         text = f"{head} Flags involved: {', '.join(self.flags)}"
@@ -83,6 +104,23 @@ class Explanation:
             ]
             text += f" (current values from the unit: {', '.join(shown)})"
         return text + "."
+
+    def places(self) -> list[str]:
+        """Each place in the release that contributes, one line each, with what it contributes: the
+        failing statement, the callers above it, the hooks that filled its fields, the model."""
+        own = [*self.statement_flags, *self.statement_environment, *(f"{m.name} (the model's)" for m in self.model)]
+        out = [f"{_short(self.file)}:{self.start_line} the failing check: {', '.join(own) or 'no flag'}"]
+        for step in self.callers:
+            said = [f"passed {', '.join(step.passed)}"] if step.passed else []
+            under = [*step.guard_flags, *step.environment]
+            said += [f"called it under {', '.join(under)}"] if under else []
+            out.append(f"{_short(step.file)}:{step.line} {step.function}: {'; '.join(said)}")
+        for d in self.resolved:
+            out.append(f"{d.file}:{d.line} {d.function}: {d.field} from {', '.join(d.flags)}")
+        for m in self.model:
+            has = ", ".join(f"{k}" for k in m.values) or "none of its keys"
+            out.append(f"{m.module.replace('.', '/')}.py:{m.line} {m.function}: {m.name} from config.json's {has}")
+        return out
 
     def to_json(self) -> dict:
         return {
@@ -99,12 +137,23 @@ class Explanation:
             "environment": self.environment,
             "callers": [c.to_json() for c in self.callers],
             "resolved": [d.to_json() for d in self.resolved],
+            "model": [m.to_json() for m in self.model],
             "sentence": self.sentence(),
         }
 
 
+def _short(path: str) -> str:
+    return re.split(r"(?:site|dist)-packages/", path, maxsplit=1)[-1]
+
+
 def _one_line(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
+
+
+def _clipped(statement: str, width: int = 100) -> str:
+    """A statement on one line, clipped: the source pane shows it whole just above the sentence."""
+    text = _one_line(statement)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _node_range(node: ast.AST) -> tuple[int, int]:
@@ -166,14 +215,13 @@ def explain(
     cls = next((n for n in reversed(chain) if isinstance(n, ast.ClassDef)), None)
     bound = bound_names(func, cls.name if cls else None)
     target = chain[-1]
-    guard_node = None
-    for outer, inner in zip(reversed(chain[:-1]), reversed(chain[1:]), strict=True):
-        if isinstance(outer, ast.If) and inner is not outer.test:
-            guard_node = outer.test if inner in outer.body else negated(outer.test)
-            break
-        if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            break
     start, end = _node_range(target)
+    # Every `if` of the function the statement sits under, and each earlier `if X: return` beside
+    # them: `raise ValueError("--enable-lmcache requires radix cache")` under `if cfg.enable_lmcache:`
+    # then `if cfg.disable_radix_cache:` depends on both. An earlier `if X: raise` is a check of
+    # its own, not a guard of this one.
+    tests = guards_at(func if func is not None else tree, start, exits=(ast.Return,))
+    guard_node = tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests) if tests else None
     statement = "\n".join(lines[start - 1 : end])
     kind = "statement"
     requirement = None
@@ -203,7 +251,8 @@ def explain(
             start, end = _node_range(node)
             statement = _one_line(ast.unparse(node))
     used = [a.attr for a in attributes(focus, bound)]
-    guard_used = [a.attr for a in attributes(guard_node, bound)] if kind != "compare" else []
+    # The innermost guard decides most directly: its flags come before those of the `if`s around it.
+    guard_used = [a.attr for t in reversed(tests) for a in attributes(t, bound)] if kind != "compare" else []
     attrs = unique(used + guard_used)
     environment = env_reads(focus) + (env_reads(guard_node) if kind != "compare" else [])
     return Explanation(
@@ -217,8 +266,10 @@ def explain(
         requirement=strip_bound(requirement, bound) if requirement else None,
         none_flag=none_flag,
         flags=unique(f for f in (flag_of(a, catalog) for a in attrs) if f),
+        statement_flags=unique(f for f in (flag_of(a, catalog) for a in attrs) if f),
         attributes=attrs,
         environment=unique(environment),
+        statement_environment=unique(environment),
     )
 
 
@@ -251,10 +302,16 @@ def explain_traceback(
     catalog: Catalog | None = None,
     callers: Mapping[str, str] | None = None,
     derivations: Mapping[str, list[Derivation]] | None = None,
+    values: Mapping[str, Any] | None = None,
+    modules: Mapping[str, str] | None = None,
+    model: tuple[str, Mapping[str, Any] | None] | None = None,
 ) -> Explanation:
     """`explain` for a traceback's failing frame; `source` is that frame's file. With `callers`
     (the other frames' files by path), the frames above are read too (stack.walk_callers); with
-    `derivations` (hooks.release_derivations), the fields it reads that hooks fill from other flags."""
+    `derivations` (hooks.release_derivations), the fields it reads that hooks fill from other flags;
+    with `values` (judge.field_values of the unit's flags), also those filled by hooks off the
+    failing path whose guards the unit's flags meet; with `modules` (model_modules' files, by dotted
+    name) and `model` (the unit's --model-path and its config.json), the values it takes from the model."""
     frame = tb.failing_frame
     if frame is None or frame.line is None:
         raise ValueError("the traceback has no frame with a line to explain")
@@ -276,8 +333,59 @@ def explain_traceback(
             for a in found.attributes
             for d in derivations.get(a, [])
             if d.value_flags
-            and d.line < ran.get((d.file, d.function), 0)
+            and (
+                d.line < ran.get((d.file, d.function), 0)
+                if (d.file, d.function) in ran
+                else values is not None
+                and any(all(holds(g, values) for g in (*path, *d.guards)) for path in d.runs_when)
+            )
             and not found.start_line <= d.line <= found.end_line
         ]
         found.flags = unique([*found.flags, *(f for d in found.resolved for f in d.flags)])
+    if modules is not None:
+        tree = parse(source, frame.file)
+        func, nodes = _failing_nodes(tree, frame.line)
+        found.model = model_reads(tree, func, nodes, module_of(frame.file), modules, model[1] if model else None)
+        found.model_path = model[0] if model else None
     return found
+
+
+def module_of(path: str) -> str:
+    """A frame's file as a dotted module: `.../site-packages/sglang/srt/x.py` -> `sglang.srt.x`."""
+    tail = re.split(r"(?:site|dist)-packages/", path, maxsplit=1)[-1]
+    return tail.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def _failing_nodes(tree: ast.Module, line: int) -> tuple[ast.AST, list[ast.AST]]:
+    """The failing statement's function (the module where it has none) and the statement with its guards."""
+    chain = _path_to(tree, line)
+    func = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), tree)
+    target = chain[-1] if chain else tree
+    return func, [target, *guards_at(func, _node_range(target)[0] if chain else line, exits=(ast.Return,))]
+
+
+def model_modules(source: str, tb: Traceback, read: Mapping[str, str]) -> list[str]:
+    """The release's modules (dotted) explain_traceback still needs, beyond those `read` so far ("" for
+    one that is not there), to follow the failing check's model values: a caller that fetches files
+    (a host's) asks again after each read, as a function may be re-exported by a package."""
+    frame = tb.failing_frame
+    if frame is None or frame.line is None:
+        return []
+    tree = parse(source, frame.file)
+    func, nodes = _failing_nodes(tree, frame.line)
+    return [m for m in modules_needed(tree, func, nodes, module_of(frame.file), read) if m not in read]
+
+
+async def read_model_modules(
+    source: str, tb: Traceback, read_one: Callable[[str], Awaitable[str | None]]
+) -> dict[str, str]:
+    """The modules explain_traceback needs for the model values, each read by `read_one` (a dotted
+    name -> its text, None where it is not there), round after round as re-exports lead on."""
+    read: dict[str, str] = {}
+    for _ in range(4):
+        wanted = model_modules(source, tb, read)
+        if not wanted:
+            break
+        texts = await asyncio.gather(*(read_one(m) for m in wanted))
+        read.update({m: t or "" for m, t in zip(wanted, texts, strict=True)})
+    return read

@@ -46,22 +46,39 @@ def bound_names(func: ast.AST | None, class_name: str | None) -> set[str]:
     return bound
 
 
+_NAMED_READS = {"getattr", "resolution_result"}  # `resolution_result(server_args, "swa_full_tokens_ratio")`
+
+
 def _holds_args(node: ast.expr, bound: set[str]) -> bool:
-    """A bound name, or `self.server_args` (a manager's or runner's own copy)."""
+    """A bound name, `self.server_args` (a manager's or runner's own copy), or a view made of a bound
+    name in place (`resolved_view(server_args).attention_backend`)."""
     if isinstance(node, ast.Name):
         return node.id in bound
+    if isinstance(node, ast.Call):
+        return any(isinstance(a, ast.Name) and a.id in bound for a in node.args)
     return isinstance(node, ast.Attribute) and node.attr == "server_args" and isinstance(node.value, ast.Name)
 
 
 def attributes(node: ast.AST | None, bound: set[str]) -> list[ast.Attribute]:
+    """The fields of the ServerArgs object an expression reads, as attribute nodes; a field read by
+    name (`getattr(cfg, "x")`, `resolution_result(server_args, "x")`) comes as one too."""
     if node is None:
         return []
     called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
-    return [
-        n
-        for n in ast.walk(node)
-        if isinstance(n, ast.Attribute) and _holds_args(n.value, bound) and id(n) not in called
-    ]
+    out: list[ast.Attribute] = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and _holds_args(n.value, bound) and id(n) not in called:
+            out.append(n)
+        elif (
+            isinstance(n, ast.Call)
+            and getattr(n.func, "id", None) in _NAMED_READS
+            and len(n.args) >= 2
+            and _holds_args(n.args[0], bound)
+            and isinstance(n.args[1], ast.Constant)
+            and isinstance(n.args[1].value, str)
+        ):
+            out.append(ast.copy_location(ast.Attribute(n.args[0], n.args[1].value, ast.Load()), n))
+    return out
 
 
 def env_reads(node: ast.AST | None) -> list[str]:

@@ -133,7 +133,7 @@ def walk_callers(
     if below_func is None:
         return steps
     below_class = _class_of(below_tree, below_func)
-    wanted = parameters_read(below_func, failing, *guards_at(below_func, below.line, early_returns=False))
+    wanted = parameters_read(below_func, failing, *guards_at(below_func, below.line, exits=()))
     for frame in reversed(frames[:-1][-MAX_CALLERS:]):
         text = sources.get(frame.file)
         if text is None or frame.line is None:
@@ -150,7 +150,7 @@ def walk_callers(
         call = _call_at(func, frame.line, names)  # `ModelConfig(...)` runs the frame `__init__`
         passed_exprs = _bound_arguments(below_func, call, wanted) if call is not None and wanted else []
         passed = [a.attr for e in passed_exprs for a in attributes(e, bound)]
-        tests = guards_at(func, frame.line, early_returns=False)
+        tests = guards_at(func, frame.line, exits=())
         guard_attrs = [a.attr for t in tests for a in attributes(t, bound)]
         steps.append(
             CallerStep(

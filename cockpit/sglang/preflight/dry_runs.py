@@ -8,7 +8,7 @@ release, so an editor on such a host asks once and then keeps to the static laye
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cockpit.remote.base import Host
@@ -54,14 +54,22 @@ def replace_static(static: Sequence[Finding], verdict: Verdict | None) -> list[F
 
 class DryRuns:
     def __init__(self, keep: int = KEEP) -> None:
-        self._kept: OrderedDict[tuple[str, str, tuple[str, ...]], Verdict] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ...]], Verdict] = OrderedDict()
         self._no_sglang: dict[tuple[str, str], Verdict] = {}
         self.keep = keep
         self.runs = 0  # dry runs actually started on a host
 
-    async def verdict(self, host: Host, python: str, argv: Sequence[str], catalog: Catalog) -> Verdict:
+    async def verdict(
+        self,
+        host: Host,
+        python: str,
+        argv: Sequence[str],
+        catalog: Catalog,
+        environment: Mapping[str, str] | None = None,
+    ) -> Verdict:
+        """SGLang's own verdict on `argv` with the unit's `environment`, kept by both."""
         release = catalog.version or "unknown"
-        key = (python, release, tuple(argv))
+        key = (python, release, tuple(argv), tuple(sorted((environment or {}).items())))
         unable = self._no_sglang.get((python, release))
         if unable is not None:
             return unable
@@ -69,7 +77,7 @@ class DryRuns:
             self._kept.move_to_end(key)
             return self._kept[key]
         self.runs += 1
-        outcome, findings = await dry_run(host, python, argv, catalog)
+        outcome, findings = await dry_run(host, python, argv, catalog, environment=environment)
         verdict = Verdict(host.name, release, outcome, tuple(findings))
         if "cannot import SGLang" in outcome:
             self._no_sglang[(python, release)] = verdict

@@ -16,7 +16,7 @@ import contextlib
 import posixpath
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from cockpit.remote.base import Host, HostError, RunResult
@@ -326,15 +326,27 @@ def flags_only(command: Sequence[str]) -> list[str]:
     return list(command[next((i for i, w in enumerate(command) if w.startswith("--")), len(command)) :])
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what `env NAME=VALUE` takes as a variable
+
+
 async def dry_run(
-    host: Host, python: str, argv: Sequence[str], catalog: Catalog | None, timeout: float = 120.0
+    host: Host,
+    python: str,
+    argv: Sequence[str],
+    catalog: Catalog | None,
+    timeout: float = 120.0,
+    environment: Mapping[str, str] | None = None,
 ) -> tuple[str, list[Finding]]:
-    """The release's own resolution of these flags on the host. Returns (outcome, findings)."""
+    """The release's own resolution of these flags on the host, with the unit's Environment=
+    variables (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 turns a failing check off). Returns
+    (outcome, findings)."""
     probe = f"cockpit-preflight-{secrets.token_hex(4)}"
     cache = f"/tmp/{probe}"
     # --device cuda keeps the GPU code paths of the checks; nothing is started on a GPU. The -X
     # option names the probe's process, which a closed SSH channel does not end.
-    command = ["env", f"SGLANG_CACHE_DIR={cache}", "timeout", str(int(timeout)), python, "-X", f"cockpit_probe={probe}"]
+    variables = [f"{k}={v}" for k, v in (environment or {}).items() if _ENV_NAME.fullmatch(k) and "\0" not in v]
+    command = ["env", *variables, f"SGLANG_CACHE_DIR={cache}", "timeout", str(int(timeout)), python]
+    command += ["-X", f"cockpit_probe={probe}"]
     try:
         result = await host.run([*command, "-c", PROBE, *on_cuda(argv)], timeout=timeout + 10)
     except HostError as e:

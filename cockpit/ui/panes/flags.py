@@ -151,6 +151,7 @@ class FlagsPane(Vertical):
         self.dry_run = dry_run
         self.complete = complete
         self.loaded: Unit | None = None
+        self._named: list[str] = []  # what the explanation that opened the editor named (load)
         self.edited: Unit | None = None
         self.catalog: Catalog | None = None
         self.findings: list[Finding] = []  # what the pre-flight says of `checked`: static, then SGLang's
@@ -181,8 +182,11 @@ class FlagsPane(Vertical):
     # -- data -----------------------------------------------------------------------------
 
     def load(self, unit: Unit, catalog: Catalog | None, focus: list[str] | None = None) -> None:
+        """`focus`: the flags and `env:NAME` variables an explanation named, marked ▸ and the first
+        selected; a named variable the unit does not set gets a row of its own, for Enter to set."""
         self.loaded = self.edited = unit
         self.catalog = catalog
+        self._named = list(focus or [])
         self._refresh(focus[0] if focus else None)
 
     def _flags(self) -> list[tuple[str, object]]:
@@ -208,12 +212,12 @@ class FlagsPane(Vertical):
 
     def _check(self, unit: Unit) -> None:
         """The static verdict now; SGLang's own once typing pauses (an earlier ask is dropped)."""
-        same = self.checked is not None and unit.exec() == self.checked.exec()
+        same = self.checked is not None and _asked(unit) == _asked(self.checked)
         self.checked = unit
         self._static = self.check(unit, self.catalog)  # the unit's own settings may have changed
         if same:
             self.findings = replace_static(self._static, self.verdict)
-            return  # the same command line: SGLang's verdict in hand (or on its way) holds
+            return  # the same command line and environment: SGLang's verdict in hand (or on its way) holds
         self.verdict = None
         self.findings = list(self._static)
         if self._ask_timer is not None:
@@ -235,7 +239,7 @@ class FlagsPane(Vertical):
         except Exception as e:  # noqa: BLE001 - the editor keeps the static verdict; the app lives on
             verdict = None
             self.log.warning(f"dry run failed: {e!r}")
-        if self.checked is None or unit.exec() != self.checked.exec():
+        if self.checked is None or _asked(unit) != _asked(self.checked):
             return  # an edit came in meanwhile: this answer is about flags no longer shown
         self._asking = None
         self.verdict = verdict
@@ -260,7 +264,8 @@ class FlagsPane(Vertical):
             options.add_option(Option(Text(f"── {topic}", style="bold"), disabled=True))
             for name, value in by_topic[topic]:
                 label = Text()
-                label.append(f"{'✗ ' if name in bad else '  '}{name:<40}", "red bold" if name in bad else "")
+                mark = "✗ " if name in bad else "▸ " if name in self._named else "  "
+                label.append(f"{mark}{name:<40}", "red bold" if name in bad else "bold" if name in self._named else "")
                 label.append(_value_text(value), "italic" if value is None else "")
                 if name in repeated:
                     label.append("  (given more than once: the last counts)", "yellow")
@@ -268,10 +273,18 @@ class FlagsPane(Vertical):
                 if name == keep:
                     highlight = options.option_count - 1
         env = self.edited.environment()
-        if env:
+        wanted = [n[4:] for n in self._named if n.startswith("env:") and n[4:] not in env]
+        if env or wanted:
             options.add_option(Option(Text("── environment", style="bold"), disabled=True))
             for key, value in env.items():
-                options.add_option(Option(Text(f"  {key}={value}"), id=f"env:{key}"))
+                mark = "▸ " if f"env:{key}" in self._named else "  "
+                options.add_option(Option(Text(f"{mark}{key}={value}"), id=f"env:{key}"))
+                if f"env:{key}" == keep:
+                    highlight = options.option_count - 1
+            for key in wanted:
+                options.add_option(Option(Text(f"▸ {key} (not set in the unit: Enter sets it)"), id=f"env:{key}"))
+                if f"env:{key}" == keep:
+                    highlight = options.option_count - 1
         if highlight is None:  # show the first flag the pre-flight blames, else the first flag
             ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
             first_bad = next((i for i, n in enumerate(ids) if n in bad), None)
@@ -647,3 +660,8 @@ class FlagsPane(Vertical):
 
     def action_close(self) -> None:
         self.post_message(self.Closed())
+
+
+def _asked(unit: Unit) -> tuple[list[str], dict[str, str]]:
+    """What SGLang's verdict depends on: the command line and the unit's Environment= variables."""
+    return unit.exec(), unit.environment()
