@@ -14,6 +14,11 @@ a 6 s import on a two-core machine), and through `check_static` with the release
 
     .venv/bin/python benchmarks/eval_static_rules.py --python /tmp/rs-venv/bin/python [--version 0.5.23] [--out FILE]
 
+Any command that runs SGLang's Python with the arguments given will do for --python: on this
+machine a two-line script that mounts the real-SGLang lab image's cached rootfs read-only in a
+mount namespace (this machine's /tmp bound inside, for the model directories) and chroots into
+`/opt/sglang/venv/bin/python "$@"`.
+
 Prints JSON: per family, the sets, real failures, those the static layer names with an error (and
 with an INFO), false errors (a static error where the release passed: must be 0), and totals.
 Exit 1 on any false error.

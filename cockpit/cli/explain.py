@@ -117,9 +117,9 @@ def _explain_local(tb: Traceback, root: Path, argv: list[str] | None) -> tuple[E
             callers[f.file] = local_path(root, f.file).read_text(errors="replace")
         except UsageError:  # a frame outside the release (runpy, the standard library): the walk ends there
             continue
-    from cockpit.sglang.explain.hooks import release_derivations
+    from cockpit.sglang.explain.hooks import catalog_hooks
 
-    derivations = release_derivations(root, catalog)
+    derivations = catalog_hooks(catalog) if catalog is not None else None
     text = source.read_text(errors="replace")
     given = given_flags(argv, catalog) if argv is not None and catalog is not None else {}
 

@@ -79,7 +79,6 @@ if TYPE_CHECKING:
     from cockpit.remote.mux import MuxHost
     from cockpit.rollout.group import GroupNode
     from cockpit.sglang.explain.explain import Explanation
-    from cockpit.sglang.explain.hooks import Derivation
     from cockpit.systemd.group_write import NodeWrite
     from cockpit.systemd.stacks import StackCapture
 
@@ -216,7 +215,6 @@ class Session:
         )
         self.sources = SourceCache()
         self.catalogs = CatalogCache()
-        self._hooks: dict[tuple[str, str], dict[str, list[Derivation]]] = {}
         self.architectures = ArchitectureCache()  # each release's model classes, for the model checks
         self.deployment: Deployment | None = None
         self.dry_runs = DryRuns()  # the editor's verdicts from SGLang itself, by release and flags
@@ -716,6 +714,12 @@ class Session:
             self.listener.deployment(None, [f"the unit: {e}"])
             return None
         self.deployment = found
+        if found.catalog is not None and "checks" not in found.catalog.memo:
+            # The release's own checks are read once per catalog (0.6 s for 0.5.23): in a thread now,
+            # not on the first keystroke of the flag editor.
+            from cockpit.sglang.preflight.release_checks import release_checks
+
+            self._spawn(asyncio.to_thread(release_checks, found.catalog), "reading the release's checks")
         if self.poll is not None:
             self.poll.url_host_port = found.address
         if self.live:
@@ -910,10 +914,12 @@ class Session:
         roots: SourceRoots,
         argv: list[str] | None,
     ) -> Explanation:
-        """explain_traceback with all it reads on the host: the callers' files, the release's
-        resolution hooks, the modules the failing check takes model values from, and the config.json
-        of `argv`'s --model-path (`argv`, the unit's command line, also decides which hooks ran)."""
+        """explain_traceback with all it reads on the host: the callers' files, the modules the
+        failing check takes model values from, and the config.json of `argv`'s --model-path (`argv`,
+        the unit's command line, also decides which of the release's resolution hooks ran; the
+        catalog holds their files)."""
         from cockpit.sglang.explain.explain import explain_traceback, read_model_modules
+        from cockpit.sglang.explain.hooks import catalog_hooks
         from cockpit.sglang.explain.judge import field_values
         from cockpit.sglang.explain.model_reads import module_files
         from cockpit.sglang.preflight.model_files import read_model_files
@@ -935,31 +941,14 @@ class Session:
             found = await read_model_files(host, model_path, sizes=False)
             return model_path, found.text if found.config is not None else None
 
-        callers, hooks, read, config = await asyncio.gather(
+        callers, read, config = await asyncio.gather(
             self.caller_sources(host, traceback, roots),
-            self.release_hooks(host, root, catalog, roots) if root else asyncio.sleep(0, {}),
             read_model_modules(source, traceback, module) if root else asyncio.sleep(0, {}),
             model(),
         )
+        hooks = catalog_hooks(catalog) if catalog is not None else {}
         values = field_values(given, catalog) if given is not None and catalog is not None else None
         return explain_traceback(source, traceback, catalog, callers, hooks, values, read, config)
-
-    async def release_hooks(
-        self, host: Host, root: str, catalog: Catalog | None, roots: SourceRoots
-    ) -> dict[str, list[Derivation]]:
-        """The derivations of the release's resolution hooks (hooks.release_derivations), read on the
-        host once per release directory; none where the release has no hook directory (before 0.5.13)."""
-        from cockpit.sglang.explain.hooks import HOOK_DIR, read_hooks
-
-        key = (host.name, root)
-        if key not in self._hooks:
-            listed = await host.run(["find", f"{root}/{HOOK_DIR}", "-maxdepth", "1", "-name", "*.py"], timeout=30)
-            files: dict[str, str] = {}
-            for path in sorted(listed.text.split()) if listed.ok else []:
-                with contextlib.suppress(SourceError):
-                    files[path.rsplit("/", 1)[-1]] = (await self.sources.get(host, path, roots=roots)).text
-            self._hooks[key] = read_hooks(files, catalog)
-        return self._hooks[key]
 
     async def caller_sources(self, host: Host, traceback: Traceback, roots: SourceRoots) -> dict[str, str]:
         """The files of the frames above the failing one that lie under `roots` (the release's own),

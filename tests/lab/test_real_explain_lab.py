@@ -26,23 +26,30 @@ pytestmark = pytest.mark.real_sglang
 UNKNOWN = "--speculative-algorithm FOO --speculative-draft-model-path /models/EAGLE3-LLaMA3.1-Instruct-8B"
 
 
+async def open_failing_frame(app: CockpitApp, pilot, said: str, wait: float = 15) -> tuple[SourcePane, str]:
+    """Once the unit's ValueError reached the journal pane: unfold it, open its failing frame, and
+    wait for the explanation to say `said`."""
+    view = app.query_one(JournalView)
+    deadline = time.monotonic() + 90  # SGLang imports torch before it resolves the flags
+    while not any(tb.exception == "ValueError" and tb.complete for _, tb in view.model.tracebacks()):
+        assert time.monotonic() < deadline, "the ValueError never reached the pane"
+        await asyncio.sleep(0.2)
+    view.focus()
+    await pilot.press("G", "left_square_bracket", "enter", "enter")  # unfold, open the failing frame
+    pane = app.query_one(SourcePane)
+    deadline = time.monotonic() + wait
+    while said not in (explanation := str(pane.query_one("#explanation").render())):
+        assert time.monotonic() < deadline, explanation
+        await asyncio.sleep(0.1)
+    return pane, explanation
+
+
 @pytest.mark.timeout(300)
 async def test_the_failing_frames_callers_are_read_on_the_host_for_the_flag_they_passed(real_lab: LabHandle) -> None:
     with standin_unit(real_lab, "sglang-unknown.service", 30102, flags=UNKNOWN, restart=False) as unit:
         app = CockpitApp(Config(), Target(real_lab.name, unit))
         async with app.run_test(size=(140, 44)) as pilot:
-            view = app.query_one(JournalView)
-            deadline = time.monotonic() + 90  # SGLang imports torch before it resolves the flags
-            while not any(tb.exception == "ValueError" and tb.complete for _, tb in view.model.tracebacks()):
-                assert time.monotonic() < deadline, "the ValueError never reached the pane"
-                await asyncio.sleep(0.2)
-            view.focus()
-            await pilot.press("G", "left_square_bracket", "enter", "enter")  # unfold, open the failing frame
-            pane = app.query_one(SourcePane)
-            deadline = time.monotonic() + 15
-            while "Its caller" not in (explanation := str(pane.query_one("#explanation").render())):
-                assert time.monotonic() < deadline, explanation
-                await asyncio.sleep(0.1)
+            pane, explanation = await open_failing_frame(app, pilot, "Its caller")
             assert "Unknown speculative algorithm name: FOO" in explanation
             assert "Its caller handle_speculative_decoding passed --speculative-algorithm" in explanation
             assert pane.query_one(SourceView).shown.path.endswith("sglang/srt/speculative/spec_info.py")
@@ -59,18 +66,7 @@ async def test_the_context_length_failure_says_the_models_value_the_flags_and_th
     with standin_unit(real_lab, "sglang-context.service", 30103, flags=flags, restart=False) as unit:
         app = CockpitApp(Config(), Target(real_lab.name, unit))
         async with app.run_test(size=(160, 48)) as pilot:
-            view = app.query_one(JournalView)
-            deadline = time.monotonic() + 90
-            while not any(tb.exception == "ValueError" and tb.complete for _, tb in view.model.tracebacks()):
-                assert time.monotonic() < deadline, "the ValueError never reached the pane"
-                await asyncio.sleep(0.2)
-            view.focus()
-            await pilot.press("G", "left_square_bracket", "enter", "enter")
-            pane = app.query_one(SourcePane)
-            deadline = time.monotonic() + 30
-            while "comes from the model" not in (explanation := str(pane.query_one("#explanation").render())):
-                assert time.monotonic() < deadline, explanation
-                await asyncio.sleep(0.1)
+            pane, explanation = await open_failing_frame(app, pilot, "comes from the model", wait=30)
             said = " ".join(explanation.split())
             assert "derived_context_len comes from the model: get_context_length" in said
             assert "/models/Llama-3.1-8B-Instruct/config.json has" in said

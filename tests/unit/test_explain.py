@@ -256,6 +256,17 @@ def explain_case(sglang_root, case: str, *, with_flags: bool = True) -> dict:
     return json.loads(out.stdout)
 
 
+def assert_values_said(sentence: str, argv: list[str], flags: list[str]) -> None:
+    """Each flag with its value from `argv`: the unit's, a switch by its name alone, or "unset"."""
+    given = {
+        a: (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None)
+        for i, a in enumerate(argv)
+        if a.startswith("--")
+    }
+    said = sentence.split("(current values from the unit: ", 1)[1].removesuffix(").").split(", ")
+    assert said == [f if f in given and given[f] is None else f"{f} {given.get(f, 'unset')}" for f in flags]
+
+
 @pytest.mark.parametrize(
     ("case", "flags", "environment", "caller"),
     [
@@ -307,15 +318,7 @@ def test_the_flags_a_real_failure_depends_on_across_the_stack(
     every flag named, each with the unit's value, and nothing else."""
     data = explain_case(sglang_root, case)
     assert (data["flags"], data["environment"]) == (flags, environment), data["sentence"]
-    argv = ["--device", "cuda", *CASE_FLAGS[case]]
-    given = {
-        a: (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None)
-        for i, a in enumerate(argv)
-        if a.startswith("--")
-    }
-    said = data["sentence"].split("(current values from the unit: ", 1)[1].removesuffix(").").split(", ")
-    # each with its value: the unit's, a switch by its name alone, or "unset"
-    assert said == [f if f in given and given[f] is None else f"{f} {given.get(f, 'unset')}" for f in flags]
+    assert_values_said(data["sentence"], ["--device", "cuda", *CASE_FLAGS[case]], flags)
     if case == "ngram-breadth":
         [resolved] = data["resolved"]
         assert (resolved["field"], resolved["value"]) == ("speculative_eagle_topk", "speculative_ngram_max_bfs_breadth")
@@ -401,13 +404,7 @@ def test_the_oldest_release_the_same_way(sglang_root, case: str, flags: list[str
     data = json.loads(out.stdout)
     assert data["flags"] == flags, data["sentence"]
     assert data["resolved"] == [] and data["callers"] == []
-    given = {
-        a: (case_flags[i + 1] if i + 1 < len(case_flags) and not case_flags[i + 1].startswith("--") else None)
-        for i, a in enumerate(case_flags)
-        if a.startswith("--")
-    }
-    said = data["sentence"].split("(current values from the unit: ", 1)[1].removesuffix(").").split(", ")
-    assert said == [f if f in given and given[f] is None else f"{f} {given.get(f, 'unset')}" for f in flags]
+    assert_values_said(data["sentence"], case_flags, flags)
 
 
 def test_a_constructors_positional_arguments_bind_past_self() -> None:

@@ -55,6 +55,10 @@ class Catalog:
 
     version: str | None
     flags: list[Flag] = field(default_factory=list)
+    # The source texts it was read from, by path: explain and the pre-flight read the release's
+    # resolution hooks and checks off them, with no second trip to the host.
+    sources: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # what was read off them
 
     def __post_init__(self) -> None:
         self._by_name = {n: f for f in self.flags for n in f.names}
@@ -154,7 +158,7 @@ def catalog_from_sources(sources: dict[str, str], version: str | None) -> Catalo
     for tree in modules.values():
         for f in _add_argument_flags(tree, env):
             flags.setdefault(f.name, f)
-    return Catalog(version=version, flags=list(flags.values()))
+    return Catalog(version=version, flags=list(flags.values()), sources=dict(sources))
 
 
 # --- shared evaluation of constants -------------------------------------------------------

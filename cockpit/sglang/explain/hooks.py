@@ -13,15 +13,12 @@ No table: the hooks of the release at hand are read.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
 from cockpit.sglang.explain.names import attributes, bound_names, flag_of, negated, strip_bound, unique
-
-HOOK_DIR = "sglang/srt/arg_groups"
 
 
 @dataclass(frozen=True)
@@ -82,14 +79,28 @@ def guards_at(func: ast.AST, line: int, exits: tuple[type[ast.stmt], ...] = (ast
         body = children
 
 
-def derivations_in(text: str, path: str, catalog: Catalog | None) -> list[Derivation]:
-    """Every field a file's functions resolve from other flags."""
+@dataclass(frozen=True)
+class ReleaseFile:
+    """One file of the release, parsed once: each function with the names that hold the flags in it."""
+
+    path: str  # from sglang/: sglang/srt/arg_groups/parallel_hook.py
+    functions: tuple[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None, frozenset[str]], ...]
+
+
+def read_file(text: str, path: str) -> ReleaseFile:
     tree = parse(text, path)
+    owner = {id(f): c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body}
+    funcs = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    # A ServerArgs method's `self` is read as the flags.
+    return ReleaseFile(path, tuple((f, owner.get(id(f)), frozenset(bound_names(f, owner.get(id(f))))) for f in funcs))
+
+
+def derivations_in(file: ReleaseFile, catalog: Catalog | None) -> list[Derivation]:
+    """Every field a file's functions resolve from other flags."""
+    path = file.path
     out: list[Derivation] = []
-    for func in ast.walk(tree):
-        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        bound = bound_names(func, None)
+    for func, _, frozen in file.functions:
+        bound = set(frozen)
         for node in ast.walk(func):
             pairs: list[tuple[str, ast.expr, int]] = []
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == (
@@ -121,60 +132,93 @@ def derivations_in(text: str, path: str, catalog: Catalog | None) -> list[Deriva
     return out
 
 
-def call_sites_in(text: str, path: str) -> list[CallSite]:
-    """Where a hook file's functions call others by name, each with the guards of the call."""
-    tree = parse(text, path)
+# Where the release runs its checks from: ServerArgs' own, before and after the pipeline's hooks.
+ROOT_METHODS = ("__post_init__", "check_server_args")
+
+
+def call_sites_in(file: ReleaseFile) -> list[CallSite]:
+    """Where a file's functions call others by name (`f(...)`, `self.f(...)`), each with the guards
+    of the call; `run_hook(f, ...)` and ServerArgs' ROOT_METHODS are the pipeline's own runs."""
     out: list[CallSite] = []
-    for func in ast.walk(tree):
-        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        bound = bound_names(func, None)
+    for func, cls, frozen in file.functions:
+        bound = set(frozen)
+        if cls is not None and "ServerArgs" in cls and func.name in ROOT_METHODS:
+            out.append(CallSite(func.name, None, ()))
         for node in ast.walk(func):
-            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            if not isinstance(node, ast.Call):
+                continue
+            if isinstance(node.func, ast.Name):
+                callee = node.func.id
+            elif (
+                isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and (node.func.value.id == "self")
+            ):
+                callee = node.func.attr
+            else:
                 continue
             guards = tuple(strip_bound(ast.unparse(t), bound) for t in guards_at(func, node.lineno, (ast.Return,)))
-            if node.func.id == "run_hook" and node.args and isinstance(node.args[0], ast.Name):
+            if callee == "run_hook" and node.args and isinstance(node.args[0], ast.Name):
                 out.append(CallSite(node.args[0].id, None, guards))
             else:
-                out.append(CallSite(node.func.id, func.name, guards))
+                out.append(CallSite(callee, func.name, guards))
     return out
 
 
-def _run_paths(function: str, sites: Mapping[str, list[CallSite]], depth: int = 3) -> list[tuple[str, ...]]:
+def run_paths(function: str, sites: Mapping[str, list[CallSite]], depth: int = 3) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     for site in sites.get(function, []):
         if site.caller is None:
             out.append(site.guards)
         elif depth and site.caller != function:
-            out += [(*path, *site.guards) for path in _run_paths(site.caller, sites, depth - 1)]
+            out += [(*path, *site.guards) for path in run_paths(site.caller, sites, depth - 1)]
     return out
 
 
-def read_hooks(files: Mapping[str, str], catalog: Catalog | None) -> dict[str, list[Derivation]]:
-    """field -> its derivations, from the hook files (name -> text) of one release, each with the
-    paths by which the pipeline runs its function."""
-    found: dict[str, list[Derivation]] = {}
+def call_sites(files: Sequence[ReleaseFile]) -> dict[str, list[CallSite]]:
+    """callee -> where the files call it."""
     sites: dict[str, list[CallSite]] = {}
-    for name, text in sorted(files.items()):
-        path = f"{HOOK_DIR}/{name}"
-        for site in call_sites_in(text, path):
+    for file in files:
+        for site in call_sites_in(file):
             sites.setdefault(site.callee, []).append(site)
-        for d in derivations_in(text, path, catalog):
+    return sites
+
+
+def read_hooks(
+    files: Sequence[ReleaseFile], catalog: Catalog | None, sites: Mapping[str, list[CallSite]]
+) -> dict[str, list[Derivation]]:
+    """field -> its derivations in the files, each with the paths by which the pipeline runs its
+    function (`sites`: call_sites of the whole release)."""
+    found: dict[str, list[Derivation]] = {}
+    for file in files:
+        for d in derivations_in(file, catalog):
             found.setdefault(d.field, []).append(d)
-    paths = {f: tuple(_run_paths(f, sites)) for f in {d.function for ds in found.values() for d in ds}}
+    paths = {f: tuple(run_paths(f, sites)) for f in {d.function for ds in found.values() for d in ds}}
     return {k: [replace(d, runs_when=paths[d.function]) for d in ds] for k, ds in found.items()}
 
 
-_cache: dict[tuple[str, float], dict[str, list[Derivation]]] = {}
+def release_files(catalog: Catalog) -> list[ReleaseFile]:
+    """The release's hook files and server_args.py among the catalog's sources, each parsed once per
+    catalog, by their path from `sglang/`: `sglang/srt/arg_groups/parallel_hook.py`."""
+    if "files" not in catalog.memo:
+        catalog.memo["files"] = [
+            read_file(text, "sglang/srt/" + path.rsplit("/sglang/srt/", 1)[1])
+            for path, text in sorted(catalog.sources.items())
+            if "/sglang/srt/" in path and ("/arg_groups/" in path or path.endswith("/server_args.py"))
+        ]
+    return catalog.memo["files"]
 
 
-def release_derivations(root: Path, catalog: Catalog | None) -> dict[str, list[Derivation]]:
-    """field -> its derivations, from every hook file of the release under `root` (none before
-    0.5.13, which resolved in ServerArgs' own methods: those read as the failing frame's source)."""
-    hooks = root / HOOK_DIR
-    if not hooks.is_dir():
-        return {}
-    key = (str(hooks.resolve()), hooks.stat().st_mtime)
-    if key not in _cache:
-        _cache[key] = read_hooks({p.name: p.read_text(errors="replace") for p in hooks.glob("*.py")}, catalog)
-    return _cache[key]
+def release_sites(catalog: Catalog) -> dict[str, list[CallSite]]:
+    if "sites" not in catalog.memo:
+        catalog.memo["sites"] = call_sites(release_files(catalog))
+    return catalog.memo["sites"]
+
+
+def catalog_hooks(catalog: Catalog) -> dict[str, list[Derivation]]:
+    """field -> its derivations in the release's hook files, once per catalog (none before 0.5.13,
+    which resolved in ServerArgs' own methods: those read as the failing frame's source)."""
+    if "hooks" not in catalog.memo:
+        hooks = [f for f in release_files(catalog) if "/arg_groups/" in f.path]
+        catalog.memo["hooks"] = read_hooks(hooks, catalog, release_sites(catalog))
+    return catalog.memo["hooks"]

@@ -40,6 +40,13 @@ _ARITHMETIC: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 }
 
 
+# Pure methods of a string a guard may call on a flag's text: `model_path.lower() not in [...]`.
+_STRING_METHODS = frozenset({"lower", "upper", "strip", "startswith", "endswith"})
+
+
+_NAMED_READS = frozenset({"getattr", "resolution_result"})
+
+
 def field_values(given: Mapping[str, str | None], catalog: Catalog) -> dict[str, Any]:
     """ServerArgs field -> value: each flag's release default, the unit's flags over them, typed the
     way argparse would (a switch the unit gives is True; a number that does not parse stays text)."""
@@ -75,6 +82,16 @@ def _value(node: ast.expr, values: Mapping[str, Any]) -> Any:  # noqa: PLR0911 -
         return node.value
     if isinstance(node, ast.Name):
         return values.get(node.id, _UNKNOWN)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call):
+        return values.get(node.attr, _UNKNOWN)  # `resolved_view(server_args).attention_backend`
+    if (
+        isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) in _NAMED_READS
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        return values.get(node.args[1].value, _UNKNOWN)  # `resolution_result(server_args, "x")`
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         items = [_value(e, values) for e in node.elts]
         return _UNKNOWN if any(i is _UNKNOWN for i in items) else tuple(items)
@@ -92,6 +109,20 @@ def _value(node: ast.expr, values: Mapping[str, Any]) -> Any:  # noqa: PLR0911 -
         try:
             return _UNKNOWN if _UNKNOWN in (left, right) else _ARITHMETIC[type(node.op)](left, right)
         except (TypeError, ArithmeticError):
+            return _UNKNOWN
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _STRING_METHODS
+        and not node.keywords
+    ):
+        receiver = _value(node.func.value, values)
+        args = [_value(a, values) for a in node.args]
+        if not isinstance(receiver, str) or any(a is _UNKNOWN for a in args):
+            return _UNKNOWN
+        try:
+            return getattr(receiver, node.func.attr)(*args)
+        except TypeError:
             return _UNKNOWN
     if isinstance(node, ast.Compare) and all(type(o) in _COMPARE for o in node.ops):
         left = _value(node.left, values)

@@ -19,6 +19,7 @@ def bound_names(func: ast.AST | None, class_name: str | None) -> set[str]:
     if func is None or not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return set(_ARGS_NAMES)
     bound = set()
+    assigns = [n for n in ast.walk(func) if isinstance(n, ast.Assign)]  # walked once: a hook runs to 300 lines
     params = func.args.posonlyargs + func.args.args + func.args.kwonlyargs
     for i, arg in enumerate(params):
         annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
@@ -26,14 +27,14 @@ def bound_names(func: ast.AST | None, class_name: str | None) -> set[str]:
             bound.add(arg.arg)
         elif i == 0 and arg.arg == "self" and class_name and "ServerArgs" in class_name:
             bound.add("self")
-    for node in ast.walk(func):  # `raw_args = parser.parse_args(argv)`: the usual names, assigned here
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in _ARGS_NAMES for t in node.targets):
+    for node in assigns:  # `raw_args = parser.parse_args(argv)`: the usual names, assigned here
+        if any(isinstance(t, ast.Name) and t.id in _ARGS_NAMES for t in node.targets):
             bound.update(t.id for t in node.targets if isinstance(t, ast.Name) and t.id in _ARGS_NAMES)
     changed = True
     while changed:  # names assigned from a bound name: `cfg = resolving_view(server_args)`, `x = self`
         changed = False
-        for node in ast.walk(func):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        for node in assigns:
+            if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 target, value = node.targets[0].id, node.value
                 if target in bound:
                     continue

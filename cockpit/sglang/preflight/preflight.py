@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from cockpit.remote.base import Host, HostError, RunResult
 from cockpit.sglang.catalog.flags import Catalog, Flag, on_cuda
 from cockpit.sglang.explain.explain import explain_traceback
+from cockpit.sglang.preflight.release_checks import failing_checks
 from cockpit.sglang.preflight.rule_families import violations
 from cockpit.sglang.preflight.rules import eagle_violation
 from cockpit.systemd.process_end import Holder
@@ -234,7 +235,28 @@ def check_static(argv: Sequence[str], catalog: Catalog) -> list[Finding]:
                 violation.fix,
             )
         )
+    if not any(f.severity == ERROR for f in findings):
+        findings += _release_check_findings(given, catalog, stop)
     return findings
+
+
+def _release_check_findings(given: dict[str, str | None], catalog: Catalog, stop: str) -> list[Finding]:
+    """The release's own checks these flags fail (release_checks), where no rule above named an
+    error: the first of them, as SGLang stops at its first."""
+    for check, flags in failing_checks(given, catalog):
+        said = f" ({check.says})" if check.says else ""
+        what = f"`{check.requirement}` is false" if check.requirement else f"it raises {check.exception}"
+        return [
+            Finding(
+                ERROR,
+                "release-check",
+                flags,
+                f"{stop}: {what} in {check.function} ({check.file}:{check.line}){said}.",
+                check.exception,
+                f"Change {' or '.join(flags)}." if flags else None,
+            )
+        ]
+    return []
 
 
 def given_flags(argv: Sequence[str], catalog: Catalog) -> dict[str, str | None]:
