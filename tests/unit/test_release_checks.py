@@ -63,3 +63,27 @@ def test_a_check_on_a_field_resolution_may_fill_says_nothing(catalog) -> None:
         failing_checks(given_flags(_argv(["--chunked-prefill-size", "100", "--page-size", "16"]), catalog), catalog)
         == []
     )
+
+
+def test_a_help_that_pulls_in_another_functions_docstring_reads_without_it(catalog) -> None:
+    """0.5.23 writes `f"...{human_readable_int.__doc__}"` into four helps; the flag editor showed
+    `{human_readable_int.__doc__}` under --context-length's help."""
+    assert catalog.get("--context-length").help == (
+        "The model's maximum context length. Defaults to None "
+        "(will use the value from the model's config.json instead)."
+    )
+    assert not [f.name for f in catalog.flags if "__doc__" in f.help]
+
+
+def test_the_oldest_release_checks_in_servers_args_own_methods(sglang_root) -> None:
+    """0.4.6.post5 checks in ServerArgs' `__post_init__` and `check_server_args`, no hooks: on its real
+    failures (tests/data/sglang-0.4.6.post5/explain/) the layer names what the rules do not, and says
+    nothing where the release started (`plain`, `pp-overlap`)."""
+    old = load_catalog(sglang_root("0.4.6.post5"))
+    cases = json.loads((ROOT / "tests" / "data" / "sglang-0.4.6.post5" / "explain" / "cases.json").read_text())
+    said = {
+        name: [(f.rule, f.would_raise) for f in check_static(_argv(flags), old) if f.severity == ERROR]
+        for name, flags in cases.items()
+    }
+    assert said["chunk-page"] == said["moe-dense"] == [("release-check", "AssertionError")]
+    assert said["plain"] == said["pp-overlap"] == []

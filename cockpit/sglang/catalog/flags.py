@@ -228,7 +228,8 @@ class _Env:
         return _UNKNOWN
 
     def text(self, node: ast.AST | None) -> str:
-        """A help string: constants joined, f-string fields shown as `{expr}`."""
+        """A help string: constants joined, f-string fields shown as `{expr}`, save a docstring pulled
+        in from elsewhere (0.5.23's `f"...{human_readable_int.__doc__}"`), which is left out."""
         if node is None:
             return ""
         value = self.literal(node)
@@ -240,9 +241,11 @@ class _Env:
                 if isinstance(part, ast.Constant):
                     out.append(str(part.value))
                 elif isinstance(part, ast.FormattedValue):
+                    if isinstance(part.value, ast.Attribute) and part.value.attr == "__doc__":
+                        continue
                     inner = self.literal(part.value)
                     out.append(str(inner) if inner is not _UNKNOWN else "{" + ast.unparse(part.value) + "}")
-            return "".join(out)
+            return "".join(out).rstrip()
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             return self.text(node.left) + self.text(node.right)
         if isinstance(node, (ast.Tuple,)):  # help=("a" "b") written as a parenthesised tuple by mistake
