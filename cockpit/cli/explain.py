@@ -15,6 +15,9 @@ from cockpit.errors import CockpitError, UsageError
 from cockpit.printable import printable
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     from cockpit.sglang.catalog.flags import Catalog
     from cockpit.sglang.explain.explain import Explanation
     from cockpit.traceback.model import Traceback
@@ -95,15 +98,19 @@ def local_path(root: Path, remote: str) -> Path:
     raise UsageError(f"{remote} is not under {root}")
 
 
+def _given(argv: list[str] | None, catalog: Catalog | None) -> dict[str, str | None] | None:
+    from cockpit.sglang.preflight.preflight import given_flags
+
+    return given_flags(argv, catalog) if argv is not None and catalog is not None else None
+
+
 def _explain_local(tb: Traceback, root: Path, argv: list[str] | None) -> tuple[Explanation, dict[str, str | None]]:
     import asyncio
 
     from cockpit.sglang.catalog.flags import load_catalog
-    from cockpit.sglang.explain.explain import explain_traceback, read_model_modules
-    from cockpit.sglang.explain.judge import field_values
+    from cockpit.sglang.explain.explain import explain_for_unit
     from cockpit.sglang.explain.model_reads import module_files
     from cockpit.sglang.preflight.model_files import ModelFiles, config_of
-    from cockpit.sglang.preflight.preflight import given_flags
 
     frame = tb.failing_frame
     assert frame is not None and frame.line is not None
@@ -117,32 +124,23 @@ def _explain_local(tb: Traceback, root: Path, argv: list[str] | None) -> tuple[E
             callers[f.file] = local_path(root, f.file).read_text(errors="replace")
         except UsageError:  # a frame outside the release (runpy, the standard library): the walk ends there
             continue
-    from cockpit.sglang.explain.hooks import catalog_hooks
+    given = _given(argv, catalog)
 
-    derivations = catalog_hooks(catalog) if catalog is not None else None
-    text = source.read_text(errors="replace")
-    given = given_flags(argv, catalog) if argv is not None and catalog is not None else {}
+    async def read_callers() -> dict[str, str]:
+        return callers
 
     async def module(name: str) -> str | None:
         found = next((root / f for f in module_files(name) if (root / f).is_file()), None)
         return found.read_text(errors="replace") if found is not None else None
 
-    modules = asyncio.run(read_model_modules(text, tb, module))
-    model_path = given.get("--model-path")
-    config = None
-    if model_path and (Path(model_path) / "config.json").is_file():
-        config = config_of((Path(model_path) / "config.json").read_bytes())
-    explained = explain_traceback(
-        text,
-        tb,
-        catalog,
-        callers,
-        derivations,
-        field_values(given, catalog) if argv is not None and catalog is not None else None,
-        modules,
-        (model_path, ModelFiles(model_path, config).text if config is not None else None) if model_path else None,
-    )
-    return explained, given
+    async def config(model_path: str) -> Mapping[str, Any] | None:
+        path = Path(model_path) / "config.json"
+        found = config_of(path.read_bytes()) if path.is_file() else None
+        return ModelFiles(model_path, found).text if found is not None else None
+
+    text = source.read_text(errors="replace")
+    explained = asyncio.run(explain_for_unit(text, tb, catalog, read_callers(), given, module, config))
+    return explained, given or {}
 
 
 async def _explain_remote(
@@ -151,7 +149,6 @@ async def _explain_remote(
     from cockpit.cli.target import open_target
     from cockpit.remote.source import PACKAGE_DIRS
     from cockpit.sglang.catalog.catalogs import package_root_of
-    from cockpit.sglang.preflight.preflight import given_flags
 
     frame = tb.failing_frame
     assert frame is not None and frame.line is not None
@@ -162,8 +159,9 @@ async def _explain_remote(
         source = await session.sources.get(host, frame.file, roots=PACKAGE_DIRS)
         root = package_root_of(frame.file)
         catalog = await session.catalogs.get(host, root) if root else None
-        explained = await session.explain_failure(host, tb, source.text, catalog, PACKAGE_DIRS, argv)
-    return explained, given_flags(argv, catalog) if argv is not None and catalog is not None else {}
+        given = _given(argv, catalog)
+        explained = await session.explain_failure(host, tb, source.text, catalog, PACKAGE_DIRS, given)
+    return explained, given or {}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import importlib
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -715,11 +715,7 @@ class Session:
             return None
         self.deployment = found
         if found.catalog is not None and "checks" not in found.catalog.memo:
-            # The release's own checks are read once per catalog (0.6 s for 0.5.23): in a thread now,
-            # not on the first keystroke of the flag editor.
-            from cockpit.sglang.preflight.release_checks import release_checks
-
-            self._spawn(asyncio.to_thread(release_checks, found.catalog), "reading the release's checks")
+            self._spawn(self._read_release_checks(found.catalog), "reading the release's checks")
         if self.poll is not None:
             self.poll.url_host_port = found.address
         if self.live:
@@ -730,6 +726,15 @@ class Session:
             self._passive = self._spawn(self._poll_passive(found), "the server's own figures")
         self.listener.deployment(found, found.problems)
         return found
+
+    async def _read_release_checks(self, catalog: Catalog) -> None:
+        """The release's own checks are read once per catalog (0.6-0.8 s for 0.5.23): in a thread,
+        not on the first keystroke of the flag editor, and once what was heard is on screen, so the
+        start-up's first screens do not share the CPU with it."""
+        from cockpit.sglang.preflight.release_checks import release_checks
+
+        await self.listener.drawn()
+        await asyncio.to_thread(release_checks, catalog)
 
     async def _poll_passive(self, found: Deployment) -> None:
         """/metrics, where the unit runs with --enable-metrics, into the throughput series
@@ -871,9 +876,9 @@ class Session:
             from cockpit.sglang.explain.explain import explain
 
             unit = self.unit
+            values = given_flags(unit.exec(), catalog) if unit is not None and catalog is not None else None
             if last and traceback.frames and traceback.frames[-1] is site:  # the failing frame: across the stack
-                argv = unit.exec() if unit is not None else None
-                explained = await self.explain_failure(host, traceback, source.text, catalog, roots, argv)
+                explained = await self.explain_failure(host, traceback, source.text, catalog, roots, values)
             else:
                 explained = explain(
                     source.text,
@@ -884,7 +889,6 @@ class Session:
                     catalog=catalog,
                 )
             view.start, view.end = explained.start_line, explained.end_line
-            values = given_flags(unit.exec(), catalog) if unit is not None and catalog is not None else None
             environment = unit.environment() if unit is not None else None
             if last:
                 message = explained.sentence(values, environment)
@@ -912,43 +916,29 @@ class Session:
         source: str,
         catalog: Catalog | None,
         roots: SourceRoots,
-        argv: list[str] | None,
+        given: Mapping[str, str | None] | None,
     ) -> Explanation:
-        """explain_traceback with all it reads on the host: the callers' files, the modules the
-        failing check takes model values from, and the config.json of `argv`'s --model-path (`argv`,
-        the unit's command line, also decides which of the release's resolution hooks ran; the
-        catalog holds their files)."""
-        from cockpit.sglang.explain.explain import explain_traceback, read_model_modules
-        from cockpit.sglang.explain.hooks import catalog_hooks
-        from cockpit.sglang.explain.judge import field_values
+        """explain.explain_for_unit reading on the host: the callers' files and the release's modules
+        under `roots`, and the config.json of `given`'s --model-path."""
+        from cockpit.sglang.explain.explain import explain_for_unit
         from cockpit.sglang.explain.model_reads import module_files
         from cockpit.sglang.preflight.model_files import read_model_files
 
         frame = traceback.failing_frame
         root = package_root_of(frame.file) if frame is not None else None
-        given = given_flags(argv, catalog) if argv is not None and catalog is not None else None
-        model_path = given.get("--model-path") if given else None
 
         async def module(name: str) -> str | None:
-            for path in module_files(name):
+            for path in module_files(name) if root else []:
                 with contextlib.suppress(SourceError):
                     return (await self.sources.get(host, f"{root}/{path}", roots=roots)).text
             return None
 
-        async def model() -> tuple[str, Any] | None:
-            if not model_path:
-                return None
+        async def config(model_path: str) -> Mapping[str, Any] | None:
             found = await read_model_files(host, model_path, sizes=False)
-            return model_path, found.text if found.config is not None else None
+            return found.text if found.config is not None else None
 
-        callers, read, config = await asyncio.gather(
-            self.caller_sources(host, traceback, roots),
-            read_model_modules(source, traceback, module) if root else asyncio.sleep(0, {}),
-            model(),
-        )
-        hooks = catalog_hooks(catalog) if catalog is not None else {}
-        values = field_values(given, catalog) if given is not None and catalog is not None else None
-        return explain_traceback(source, traceback, catalog, callers, hooks, values, read, config)
+        callers = self.caller_sources(host, traceback, roots)
+        return await explain_for_unit(source, traceback, catalog, callers, given, module, config)
 
     async def caller_sources(self, host: Host, traceback: Traceback, roots: SourceRoots) -> dict[str, str]:
         """The files of the frames above the failing one that lie under `roots` (the release's own),

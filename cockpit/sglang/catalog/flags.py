@@ -49,6 +49,10 @@ class Flag:
         return self.option_strings or (self.name,) + self.aliases
 
 
+# A flag's `type` name -> what argparse converts its value with, where that is a builtin.
+CONVERTERS: dict[str, type] = {"int": int, "float": float}
+
+
 @dataclass
 class Catalog:
     """Every flag of one release, looked up by any of its spellings."""

@@ -20,8 +20,8 @@ from typing import Any
 
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
-from cockpit.sglang.explain.hooks import Derivation, guards_at
-from cockpit.sglang.explain.judge import holds
+from cockpit.sglang.explain.hooks import Derivation, catalog_hooks, guards_at
+from cockpit.sglang.explain.judge import field_values, holds
 from cockpit.sglang.explain.model_reads import ModelRead, model_reads, modules_needed
 from cockpit.sglang.explain.names import attributes, bound_names, env_reads, flag_of, strip_bound, unique
 from cockpit.sglang.explain.stack import CallerStep, walk_callers
@@ -211,16 +211,11 @@ def explain(
     if not chain:
         raise ValueError(f"{path}:{line} is not inside any statement of the file")
     lines = source_lines(source)
-    func = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    func, tests = _failing_function(tree, chain, line)
     cls = next((n for n in reversed(chain) if isinstance(n, ast.ClassDef)), None)
     bound = bound_names(func, cls.name if cls else None)
     target = chain[-1]
     start, end = _node_range(target)
-    # Every `if` of the function the statement sits under, and each earlier `if X: return` beside
-    # them: `raise ValueError("--enable-lmcache requires radix cache")` under `if cfg.enable_lmcache:`
-    # then `if cfg.disable_radix_cache:` depends on both. An earlier `if X: raise` is a check of
-    # its own, not a guard of this one.
-    tests = guards_at(func if func is not None else tree, start, exits=(ast.Return,))
     guard_node = tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests) if tests else None
     statement = "\n".join(lines[start - 1 : end])
     kind = "statement"
@@ -254,7 +249,8 @@ def explain(
     # The innermost guard decides most directly: its flags come before those of the `if`s around it.
     guard_used = [a.attr for t in reversed(tests) for a in attributes(t, bound)] if kind != "compare" else []
     attrs = unique(used + guard_used)
-    environment = env_reads(focus) + (env_reads(guard_node) if kind != "compare" else [])
+    environment = unique(env_reads(focus) + (env_reads(guard_node) if kind != "compare" else []))
+    flags = unique(f for f in (flag_of(a, catalog) for a in attrs) if f)
     return Explanation(
         file=path,
         line=line,
@@ -265,11 +261,11 @@ def explain(
         guard=_one_line(strip_bound(ast.unparse(guard_node), bound)) if guard_node is not None else None,
         requirement=strip_bound(requirement, bound) if requirement else None,
         none_flag=none_flag,
-        flags=unique(f for f in (flag_of(a, catalog) for a in attrs) if f),
-        statement_flags=unique(f for f in (flag_of(a, catalog) for a in attrs) if f),
+        flags=flags,
+        statement_flags=list(flags),
         attributes=attrs,
-        environment=unique(environment),
-        statement_environment=unique(environment),
+        environment=environment,
+        statement_environment=list(environment),
     )
 
 
@@ -308,10 +304,10 @@ def explain_traceback(
 ) -> Explanation:
     """`explain` for a traceback's failing frame; `source` is that frame's file. With `callers`
     (the other frames' files by path), the frames above are read too (stack.walk_callers); with
-    `derivations` (hooks.release_derivations), the fields it reads that hooks fill from other flags;
+    `derivations` (hooks.catalog_hooks), the fields it reads that hooks fill from other flags;
     with `values` (judge.field_values of the unit's flags), also those filled by hooks off the
-    failing path whose guards the unit's flags meet; with `modules` (model_modules' files, by dotted
-    name) and `model` (the unit's --model-path and its config.json), the values it takes from the model."""
+    failing path whose guards the unit's flags meet; with `modules` (read_model_modules' files, by
+    dotted name) and `model` (the unit's --model-path and its config.json), the values it takes from the model."""
     frame = tb.failing_frame
     if frame is None or frame.line is None:
         raise ValueError("the traceback has no frame with a line to explain")
@@ -356,36 +352,73 @@ def module_of(path: str) -> str:
     return tail.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
+def _failing_function(tree: ast.Module, chain: list[ast.AST], line: int) -> tuple[ast.AST | None, list[ast.expr]]:
+    """The failing statement's function (None: it has none) and its guards: every `if` of the function
+    the statement sits under, and each earlier `if X: return` beside them (`raise ValueError("--enable-
+    lmcache requires radix cache")` under `if cfg.enable_lmcache:` then `if cfg.disable_radix_cache:`
+    depends on both). An earlier `if X: raise` is a check of its own, not a guard of this one."""
+    func = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    start = _node_range(chain[-1])[0] if chain else line
+    return func, guards_at(func if func is not None else tree, start, exits=(ast.Return,))
+
+
 def _failing_nodes(tree: ast.Module, line: int) -> tuple[ast.AST, list[ast.AST]]:
     """The failing statement's function (the module where it has none) and the statement with its guards."""
     chain = _path_to(tree, line)
-    func = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), tree)
-    target = chain[-1] if chain else tree
-    return func, [target, *guards_at(func, _node_range(target)[0] if chain else line, exits=(ast.Return,))]
-
-
-def model_modules(source: str, tb: Traceback, read: Mapping[str, str]) -> list[str]:
-    """The release's modules (dotted) explain_traceback still needs, beyond those `read` so far ("" for
-    one that is not there), to follow the failing check's model values: a caller that fetches files
-    (a host's) asks again after each read, as a function may be re-exported by a package."""
-    frame = tb.failing_frame
-    if frame is None or frame.line is None:
-        return []
-    tree = parse(source, frame.file)
-    func, nodes = _failing_nodes(tree, frame.line)
-    return [m for m in modules_needed(tree, func, nodes, module_of(frame.file), read) if m not in read]
+    func, tests = _failing_function(tree, chain, line)
+    return func if func is not None else tree, [chain[-1] if chain else tree, *tests]
 
 
 async def read_model_modules(
     source: str, tb: Traceback, read_one: Callable[[str], Awaitable[str | None]]
 ) -> dict[str, str]:
-    """The modules explain_traceback needs for the model values, each read by `read_one` (a dotted
-    name -> its text, None where it is not there), round after round as re-exports lead on."""
+    """The release's modules (dotted) explain_traceback needs to follow the failing check's model
+    values, each read by `read_one` (a dotted name -> its text, None where it is not there), round
+    after round as re-exports lead on ("" for one that is not there)."""
+    frame = tb.failing_frame
     read: dict[str, str] = {}
+    if frame is None or frame.line is None:
+        return read
+    tree = parse(source, frame.file)
+    func, nodes = _failing_nodes(tree, frame.line)
     for _ in range(4):
-        wanted = model_modules(source, tb, read)
+        wanted = [m for m in modules_needed(tree, func, nodes, module_of(frame.file), read) if m not in read]
         if not wanted:
             break
         texts = await asyncio.gather(*(read_one(m) for m in wanted))
         read.update({m: t or "" for m, t in zip(wanted, texts, strict=True)})
     return read
+
+
+async def explain_for_unit(
+    source: str,
+    tb: Traceback,
+    catalog: Catalog | None,
+    callers: Awaitable[Mapping[str, str]],
+    given: Mapping[str, str | None] | None,
+    read_module: Callable[[str], Awaitable[str | None]],
+    read_config: Callable[[str], Awaitable[Mapping[str, Any] | None]],
+) -> Explanation:
+    """explain_traceback with all a unit and its release give: the callers' files (`callers`, read
+    meanwhile), the release's resolution hooks (the catalog's), the modules the failing check takes
+    model values from (`read_module`), the unit's flags (`given`: which hooks ran, and --model-path,
+    whose config.json's language-model part `read_config` gives). The app and `cockpit explain`
+    (--host or a local --source-root) differ only in how they read."""
+    model_path = given.get("--model-path") if given else None
+
+    async def config_of_model() -> Mapping[str, Any] | None:
+        return await read_config(model_path) if model_path else None
+
+    found_callers, modules, config = await asyncio.gather(
+        callers, read_model_modules(source, tb, read_module), config_of_model()
+    )
+    return explain_traceback(
+        source,
+        tb,
+        catalog,
+        found_callers,
+        catalog_hooks(catalog) if catalog is not None else None,
+        field_values(given, catalog) if given is not None and catalog is not None else None,
+        modules,
+        (model_path, config) if model_path else None,
+    )

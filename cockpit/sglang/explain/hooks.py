@@ -215,10 +215,17 @@ def release_sites(catalog: Catalog) -> dict[str, list[CallSite]]:
     return catalog.memo["sites"]
 
 
+def release_derivations(catalog: Catalog) -> dict[str, list[Derivation]]:
+    """field -> its derivations in the hook files and ServerArgs' own methods, once per catalog."""
+    if "derivations" not in catalog.memo:
+        catalog.memo["derivations"] = read_hooks(release_files(catalog), catalog, release_sites(catalog))
+    return catalog.memo["derivations"]
+
+
 def catalog_hooks(catalog: Catalog) -> dict[str, list[Derivation]]:
     """field -> its derivations in the release's hook files, once per catalog (none before 0.5.13,
     which resolved in ServerArgs' own methods: those read as the failing frame's source)."""
     if "hooks" not in catalog.memo:
-        hooks = [f for f in release_files(catalog) if "/arg_groups/" in f.path]
-        catalog.memo["hooks"] = read_hooks(hooks, catalog, release_sites(catalog))
+        found = {f: [d for d in ds if "/arg_groups/" in d.file] for f, ds in release_derivations(catalog).items()}
+        catalog.memo["hooks"] = {f: ds for f, ds in found.items() if ds}
     return catalog.memo["hooks"]

@@ -15,7 +15,8 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cockpit.sglang.catalog.flags import Catalog
+from cockpit.sglang.catalog.flags import CONVERTERS, Catalog
+from cockpit.sglang.explain.names import NAMED_READS
 
 _UNKNOWN = object()
 
@@ -44,9 +45,6 @@ _ARITHMETIC: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 _STRING_METHODS = frozenset({"lower", "upper", "strip", "startswith", "endswith"})
 
 
-_NAMED_READS = frozenset({"getattr", "resolution_result"})
-
-
 def field_values(given: Mapping[str, str | None], catalog: Catalog) -> dict[str, Any]:
     """ServerArgs field -> value: each flag's release default, the unit's flags over them, typed the
     way argparse would (a switch the unit gives is True; a number that does not parse stays text)."""
@@ -58,7 +56,7 @@ def field_values(given: Mapping[str, str | None], catalog: Catalog) -> dict[str,
         if not flag.takes_value or text is None:
             values[flag.dest] = True
             continue
-        kind = {"int": int, "float": float}.get(flag.type or "")
+        kind = CONVERTERS.get(flag.type or "")
         try:
             values[flag.dest] = kind(text) if kind is not None else text
         except ValueError:
@@ -86,7 +84,7 @@ def _value(node: ast.expr, values: Mapping[str, Any]) -> Any:  # noqa: PLR0911 -
         return values.get(node.attr, _UNKNOWN)  # `resolved_view(server_args).attention_backend`
     if (
         isinstance(node, ast.Call)
-        and getattr(node.func, "id", None) in _NAMED_READS
+        and getattr(node.func, "id", None) in NAMED_READS
         and len(node.args) >= 2
         and isinstance(node.args[1], ast.Constant)
         and isinstance(node.args[1].value, str)

@@ -16,10 +16,11 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cockpit.sglang.catalog.pysource import parse
+from cockpit.sglang.explain.names import assigned_values, names_reached
 
 _CONFIG_WORDS = ("hf_config", "hf_text_config", "text_config", "model_config", "config")
 
@@ -34,14 +35,7 @@ class ModelRead:
     values: dict[str, Any] = field(default_factory=dict)  # those the model's config.json has
 
     def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "function": self.function,
-            "module": self.module,
-            "line": self.line,
-            "keys": self.keys,
-            "values": self.values,
-        }
+        return asdict(self)
 
     def said(self, model_path: str | None) -> str:
         where = f"{model_path.rstrip('/')}/config.json" if model_path else "the model's config.json"
@@ -69,24 +63,13 @@ def _handed_config(call: ast.Call) -> bool:
 def _locals_read(func: ast.AST, nodes: list[ast.AST]) -> dict[str, ast.Call]:
     """Locals the nodes read (through other locals) that were assigned from a call handed the model's
     config: name -> that call."""
-    assigned: dict[str, list[ast.expr]] = {}
-    for n in ast.walk(func):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
-            assigned.setdefault(n.targets[0].id, []).append(n.value)
-    out: dict[str, ast.Call] = {}
-    seen: set[str] = set()
-    todo = [x.id for node in nodes for x in ast.walk(node) if isinstance(x, ast.Name)]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for value in assigned.get(name, []):
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and _handed_config(value):
-                out[name] = value
-            else:
-                todo += [x.id for x in ast.walk(value) if isinstance(x, ast.Name)]
-    return out
+    assigned = assigned_values(func)
+    return {
+        name: value
+        for name in names_reached(nodes, assigned)
+        for value in assigned.get(name, [])
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and _handed_config(value)
+    }
 
 
 def _imported_from(tree: ast.Module, name: str, module: str) -> tuple[str, list[str]] | None:

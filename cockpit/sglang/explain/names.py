@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from cockpit.sglang.catalog.flags import Catalog
 
@@ -47,7 +47,7 @@ def bound_names(func: ast.AST | None, class_name: str | None) -> set[str]:
     return bound
 
 
-_NAMED_READS = {"getattr", "resolution_result"}  # `resolution_result(server_args, "swa_full_tokens_ratio")`
+NAMED_READS = frozenset({"getattr", "resolution_result"})  # `resolution_result(server_args, "swa_full_tokens_ratio")`
 
 
 def _holds_args(node: ast.expr, bound: set[str]) -> bool:
@@ -72,7 +72,7 @@ def attributes(node: ast.AST | None, bound: set[str]) -> list[ast.Attribute]:
             out.append(n)
         elif (
             isinstance(n, ast.Call)
-            and getattr(n.func, "id", None) in _NAMED_READS
+            and getattr(n.func, "id", None) in NAMED_READS
             and len(n.args) >= 2
             and _holds_args(n.args[0], bound)
             and isinstance(n.args[1], ast.Constant)
@@ -80,6 +80,32 @@ def attributes(node: ast.AST | None, bound: set[str]) -> list[ast.Attribute]:
         ):
             out.append(ast.copy_location(ast.Attribute(n.args[0], n.args[1].value, ast.Load()), n))
     return out
+
+
+def assigned_values(func: ast.AST, keep: Callable[[str], bool] = lambda _: True) -> dict[str, list[ast.expr]]:
+    """name -> each expression the function assigns to it (`x = ...`, `x: T = ...`, `x += ...`), for
+    the names `keep` takes."""
+    out: dict[str, list[ast.expr]] = {}
+    for n in ast.walk(func):
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                if isinstance(t, ast.Name) and keep(t.id):
+                    out.setdefault(t.id, []).append(n.value)
+    return out
+
+
+def names_reached(nodes: Iterable[ast.AST], assigned: Mapping[str, list[ast.expr]]) -> list[str]:
+    """The names the nodes read, and through each local the names read by what was assigned to it
+    (`msg = f"... {context_length} ..."; raise ValueError(msg)` reaches `context_length`)."""
+    read: dict[str, None] = {}
+    todo = [x.id for node in nodes for x in ast.walk(node) if isinstance(x, ast.Name)]
+    while todo:
+        name = todo.pop()
+        if name in read:
+            continue
+        read[name] = None
+        todo += [x.id for value in assigned.get(name, []) for x in ast.walk(value) if isinstance(x, ast.Name)]
+    return list(read)
 
 
 def env_reads(node: ast.AST | None) -> list[str]:

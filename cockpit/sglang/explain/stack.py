@@ -19,7 +19,16 @@ from dataclasses import asdict, dataclass
 from cockpit.sglang.catalog.flags import Catalog
 from cockpit.sglang.catalog.pysource import parse
 from cockpit.sglang.explain.hooks import guards_at
-from cockpit.sglang.explain.names import attributes, bound_names, env_reads, flag_of, strip_bound, unique
+from cockpit.sglang.explain.names import (
+    assigned_values,
+    attributes,
+    bound_names,
+    env_reads,
+    flag_of,
+    names_reached,
+    strip_bound,
+    unique,
+)
 from cockpit.traceback.frames import Frame
 
 MAX_CALLERS = 12  # SGLang's deepest resolution path is 8 frames from the launch to the hook
@@ -80,21 +89,8 @@ def parameters_read(func: ast.FunctionDef | ast.AsyncFunctionDef, *nodes: ast.AS
     """Which of `func`'s parameters the expressions or statements read, through the locals they read
     (`msg = f"... {context_length} ..."; raise ValueError(msg)` reads `context_length`)."""
     params = {a.arg for a in func.args.posonlyargs + func.args.args + func.args.kwonlyargs}
-    sources: dict[str, list[ast.expr]] = {}
-    for n in ast.walk(func):
-        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
-            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
-                if isinstance(t, ast.Name) and t.id not in params:
-                    sources.setdefault(t.id, []).append(n.value)
-    read: dict[str, None] = {}
-    todo = [x.id for node in nodes for x in ast.walk(node) if isinstance(x, ast.Name)]
-    while todo:
-        name = todo.pop()
-        if name in read:
-            continue
-        read[name] = None
-        todo += [x.id for value in sources.get(name, []) for x in ast.walk(value) if isinstance(x, ast.Name)]
-    return [name for name in read if name in params]
+    reached = names_reached(nodes, assigned_values(func, lambda name: name not in params))
+    return [name for name in reached if name in params]
 
 
 def _bound_arguments(

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from cockpit.remote.base import Host, HostError, RunResult
-from cockpit.sglang.catalog.flags import Catalog, Flag, on_cuda
+from cockpit.sglang.catalog.flags import CONVERTERS, Catalog, Flag, on_cuda
 from cockpit.sglang.explain.explain import explain_traceback
 from cockpit.sglang.preflight.release_checks import failing_checks
 from cockpit.sglang.preflight.rule_families import violations
@@ -31,7 +31,6 @@ from cockpit.systemd.unit_args import Item, parse_items
 ERROR, WARNING, INFO = "error", "warning", "info"
 PATH_FLAGS = ("--model-path", "--speculative-draft-model-path", "--tokenizer-path")
 _KIND_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
-_CONVERT = {"int": int, "float": float}
 
 
 def _kind_words(kind: str | None) -> str:
@@ -170,7 +169,7 @@ def check_static(argv: Sequence[str], catalog: Catalog) -> list[Finding]:
                 )
             )
             continue
-        kind = _CONVERT.get(flag.type or "")
+        kind = CONVERTERS.get(flag.type or "")
         for value in values:
             if kind is not None:
                 try:

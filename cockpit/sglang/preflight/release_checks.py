@@ -32,7 +32,7 @@ from cockpit.sglang.explain.hooks import (
     Derivation,
     ReleaseFile,
     guards_at,
-    read_hooks,
+    release_derivations,
     release_files,
     release_sites,
     run_paths,
@@ -87,29 +87,28 @@ def _outside_loops_and_trys(func: ast.AST) -> Iterator[ast.stmt]:
 class _Locals(ast.NodeTransformer):
     """A local read in a check, put back to the one expression it was assigned (`prefix_tails =
     resolved_view(server_args).swa_prefix_tails` before `if prefix_tails is not None and prefix_tails
-    < 0: raise`), where the function assigns it once, earlier, with a plain `name = expr`."""
+    < 0: raise`), where the function assigns it once, earlier, with a plain `name = expr`. Read once
+    a function; `put_back` for each check in it."""
 
-    def __init__(self, func: ast.AST, line: int, bound: set[str]) -> None:
+    def __init__(self, func: ast.AST, bound: set[str]) -> None:
         stores: dict[str, int] = {}
-        self.values: dict[str, ast.expr] = {}
+        assigned: dict[str, tuple[int, ast.expr]] = {}
         for n in ast.walk(func):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 stores[n.id] = stores.get(n.id, 0) + 1
-            if (
-                isinstance(n, ast.Assign)
-                and len(n.targets) == 1
-                and isinstance(n.targets[0], ast.Name)
-                and n.lineno < line
-            ):
-                self.values[n.targets[0].id] = n.value
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                assigned[n.targets[0].id] = (n.lineno, n.value)
         # The names that hold the flags (`cfg = resolving_view(server_args)`) stay as they are.
-        self.values = {k: v for k, v in self.values.items() if stores.get(k) == 1 and k not in bound}
+        self.assigned = {k: v for k, v in assigned.items() if stores.get(k) == 1 and k not in bound}
+        self.values: dict[str, ast.expr] = {}
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         value = self.values.get(node.id) if isinstance(node.ctx, ast.Load) else None
         return copy.deepcopy(value) if value is not None else node
 
-    def put_back(self, expr: ast.expr) -> ast.expr:
+    def put_back(self, expr: ast.expr, line: int) -> ast.expr:
+        """`expr`, of the check at `line`, with the locals assigned before that line put back."""
+        self.values = {k: value for k, (at, value) in self.assigned.items() if at < line}
         return self.visit(copy.deepcopy(expr)) if self.values else expr
 
 
@@ -119,6 +118,7 @@ def checks_in(file: ReleaseFile) -> list[ReleaseCheck]:
     out: list[ReleaseCheck] = []
     for func, _, frozen in file.functions:
         bound = set(frozen)
+        local = _Locals(func, bound)
         for node in _outside_loops_and_trys(func):
             if isinstance(node, ast.Assert):
                 exception, requirement, message = "AssertionError", node.test, node.msg
@@ -128,9 +128,8 @@ def checks_in(file: ReleaseFile) -> list[ReleaseCheck]:
                 requirement, message = None, node.exc
             else:
                 continue
-            local = _Locals(func, node.lineno, bound)
-            tests = [local.put_back(t) for t in guards_at(func, node.lineno, (ast.Return,))]
-            requirement = local.put_back(requirement) if requirement is not None else None
+            tests = [local.put_back(t, node.lineno) for t in guards_at(func, node.lineno, (ast.Return,))]
+            requirement = local.put_back(requirement, node.lineno) if requirement is not None else None
             read = [
                 a.attr
                 for e in [*tests, *([requirement] if requirement is not None else [])]
@@ -162,7 +161,7 @@ def release_checks(catalog: Catalog) -> tuple[list[ReleaseCheck], dict[str, list
                 paths = tuple(run_paths(check.function, sites))
                 if paths:
                     checks.append(replace(check, runs_when=paths))
-        catalog.memo["checks"] = (checks, read_hooks(files, catalog, sites))
+        catalog.memo["checks"] = (checks, release_derivations(catalog))
     return catalog.memo["checks"]
 
 

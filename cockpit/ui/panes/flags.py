@@ -274,15 +274,12 @@ class FlagsPane(Vertical):
                     highlight = options.option_count - 1
         env = self.edited.environment()
         wanted = [n[4:] for n in self._named if n.startswith("env:") and n[4:] not in env]
-        if env or wanted:
+        rows = [(key, f"{'▸' if f'env:{key}' in self._named else ' '} {key}={value}") for key, value in env.items()]
+        rows += [(key, f"▸ {key} (not set in the unit: Enter sets it)") for key in wanted]
+        if rows:
             options.add_option(Option(Text("── environment", style="bold"), disabled=True))
-            for key, value in env.items():
-                mark = "▸ " if f"env:{key}" in self._named else "  "
-                options.add_option(Option(Text(f"{mark}{key}={value}"), id=f"env:{key}"))
-                if f"env:{key}" == keep:
-                    highlight = options.option_count - 1
-            for key in wanted:
-                options.add_option(Option(Text(f"▸ {key} (not set in the unit: Enter sets it)"), id=f"env:{key}"))
+            for key, label_text in rows:
+                options.add_option(Option(Text(label_text), id=f"env:{key}"))
                 if f"env:{key}" == keep:
                     highlight = options.option_count - 1
         if highlight is None:  # show the first flag the pre-flight blames, else the first flag
