@@ -17,14 +17,11 @@ from typing import NoReturn
 
 from cockpit.remote.base import Host, HostError
 from cockpit.systemd import processes
-from cockpit.systemd.readiness import GENERATE, RECHECK_S, Probe, own_probe
+from cockpit.systemd.readiness import GENERATE, HUNG_AFTER_S, RECHECK_S, Probe, own_probe
 from cockpit.systemd.status import UnitNotFound, UnitStatus, fetch, with_file_check
 
 POLL_S = 1.0
 READY_RECHECK_S = RECHECK_S  # /health_generate makes SGLang generate a token and log lines: ask sparingly once ready
-# A healthy server answers /health_generate in 1 to 2 s (it looks for output once a second); a hung
-# one after 20 s, with 503. No answer in 10 s is a hang.
-READY_TIMEOUT_S = 10.0
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
@@ -155,7 +152,7 @@ class StatusPoll:
         forgets = self._forgets
         try:
             answer, members_now = await asyncio.gather(
-                own_probe(self.host, self.unit, *address, GENERATE, timeout=READY_TIMEOUT_S), members()
+                own_probe(self.host, self.unit, *address, GENERATE, timeout=HUNG_AFTER_S), members()
             )
         finally:
             self._health = None

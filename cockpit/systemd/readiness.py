@@ -37,6 +37,10 @@ HEALTH, GENERATE = "/health", "/health_generate"
 # A generating endpoint is asked at most this often once the server has answered 200: each ask
 # is a token, a second and journal lines (the app's status poll and the fleet keep to it).
 RECHECK_S = 15.0
+# A generating endpoint that has not answered within this is `hung`, in every view (the app, the
+# fleet, cockpit status, a restart's watch). A healthy server answers /health_generate in 1 to 2 s
+# (it looks for output once a second); a hung one after 20 s, with 503.
+HUNG_AFTER_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -173,8 +177,9 @@ async def own_probe(host: Host, unit: str, addr: str, port: int, path: str = HEA
     return Probe(path, None, check.note)
 
 
-async def is_ready(host: Host, addr: str, port: int, timeout: float = 5.0) -> bool:
-    return (await probe(host, addr, port, HEALTH, timeout)).ok
+async def is_ready(host: Host, addr: str, port: int) -> bool:
+    """Whether the server generates a token: what every view calls ready."""
+    return (await probe(host, addr, port, GENERATE, HUNG_AFTER_S)).ok
 
 
 async def server_info(host: Host, addr: str, port: int, timeout: float = 5.0) -> dict[str, Any] | None:

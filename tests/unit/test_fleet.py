@@ -10,6 +10,7 @@ from cockpit.sglang.deployments.fleet import (
     FAILED,
     HEALTH_TIMEOUT_S,
     READY,
+    SCRIPT,
     SEP,
     STOPPED,
     FleetUnit,
@@ -22,7 +23,7 @@ from cockpit.sglang.deployments.fleet import (
     rows,
     sections,
 )
-from cockpit.systemd.readiness import HEALTH, RECHECK_S, LastAnswer, Probe
+from cockpit.systemd.readiness import HEALTH, HUNG_AFTER_S, RECHECK_S, LastAnswer, Probe
 from cockpit.systemd.status import UnitStatus, listed_units
 
 # As bookworm's systemctl show prints a stand-in node's ExecStart (read from the lab).
@@ -91,6 +92,12 @@ def test_probe_lines_give_the_status_how_long_it_took_or_why_there_was_none() ->
     assert probes["b.service"].words() == f"/health_generate: no answer within {HEALTH_TIMEOUT_S:g} s"
     assert probes["c.service"].words() == "/health_generate: nothing answers on ::1:30002"
     assert parse_probes("a.service 127 \n", asked)["a.service"].detail == "not asked: the host has no bash"
+
+
+def test_the_fleet_calls_a_server_hung_after_the_apps_own_wait() -> None:
+    """A server slow to generate (4 s) read hung in the fleet (3 s) and ready in the app (10 s)."""
+    assert HUNG_AFTER_S == 10.0
+    assert f"timeout {HUNG_AFTER_S:g} bash" in SCRIPT and "timeout 3 " not in SCRIPT
 
 
 def test_a_unit_is_asked_each_round_while_it_starts_and_every_15_s_once_it_answered() -> None:

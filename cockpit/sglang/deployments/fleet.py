@@ -49,7 +49,7 @@ from cockpit.sglang.server.logparse import READY_TEXT
 from cockpit.sglang.server.ranks import node_rank, ranks_on_node
 from cockpit.systemd import journal, listeners, processes
 from cockpit.systemd.process_facts import SEP as FACTS_SEP
-from cockpit.systemd.readiness import GENERATE, RECHECK_S, LastAnswer, Probe, port_check
+from cockpit.systemd.readiness import GENERATE, HUNG_AFTER_S, RECHECK_S, LastAnswer, Probe, port_check
 from cockpit.systemd.status import PROPERTIES, UnitStatus, parse_show
 from cockpit.targets import Target, all_targets
 
@@ -57,9 +57,7 @@ FAILED, STOPPED = "failed", "stopped"
 # Worst first: what the fleet view sorts by. `down` splits into failed (it ended on its own, or
 # waits to be restarted after it did) and stopped (someone stopped it).
 TROUBLE = (FAILED, BROKEN, HUNG, DEGRADED, STARTING, READY, STOPPED)
-# SGLang's /health_generate sleeps 1 s, then looks for the token once a second: 1 s when
-# healthy, 2 s when slow to give it. No answer in 3 s is `hung` here.
-HEALTH_TIMEOUT_S = 3.0
+HEALTH_TIMEOUT_S = HUNG_AFTER_S  # as the app and cockpit status: one rule for hung
 SEP = "@@cockpit-fleet@@"
 BUSY_MIB = 1024  # a GPU with more memory taken than this is in use
 

@@ -28,7 +28,7 @@ from cockpit.systemd import gpu_use, journal, processes
 from cockpit.systemd.endings import PATTERN as ENDINGS_PATTERN
 from cockpit.systemd.endings import Endings
 from cockpit.systemd.gpu_use import GpuUse
-from cockpit.systemd.readiness import GENERATE, HEALTH, LastAnswer, Probe, own_probe
+from cockpit.systemd.readiness import GENERATE, HEALTH, HUNG_AFTER_S, LastAnswer, Probe, own_probe
 from cockpit.systemd.remote_unit import service_python
 from cockpit.systemd.status import UnitStatus, fetch
 from cockpit.targets import Target
@@ -186,7 +186,7 @@ async def _ask(host: Host, unit: str, found: Deployment, catalogs: CatalogCache,
     health = generation(routes, environment, HEALTH)
     path = HEALTH if not generate and health.generates is not False else GENERATE
     cost = health if path == HEALTH else generation(routes, environment, GENERATE)
-    said = await own_probe(host, unit, *found.address, path, timeout=10)
+    said = await own_probe(host, unit, *found.address, path, timeout=HUNG_AFTER_S)
     if path == GENERATE and not generate and cost.generates:
         instead = f"not /health, which asks the model nothing: {health.why}"
         said = replace(said, detail="; ".join(d for d in (said.detail, instead) if d))
