@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 from textual import on, work
@@ -420,9 +421,10 @@ class CockpitApp(App[None]):
         span = (loop.last_us - loop.first_us) / 1e6 if loop.first_us and loop.last_us else 0.0
         stop = "x stops the unit while you fix it" if not self.changes_refused() else "read-only here"
         same = f"the same failure ({loop.newest.exception})"
-        self.status_pane.show_crash_loop(
-            f"crash loop: {loop.starts} starts in {duration(span)}, {same} · {stop}", (loop.last_us or 0) / 1e6
-        )
+        last = (loop.last_us or 0) / 1e6
+        at = f", the last at {time.strftime('%H:%M:%S', time.localtime(last))}" if last else ""
+        said = f"crash loop: {loop.starts} starts in {duration(span)}{at}, {same} · {stop}"
+        self.status_pane.show_crash_loop(said, last)
 
     def on_journal_view_need_older(self, event: JournalView.NeedOlder) -> None:
         if self.target is not None:

@@ -260,6 +260,11 @@ async def test_the_status_pane_shows_gpu_use_and_marks_what_is_not_the_units() -
             "(PID 1's child from sglang-demo.service's earlier invocation 0123456789ab)" in line
         ), line
         assert "PID 100" not in line  # the unit's own ranks are not named
+        assert "as read" not in line  # a table that does not say when it was read says no time
+        read = replace(_gpu_table(status.invocation_id), read_at=time.mktime((2026, 5, 25, 19, 34, 29, 0, 0, -1)))
+        pane.show_gpus(read)
+        await pilot.pause()
+        assert str(pane.render()).splitlines()[2].endswith("  as read 19:34:29")  # the warning's time
         pane.show_gpus(GpuUse(missing="no nvidia-smi on cockpit-lab"))
         await pilot.pause()
         assert "gpu" not in str(pane.render())

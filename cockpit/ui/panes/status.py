@@ -209,6 +209,9 @@ class StatusPane(Widget, can_focus=False):
         for pid, rows in by_pid(outside).items():
             held = held_on(rows, lambda mib: size((mib or 0) << 20))
             text.append(f"   ⚠ PID {pid} {held} ({rows[0].owner(view)})", self._style("status-warn"))
+        if outside and use.read_at is not None:  # what the warning says was true then
+            read = time.strftime("%H:%M:%S", time.localtime(use.read_at))
+            text.append(f"  as read {read}", self._style("status-dim"))
 
     def _style(self, name: str) -> str:
         return str(self.get_component_rich_style(name))
