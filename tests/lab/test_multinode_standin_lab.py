@@ -251,3 +251,39 @@ def test_stacks_bench_and_snapshot_take_the_deployment(lab: LabHandle, node1: La
             (node, str(tmp_path / "notes" / node / "incident.md")) for node in ("n0", "n1")
         ]
         assert all(Path(n["note"]).is_file() for n in notes["nodes"])
+
+
+def test_lab_up_nodes_gives_each_flag_once_and_stops_the_demo_unit(lab: LabHandle, node1: LabHandle) -> None:
+    """`cockpit lab up --nodes 2` on the two labs (already up, so used as they are): each node's unit
+    gave --tp-size twice (8, then the launch's 16) and the demo unit ran beside it, holding the
+    node's GPUs (8 warnings). Each flag is given once now, the demo unit is stopped, and the
+    deployment the printed config names is ready."""
+    from cockpit.lab import nodes
+
+    infos, config = nodes.up(lab.name, 2, progress=lambda m: None)
+    try:
+        assert [info.name for info in infos] == [lab.name, node1.name]
+        for rank, handle in enumerate((lab, node1)):
+            argv = handle.ssh("systemctl", "show", "-p", "ExecStart", "--value", nodes.node_unit(rank)).stdout
+            words = argv.split()
+            for flag in ("--tp-size", "--nnodes", "--node-rank", "--dist-init-addr", "--port"):
+                assert words.count(flag) == 1, (flag, argv)
+            assert words[words.index("--tp-size") + 1] == "16" and words[words.index("--node-rank") + 1] == str(rank)
+            state = handle.ssh("systemctl", "is-active", "sglang-demo.service", check=False).stdout.strip()
+            assert state in ("inactive", "failed"), state
+        status = [COCKPIT, "--config", str(config), "status", "--deployment", nodes.DEPLOYMENT, "--json"]
+
+        def ready() -> bool:
+            said = subprocess.run(status, capture_output=True, text=True, timeout=60).stdout
+            return said.startswith("{") and json.loads(said)["readiness"] == "ready"
+
+        lab.wait_for(ready, 60, "the deployment of the printed config ready")
+    finally:
+        for rank, handle in enumerate((lab, node1)):
+            unit = nodes.node_unit(rank)
+            handle.ssh("systemctl", "kill", "--signal=SIGKILL", unit, check=False)
+            handle.ssh("systemctl", "stop", unit, check=False)
+            handle.ssh("systemctl", "reset-failed", unit, check=False)
+            handle.ssh("rm", "-f", f"/etc/systemd/system/{unit}", check=False)
+            handle.ssh("systemctl", "daemon-reload", check=False)
+            handle.ssh("systemctl", "start", "sglang-demo.service", check=False)  # as the tests after this one find it
