@@ -74,6 +74,8 @@ class Printer:
         self.out = out
         self.as_json = as_json
         self.records = 0
+        # host (as the lines' prefixes named it) -> node, the reader's: each record's host in the JSON
+        self.hosts: dict[str, int] = {}
         import msgspec  # each subcommand imports what it needs only when it runs
 
         self._encode = msgspec.json.Encoder().encode
@@ -84,13 +86,24 @@ class Printer:
         from cockpit.traceback.render import as_text
 
         if self.as_json:
-            encoded = b"".join(self._encode(r.to_json()) + b"\n" for r in records)
+            encoded = b"".join(self._encode(self._json(r)) + b"\n" for r in records)
             data = json_printable(encoded.decode("utf-8", "replace")).encode("utf-8")
         else:
             data = "".join(printable(t) + "\n" for t in as_text(records)).encode("utf-8", "replace")
         self.out.write(data)
         self.out.flush()
         self.records += len(records)
+
+    def _json(self, record: Record) -> dict[str, object]:
+        """The record's JSON, with the host its lines' prefixes named (journalctl's, compose's
+        service) where the input named any: the same PID on two hosts is two processes."""
+        from cockpit.traceback.model import Line
+
+        out = record.to_json()
+        if self.hosts:
+            node = record.entry.node if isinstance(record, Line) else record.node
+            out["host"] = next((host for host, n in self.hosts.items() if n == node), None)
+        return out
 
 
 def stream_fold(stream: BinaryIO, printer: Printer) -> int:
@@ -100,6 +113,7 @@ def stream_fold(stream: BinaryIO, printer: Printer) -> int:
     from cockpit.traceback.prefixes import PrefixReader
 
     folder, reader = Folder(), PrefixReader()
+    printer.hosts = reader.hosts
     left_out = 0
     for lines in chunks(stream):
         left_out += feed_lines(folder, lines, reader=reader)

@@ -57,6 +57,7 @@ Record = Line | Traceback
 # What an open traceback expects next; NATIVE: a stack of native.py, which says itself what it takes.
 FRAMES, GROUP, MESSAGE, AFTER_BLANK, MARKER, MARKER_BLANK, NATIVE = range(7)
 _NOT_TEXT = ("", " ", "\t")
+RANK_LOOKBACK = 5000  # records looked back through for the rank of a stack printed without one
 _CODE, _CARETS = 1, 2  # what may follow a frame line that lost its indentation
 _OPENING_TAILS = (HEADER, *GROUP_TAILS)  # how the lines that may open a traceback end
 
@@ -362,9 +363,21 @@ class Folder:
             "node": entry.node,
         }
         times = [entry.realtime_us]
+        if kind and fields["rank"] is None:
+            fields["rank"] = self._rank_before(entry)
         tb = native.NativeStack(kind, [text], times, **fields) if kind else Traceback([text], times, **fields)
         self._open[stream_key(entry.node, entry.pid)] = _Open(tb, len(self.records), state)
         self.records.append(tb)
+
+    def _rank_before(self, entry: JournalEntry) -> str | None:
+        """The rank the process's own SGLang lines said last: a faulthandler dump, a C++ abort or a
+        CUDA error is printed by C code, with no SGLang prefix. Looked up only when such a stack
+        starts (rare), so no line pays for it."""
+        for record in reversed(self.records[-RANK_LOOKBACK:]):
+            node = record.entry.node if isinstance(record, Line) else record.node
+            if record.pid == entry.pid and node == entry.node and record.rank:
+                return record.rank
+        return None
 
     def _promote(self, index: int, key: StreamKey, text: str, entry: JournalEntry) -> None:
         first = self.records[index]

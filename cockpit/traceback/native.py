@@ -90,7 +90,7 @@ class NativeStack(Traceback):
         # c10's own lines of that rank (`[rank3]:[E1203 ...`), not torchrun's `[rank3]: ` before any line
         end = first.find("]:[") if kind == NCCL and first.startswith("[rank") else -1
         self._prefix = first[: end + 3] if end > 0 else None
-        if rank is not None and self.rank is None:
+        if rank is not None:  # its own word, over what the process's lines said before it
             self.rank = f"rank{rank.group(1) or rank.group(2)}"
         self.complete = kind == NCCL
 

@@ -35,18 +35,19 @@ FORMATS = [
     "short-monotonic",
     "short-delta",
 ]
-SINGLE_STREAM = ["one", "chained", "group", "syntax", "shared", "restart"]
+SINGLE_STREAM = ["one", "chained", "group", "syntax", "shared", "restart", "noise"]
 
 
 def reading(records: list[dict]) -> list[dict]:
-    """The tracebacks, less what only an export can say (the unit, journald's timestamp)."""
+    """Every record but a plain line (a stack of another kind made by mistake counts too), less
+    what only an export can say (the unit, journald's timestamp) or only text (the host)."""
 
     def plain(x: object) -> object:
         if isinstance(x, dict):
-            return {k: plain(v) for k, v in x.items() if k not in ("unit", "start")}
+            return {k: plain(v) for k, v in x.items() if k not in ("unit", "start", "host")}
         return [plain(v) for v in x] if isinstance(x, list) else x
 
-    return [plain(r) for r in records if r["kind"] == "traceback"]
+    return [plain(r) for r in records if r["kind"] != "line"]
 
 
 def without_pid(records: list[dict]) -> list[dict]:
@@ -98,6 +99,8 @@ def fold_text(capsysbinary, tmp_path: Path, name: str, text: str) -> list[dict]:
 def test_journalctl_text_and_wrapped_lines_fold_as_the_export(
     fold_lab: LabHandle, tmp_path: Path, capsysbinary, name: str
 ) -> None:
+    """`noise` (log lines, lone exception lines, a warning, progress bars, a frame look-alike,
+    beside one real traceback) folds into that traceback alone, from the text as from the export."""
     cursor = last_cursor(fold_lab)  # test_fold_lab ran the same units in this lab before
     run_scenario(fold_lab, name, tmp_path)
     export = run_fold_cli(capsysbinary, tmp_path / f"fold-{name}.json")

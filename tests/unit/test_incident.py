@@ -340,22 +340,36 @@ def test_a_crash_is_explained_with_the_flags_it_ran_with() -> None:
 
 
 def test_stacks_that_are_not_python_tracebacks_are_in_the_note_in_full() -> None:
-    """Issue 27: a segfault's faulthandler dump and a c10::Error through terminate, as the journal
-    holds them (real output: tests/data/fold/native/), each a traceback of the note, line for line."""
-    native = ROOT / "tests" / "data" / "fold" / "native"
+    """Issue 27: a segfault's faulthandler dump, a c10::Error through terminate, a CUDA error (real
+    output: tests/data/fold/native/ and cuda/) and NCCL's watchdog timeout, as the journal holds
+    them, each a traceback of the note, line for line."""
+    from tests.unit.test_native_stacks import nccl_rank
+
+    fold_data = ROOT / "tests" / "data" / "fold"
     texts = [
-        [line for line in (native / name).read_text().splitlines() if line]  # journald keeps no blank line
-        for name in ("faulthandler-segv.txt", "c10-error-terminate.txt")
+        [line for line in (fold_data / name).read_text().splitlines() if line]  # journald keeps no blank line
+        for name in ("native/faulthandler-segv.txt", "native/c10-error-terminate.txt", "cuda/illegal-address.txt")
     ]
+    texts.append([*nccl_rank(3), "after"])
     entries = [
         JournalEntry(text, cursor=f"c{k}-{i}", realtime_us=1796033564000000 + 10 * k + i, pid=7 + k, unit="x.service")
         for k, lines in enumerate(texts)
         for i, text in enumerate(lines)
     ]
     tbs = tracebacks_in(entries)
-    assert [tb.exception for tb in tbs] == ["Fatal Python error", "c10::Error"]
+    cupy = "cupy_backends.cuda.api.driver.CUDADriverError"  # the H200's run: the process's exit hooks fail after it
+    assert [tb.exception for tb in tbs] == [
+        "Fatal Python error",
+        "c10::Error",
+        "torch.AcceleratorError",
+        cupy,
+        cupy,
+        "NCCL watchdog timeout",
+    ]
     note = render(Incident("h", "x.service", tracebacks=tbs))
     shown = fences(note)
-    assert shown == ["\n".join(tb.lines) + "\n" for tb in tbs]
+    assert tbs[3].lines == tbs[4].lines  # the same failure twice is printed once
+    assert shown == ["\n".join(tb.lines) + "\n" for tb in tbs[:4] + tbs[5:]]
     assert tbs[0].lines == texts[0][:-1] and tbs[1].lines == texts[1][:-1]  # the shell's last line is its own
+    assert tbs[-1].lines == texts[3][:-1] and tbs[2].lines == texts[2][:7]  # NCCL's record, the CUDA error's
     assert "Fatal Python error · " in note and "Failing frame: `/tmp/segv.py`, line 11" in note

@@ -50,6 +50,22 @@ def test_a_real_faulthandler_dump_is_one_record_whose_frames_open() -> None:
     assert records[-1].text == "Segmentation fault"  # the shell's line after it stays a line
 
 
+def test_a_stack_printed_without_a_prefix_takes_the_rank_its_process_said_last() -> None:
+    """faulthandler writes its dump from C, with no SGLang prefix: the row had no rank though the
+    same PID's lines just before said TP3. Another rank's lines between do not lend it theirs."""
+    dump = [line for line in (NATIVE / "faulthandler-segv.txt").read_text().splitlines() if line]
+    said = "Dec 03 10:00:0{} gpu1 python[{}]: {}"
+    text = [
+        said.format(0, 4242, "[2026-12-03 10:00:00 TP3] Load weight end. type=LlamaForCausalLM"),
+        said.format(1, 4243, "[2026-12-03 10:00:01 TP5] Load weight end. type=LlamaForCausalLM"),
+        *(said.format(2, 4242, line) for line in dump),
+        said.format(3, 4243, "[2026-12-03 10:00:03 TP5] Memory pool end."),
+    ]
+    stack = only_stack(fold_lines("\n".join(text).encode().splitlines()).records)
+    assert (stack.pid, stack.rank, stack.to_json()["rank"]) == (4242, "TP3", "TP3")
+    assert only_stack(fold("\n".join(dump))).rank is None  # nothing said it: no rank is made up
+
+
 def test_the_dump_as_the_journal_holds_it_without_blank_lines() -> None:
     lines = [line for line in (NATIVE / "faulthandler-segv.txt").read_text().splitlines() if line]
     stack = only_stack(fold("\n".join(lines)))

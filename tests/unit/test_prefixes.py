@@ -248,3 +248,23 @@ def test_partial_lines_are_joined_per_stream_and_never_lost_at_the_end() -> None
 )
 def test_look_alikes_of_a_prefix_stay_as_they_are(line: str) -> None:
     assert PrefixReader().read(line) is None
+
+
+def test_fold_json_says_the_host_each_record_came_from() -> None:
+    """Two hosts' journalctl text, one PID on each: two records, each with its host in `--json`
+    (the PID, time and rank were there; the host was read and not said)."""
+    import io
+
+    from cockpit.cli.fold import Printer, stream_fold
+
+    lines = (DATA / "eight-ranks.short-precise.txt").read_bytes().splitlines()
+    host = lines[1].split()[3]
+    pid = lines[1].split(b"[", 1)[1].split(b"]", 1)[0]
+    first = [line for line in lines if b"[" + pid + b"]:" in line]
+    other = [line.replace(b" " + host + b" ", b" gpu-node-1 ", 1) for line in first]
+    out = io.BytesIO()
+    stream_fold(io.BufferedReader(io.BytesIO(b"\n".join(first + other) + b"\n")), Printer(out, as_json=True))
+    said = [json.loads(line) for line in out.getvalue().splitlines()]
+    folded = [(r["host"], r["pid"]) for r in said if r["kind"] == "traceback"]
+    assert folded == [(host.decode(), int(pid)), ("gpu-node-1", int(pid))]
+    assert {r["host"] for r in said} == {host.decode(), "gpu-node-1"}
