@@ -11,6 +11,7 @@ import msgspec
 
 from cockpit.config import Config
 from cockpit.systemd.entry import parse_json_line
+from cockpit.systemd.gpu_use import Gpu, GpuUse
 from cockpit.targets import Target
 from cockpit.traceback.groups import crash_loop, group
 from cockpit.ui.app import CockpitApp
@@ -91,9 +92,13 @@ async def test_the_banner_goes_once_a_start_got_ready_and_never_hides_the_readin
             exec_main_start=time.time() - 3,
         )
         pane.show_status(crashing)
+        pane.show_gpus(GpuUse([Gpu(i, f"GPU-{i}", 0, 143771) for i in range(8)]))
         await pilot.pause()
         text = str(pane.render())
         assert "down: waiting to restart after exited 1" in text and "⟳ crash loop: 12 starts" in text
+        # on screen, not only in the text: state, PID, GPU, reason and banner, five rows (the pane
+        # stopped at four, and with a GPU line the banner was never seen)
+        assert len(text.splitlines()) == 5 and pane.content_region.height == 5
         fixed = time.time() + 1  # the fixed start begins after the last crash
         pane.show_status(
             replace(crashing, active_state="active", sub_state="running", readiness="ready", exec_main_start=fixed)
