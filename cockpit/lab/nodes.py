@@ -76,6 +76,7 @@ def up(name: str, count: int, progress: Callable[[str], None], **up_args: object
         unit = node_unit(rank)
         # the demo unit would hold the node's GPUs beside the launch (and warn of it on every node)
         _ssh(lab, "systemctl", "stop", "sglang-demo.service")
+        _ssh(lab, "systemctl", "reset-failed", "sglang-demo.service")  # a stop ends it failed, as SGLang's does
         _ssh(lab, "tee", f"/etc/systemd/system/{unit}", input=standin_unit_text(PORT, launch_flags(head, count, rank)))
         _ssh(lab, "systemctl", "daemon-reload")
         _ssh(lab, "systemctl", "restart", unit)

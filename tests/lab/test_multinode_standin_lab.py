@@ -270,7 +270,7 @@ def test_lab_up_nodes_gives_each_flag_once_and_stops_the_demo_unit(lab: LabHandl
                 assert words.count(flag) == 1, (flag, argv)
             assert words[words.index("--tp-size") + 1] == "16" and words[words.index("--node-rank") + 1] == str(rank)
             state = handle.ssh("systemctl", "is-active", "sglang-demo.service", check=False).stdout.strip()
-            assert state in ("inactive", "failed"), state
+            assert state == "inactive", state  # stopped, and not left failed: the fleet read "2 failed"
         status = [COCKPIT, "--config", str(config), "status", "--deployment", nodes.DEPLOYMENT, "--json"]
 
         def ready() -> bool:
