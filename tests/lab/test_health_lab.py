@@ -176,7 +176,7 @@ async def test_a_hang_behind_a_health_that_asks_nothing_reads_hung_in_status_and
         assert health.stdout.strip() == "200"  # what status and the fleet asked before, and believed
         # Within the watchdog's 45 s, before the server ends: each says hung, none says down.
         row = next(r for r in fleet.rows(Config(), await reader.round(wanted)) if r.unit == quiet_health_unit)
-        assert row.trouble == fleet.HUNG and row.reason.startswith("/health_generate: no answer within 3 s"), row
+        assert row.trouble == fleet.HUNG and row.reason.startswith("/health_generate: no answer within 10 s"), row
         status = cockpit(lab, "status", "--json")
         told = json.loads(status.stdout)
         assert status.returncode == 1 and told["readiness"] == HUNG, told

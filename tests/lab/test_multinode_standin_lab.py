@@ -6,6 +6,7 @@ its ranks' watchdogs end it; an address node 1 cannot reach holds it at "Init pa
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import subprocess
@@ -139,9 +140,12 @@ def test_a_node_systemd_restarted_alone_has_left_the_launch(lab: LabHandle, node
             return f"InvocationID={before}" not in shown and "ActiveState=active" in shown
 
         node1.wait_for(back, 30, "systemd's restart of node 1 alone")
-        # Both while node 1 runs: alone, it fails to join in a few seconds and is down again.
-        group_row = asyncio.run(fleet_rows(config))[0]  # the fleet, opened after it: n0's ready line
-        rc, group = group_status(config)
+        # Both while node 1 runs: alone, it fails to join in a few seconds and is down again. So at
+        # once, side by side: each waits up to 10 s for hung node 0's answer.
+        with concurrent.futures.ThreadPoolExecutor(1) as beside:
+            said = beside.submit(group_status, config)
+            group_row = asyncio.run(fleet_rows(config))[0]  # the fleet, opened after it: n0's ready line
+            rc, group = said.result()
         assert rc == 1 and group["readiness"] == "broken", group
         reason = group["readiness_reason"]
         assert reason.startswith(f"n1 ({NODES[1]} on {node1.name}) started again alone at "), reason
@@ -286,4 +290,6 @@ def test_lab_up_nodes_gives_each_flag_once_and_stops_the_demo_unit(lab: LabHandl
             handle.ssh("systemctl", "reset-failed", unit, check=False)
             handle.ssh("rm", "-f", f"/etc/systemd/system/{unit}", check=False)
             handle.ssh("systemctl", "daemon-reload", check=False)
-            handle.ssh("systemctl", "start", "sglang-demo.service", check=False)  # as the tests after this one find it
+            handle.ssh("systemctl", "start", "sglang-demo.service", check=False)
+        for handle in (lab, node1):  # serving again, as the tests after this one expect to find it
+            handle.wait_for(lambda h=handle: health(h, 30000) == "200", 90, "the demo unit serving again")
