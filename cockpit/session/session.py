@@ -57,6 +57,7 @@ from cockpit.systemd import gpu_use, processes
 from cockpit.systemd.endings import Endings
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.gpu_use import GpuUse
+from cockpit.systemd.gpu_watch import GpuWatch
 from cockpit.systemd.journal import tail
 from cockpit.systemd.process_end import Ending, Identity
 from cockpit.systemd.process_facts import Viewpoint
@@ -89,7 +90,7 @@ FIRST_STATUS_WAIT_S = 2.0  # how long the journal and the deployment wait for th
 EARLY_STATUS_S = 1.0
 NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll before asking itself
 METRICS_S = 5.0  # how often /metrics is read where the server has it
-GPU_POLL_S = 5.0  # how often the host's GPU table is read (a process tree walk and two nvidia-smi)
+GPU_POLL_S = 5  # the period of the host's GPU table (nvidia-smi's own loop: gpu_watch)
 UNREAD_NOTICE_S = 60.0  # lines of a host's journalctl that were no entry: said at most this often
 SURVIVOR_CHECK_S = 1.5  # after a start ends: systemd's kill of the cgroup is done by then, unless still stopping
 STOP_WAIT_S = 120.0  # the longest a stop is waited for before what is left of the start is named
@@ -582,16 +583,30 @@ class Session:
         return Readiness(group.state, f"{said} · {group.reason}" if group.reason else said)
 
     async def _poll_gpus(self) -> None:
-        """The host's GPU table every GPU_POLL_S, and at once when a new start is seen; read
-        once only where it has no nvidia-smi."""
+        """The host's GPU table: a block of nvidia-smi's own loop every GPU_POLL_S (gpu_watch: no
+        process spawned per read), and a one-shot read at once when a new start is seen; nothing
+        more where the host has no nvidia-smi. A stream that fails is said in the table and
+        started again a period later."""
+        watch = GpuWatch(self.host, self._show_gpus, GPU_POLL_S)
+        self._spawn(self._gpus_on_new_start(watch), "the GPU table of a new start")
         while True:
+            try:
+                await watch.run()
+                return  # no nvidia-smi on the host: said once
+            except (HostError, OSError) as e:
+                self._show_gpus(GpuUse(missing=f"the GPU table of {self.host.name}: {e}"))
+            await asyncio.sleep(GPU_POLL_S)
+
+    async def _gpus_on_new_start(self, watch: GpuWatch) -> None:
+        """A new start's table at once, not at the stream's next block: the warnings of the start
+        before stand until a read after it says otherwise."""
+        while True:
+            await self._gpus_again.wait()
             self._gpus_again.clear()
+            watch.refresh()
             use = await gpu_use.read_or_say(self.host)
-            self._show_gpus(use)
-            if use.no_tool:
-                return
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._gpus_again.wait(), GPU_POLL_S)
+            if not use.no_tool:
+                self._show_gpus(use)
 
     def _show_gpus(self, use: GpuUse) -> None:
         off = self.deployment.off_gpus if self.deployment is not None else None

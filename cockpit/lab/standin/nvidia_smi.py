@@ -11,8 +11,9 @@ COCKPIT_STANDIN_GPU_MIB=70000 sleep 600`). Only environments this user may read 
 (the real tool sees every process; the lab's tests read as root).
 
 It answers `--query-gpu=FIELDS` and `--query-compute-apps=FIELDS` with `--format=csv[,noheader]
-[,nounits]` and `-lms N`, as the real tool does; anything else is refused with the real
-tool's exit status 2 and a sentence that says this is the stand-in.
+[,nounits]` and `-lms N`, and `-q -d MEMORY,PIDS` with `-l S` or `-lms N`, as the real tool does;
+anything else is refused with the real tool's exit status 2 and a sentence that says this is the
+stand-in.
 """
 
 from __future__ import annotations
@@ -139,6 +140,82 @@ def _header(fields: list[str], units: dict[str, str], with_units: bool) -> str:
     )
 
 
+RESERVED_MIB, BAR1_MIB = 616, 262144  # the real H200's (tests/data/nvidia-smi/q-memory-pids/)
+
+
+def _q_line(indent: int, key: str, value: str, width: int = 55) -> str:
+    """`        Used                       : 0 MiB`: the real tool pads each key to one column
+    (55 for the GPU's fields, 42 for a process's)."""
+    return f"{' ' * indent}{key}".ljust(width) + f": {value}"
+
+
+def _q_block(held: list[Holder]) -> str:
+    """One block of `-q -d MEMORY,PIDS`, as the real tool prints it each period (one H200 was
+    read: several GPUs' sections are printed one after another, each ending in a blank line)."""
+    lines = [
+        "",
+        "==============NVSMI LOG==============",
+        "",
+        _q_line(0, "Timestamp", time.strftime("%a %b %e %H:%M:%S %Y")),
+        _q_line(0, "Driver Version", "580.159.04"),
+        _q_line(0, "CUDA Version", "13.0"),
+        "",
+        _q_line(0, "Attached GPUs", str(GPUS)),
+    ]
+    for index in range(GPUS):
+        on = [h for h in held if index in h.gpus]
+        used = min(sum(h.mib for h in on), TOTAL_MIB - RESERVED_MIB)
+        lines += [
+            f"GPU 00000000:{0x18 + 0x10 * index:02X}:00.0",
+            "    FB Memory Usage",
+            _q_line(8, "Total", f"{TOTAL_MIB} MiB"),
+            _q_line(8, "Reserved", f"{RESERVED_MIB} MiB"),
+            _q_line(8, "Used", f"{used} MiB"),
+            _q_line(8, "Free", f"{TOTAL_MIB - RESERVED_MIB - used} MiB"),
+            "    BAR1 Memory Usage",
+            _q_line(8, "Total", f"{BAR1_MIB} MiB"),
+            _q_line(8, "Used", f"{used + 1} MiB"),
+            _q_line(8, "Free", f"{BAR1_MIB - used - 1} MiB"),
+            "    Conf Compute Protected Memory Usage",
+            _q_line(8, "Total", "0 MiB"),
+            _q_line(8, "Used", "0 MiB"),
+            _q_line(8, "Free", "0 MiB"),
+        ]
+        if not on:
+            lines.append(_q_line(4, "Processes", "None"))
+        else:
+            lines.append("    Processes")
+            for h in on:
+                lines += [
+                    _q_line(8, "GPU instance ID", "N/A", 42),
+                    _q_line(8, "Compute instance ID", "N/A", 42),
+                    _q_line(8, "Process ID", str(h.pid), 42),
+                    _q_line(12, "Type", "C", 42),
+                    _q_line(12, "Name", h.name, 42),
+                    _q_line(12, "Used GPU Memory", f"{h.mib} MiB", 42),
+                ]
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _query_q(argv: list[str]) -> int:
+    """`-q -d MEMORY,PIDS [-l S | -lms MS]`: the blocks, once or every period."""
+    if argv[1:3] != ["-d", "MEMORY,PIDS"]:
+        return _refuse("The stand-in answers -q only with -d MEMORY,PIDS.")
+    period = 0.0
+    for i, arg in enumerate(argv):
+        if arg in ("-l", "-lms") and i + 1 < len(argv) and argv[i + 1].isdigit():
+            period = int(argv[i + 1]) / (1 if arg == "-l" else 1000)
+        elif arg not in ("-q", "-d", "MEMORY,PIDS") and not (arg.isdigit() and argv[i - 1] in ("-l", "-lms")):
+            return _refuse(f'Invalid combination of input arguments. "{arg}" is not answered by the stand-in.')
+    while True:
+        sys.stdout.write(_q_block(holders()))
+        sys.stdout.flush()
+        if not period:
+            return 0
+        time.sleep(period)
+
+
 def _refuse(sentence: str) -> int:
     print(f"{sentence}\n{BANNER}. Run `nvidia-smi --help` for what it answers.")
     return INVALID
@@ -150,6 +227,8 @@ def main(argv: list[str]) -> int:
         print("with --format=csv[,noheader][,nounits], and -lms MS.")
         print(f"GPU fields: {', '.join(GPU_FIELDS)}\nApp fields: {', '.join(APP_FIELDS)}")
         return 0
+    if argv[0] == "-q":
+        return _query_q(argv)
     query, form, period = "", "", 0.0
     for i, arg in enumerate(argv):
         if arg.startswith(("--query-gpu=", "--query-compute-apps=")):
