@@ -76,6 +76,7 @@ class Printer:
         self.records = 0
         # host (as the lines' prefixes named it) -> node, the reader's: each record's host in the JSON
         self.hosts: dict[str, int] = {}
+        self._host_of: dict[int, str] = {}  # its inverse, made again when the reader meets a new host
         import msgspec  # each subcommand imports what it needs only when it runs
 
         self._encode = msgspec.json.Encoder().encode
@@ -102,7 +103,9 @@ class Printer:
         out = record.to_json()
         if self.hosts:
             node = record.entry.node if isinstance(record, Line) else record.node
-            out["host"] = next((host for host, n in self.hosts.items() if n == node), None)
+            if len(self._host_of) != len(self.hosts):
+                self._host_of = {n: host for host, n in self.hosts.items()}
+            out["host"] = self._host_of.get(node)
         return out
 
 

@@ -66,6 +66,24 @@ class GpuProcess(Owned):
     invocation: str | None = None  # systemd's INVOCATION_ID in its environment
     start_ticks: int | None = None  # /proc/PID/stat's starttime: with the PID, which process it is
 
+    @classmethod
+    def of(
+        cls, pid: int, name: str, used_mib: int | None, gpu: int | None, gpu_uuid: str, known: Facts, aged_s: float
+    ) -> GpuProcess:
+        """nvidia-smi's row with the PID's facts, read `aged_s` seconds before the row."""
+        return cls(
+            pid=pid,
+            name=name,
+            used_mib=used_mib,
+            gpu=gpu,
+            gpu_uuid=gpu_uuid,
+            cgroup=known.cgroup,
+            ppid=known.ppid,
+            age_s=None if known.age_s is None else known.age_s + aged_s,
+            invocation=known.invocation,
+            start_ticks=known.start_ticks,
+        )
+
 
 @dataclass
 class GpuUse:
@@ -105,21 +123,8 @@ def parse(text: str) -> GpuUse:
     processes = []
     for r in apps:
         pid = int(r[0])
-        known = facts.get(pid, Facts())
-        processes.append(
-            GpuProcess(
-                pid=pid,
-                name=", ".join(r[1:-2]),  # a process name with a comma spans cells
-                used_mib=number(r[-2]),
-                gpu=by_uuid.get(r[-1]),
-                gpu_uuid=r[-1],
-                cgroup=known.cgroup,
-                ppid=known.ppid,
-                age_s=known.age_s,
-                invocation=known.invocation,
-                start_ticks=known.start_ticks,
-            )
-        )
+        name = ", ".join(r[1:-2])  # a process name with a comma spans cells
+        processes.append(GpuProcess.of(pid, name, number(r[-2]), by_uuid.get(r[-1]), r[-1], facts.get(pid, Facts()), 0))
     return GpuUse(gpus, processes)
 
 

@@ -169,21 +169,8 @@ class GpuWatch:
             self._facts, self._pids, self._facts_at = await read_facts(self.host, list(pids)), pids, block.at
         since = block.at - self._facts_at
         gpus = [Gpu(i, self._uuids.get(i, ""), used, total) for i, (used, total) in enumerate(block.gpus)]
-        processes = []
-        for gpu, pid, name, mib in block.processes:
-            known = self._facts.get(pid, Facts())
-            processes.append(
-                GpuProcess(
-                    pid=pid,
-                    name=name,
-                    used_mib=mib,
-                    gpu=gpu,
-                    gpu_uuid=self._uuids.get(gpu, ""),
-                    cgroup=known.cgroup,
-                    ppid=known.ppid,
-                    age_s=None if known.age_s is None else known.age_s + since,
-                    invocation=known.invocation,
-                    start_ticks=known.start_ticks,
-                )
-            )
+        processes = [
+            GpuProcess.of(pid, name, mib, gpu, self._uuids.get(gpu, ""), self._facts.get(pid, Facts()), since)
+            for gpu, pid, name, mib in block.processes
+        ]
         return replace(GpuUse(gpus, processes), read_at=block.at)

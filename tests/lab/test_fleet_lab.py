@@ -19,8 +19,8 @@ from cockpit.remote.pool import HostPool
 from cockpit.sglang.deployments.fleet import (
     BROKEN,
     FAILED,
-    HEALTH_TIMEOUT_S,
     HUNG,
+    HUNG_AFTER_S,
     READY,
     STOPPED,
     FleetReader,
@@ -106,7 +106,7 @@ async def test_a_deployment_is_one_row_and_node_1_lost_is_broken_at_once(
                 lab.ssh("systemctl", "kill", "--signal=SIGCONT", "sglang-idle.service")
             assert (idle.trouble, idle.reason.split(" (")[0]) == (
                 HUNG,
-                f"/health_generate: no answer within {HEALTH_TIMEOUT_S:g} s",
+                f"/health_generate: no answer within {HUNG_AFTER_S:g} s",
             )
     finally:
         await pool.close()

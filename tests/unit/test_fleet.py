@@ -8,7 +8,6 @@ from cockpit.sglang.deployments.fleet import (
     BROKEN,
     DEGRADED,
     FAILED,
-    HEALTH_TIMEOUT_S,
     READY,
     SCRIPT,
     SEP,
@@ -89,7 +88,7 @@ def test_probe_lines_give_the_status_how_long_it_took_or_why_there_was_none() ->
     assert probes["a.service"].ok and probes["b.service"].timed_out and "stray.service" not in probes
     assert probes["a.service"].words() == "/health_generate answered 200 in 1.01 s (generates a token)"
     assert (probes["d.service"].status, probes["d.service"].seconds) == (503, None)  # a bash without $EPOCHREALTIME
-    assert probes["b.service"].words() == f"/health_generate: no answer within {HEALTH_TIMEOUT_S:g} s"
+    assert probes["b.service"].words() == f"/health_generate: no answer within {HUNG_AFTER_S:g} s"
     assert probes["c.service"].words() == "/health_generate: nothing answers on ::1:30002"
     assert parse_probes("a.service 127 \n", asked)["a.service"].detail == "not asked: the host has no bash"
 
@@ -107,7 +106,7 @@ def test_a_unit_is_asked_each_round_while_it_starts_and_every_15_s_once_it_answe
     refused = LastAnswer("i", address, Probe(HEALTH, None, "nothing answers on 127.0.0.1:30010"), at=100.0)
     starting = LastAnswer("i", address, Probe(HEALTH, 503, seconds=0.01), at=100.0)
     ready = LastAnswer("i", address, Probe(HEALTH, 200, seconds=1.01), at=100.0)
-    hung = LastAnswer("i", address, Probe(HEALTH, None, f"no answer within {HEALTH_TIMEOUT_S:g} s"), at=100.0)
+    hung = LastAnswer("i", address, Probe(HEALTH, None, f"no answer within {HUNG_AFTER_S:g} s"), at=100.0)
     assert refused.due(101.0) and starting.due(101.0)
     assert not ready.due(100.0 + RECHECK_S - 0.1) and ready.due(100.0 + RECHECK_S)
     assert not hung.due(101.0) and hung.due(100.0 + RECHECK_S)
@@ -122,7 +121,7 @@ def test_a_unit_is_asked_each_round_while_it_starts_and_every_15_s_once_it_answe
         "/health answered 200 in 1.01 s (generates a token: why; asked 2 s ago: at most every 15 s)"
     )
     assert hung.aged(103.0).words() == (
-        f"/health: no answer within {HEALTH_TIMEOUT_S:g} s; asked 3 s ago: /health may generate a token, "
+        f"/health: no answer within {HUNG_AFTER_S:g} s; asked 3 s ago: /health may generate a token, "
         "so at most every 15 s"
     )
 

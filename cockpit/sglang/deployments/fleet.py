@@ -3,7 +3,7 @@
 A round asks each host one remote command over its one connection: the `sglang*` units
 systemd knows (and the configured ones), their status with their ExecStart, the GPU table,
 and `/health_generate` of each running unit that serves the API and is due to be asked, asked on the
-host itself (bash's /dev/tcp, all at once, each bounded by HEALTH_TIMEOUT_S and timed there) at
+host itself (bash's /dev/tcp, all at once, each bounded by HUNG_AFTER_S and timed there) at
 the address its command line gave in the round before, where the round before saw the unit's
 own cgroup listen there (the host's listeners are read in the same command; another unit's
 server on SGLang's default port would answer for it). A unit seen serving for the first time,
@@ -57,11 +57,10 @@ FAILED, STOPPED = "failed", "stopped"
 # Worst first: what the fleet view sorts by. `down` splits into failed (it ended on its own, or
 # waits to be restarted after it did) and stopped (someone stopped it).
 TROUBLE = (FAILED, BROKEN, HUNG, DEGRADED, STARTING, READY, STOPPED)
-HEALTH_TIMEOUT_S = HUNG_AFTER_S  # as the app and cockpit status: one rule for hung
 SEP = "@@cockpit-fleet@@"
 BUSY_MIB = 1024  # a GPU with more memory taken than this is in use
 
-PROBE_FAILED = {124: f"no answer within {HEALTH_TIMEOUT_S:g} s", 127: "not asked: the host has no bash"}
+PROBE_FAILED = {124: f"no answer within {HUNG_AFTER_S:g} s", 127: "not asked: the host has no bash"}
 
 # sh -c SCRIPT fleet MODE N UNIT... (UNIT ADDR PORT)...: MODE `all` lists and shows the units (the
 # N configured ones too, even where the pattern does not match them), reads the GPU table and the
@@ -99,7 +98,7 @@ if [ "$mode" = all ]; then
 fi
 echo {SEP}
 probe() {{
-  said=$(timeout {HEALTH_TIMEOUT_S:g} bash -c 'began=$EPOCHREALTIME; exec 3<>"/dev/tcp/$0/$1" &&
+  said=$(timeout {HUNG_AFTER_S:g} bash -c 'began=$EPOCHREALTIME; exec 3<>"/dev/tcp/$0/$1" &&
     printf "GET {GENERATE} HTTP/1.0\\r\\nHost: %s\\r\\n\\r\\n" "$0" >&3 && IFS= read -r line <&3 &&
     printf "%s %s %s\\n" "${{began:--}}" "${{EPOCHREALTIME:--}}" "$line"' "$2" "$3" 2>/dev/null)
   echo "$1 $? $said"
@@ -263,7 +262,7 @@ class FleetReader:
     async def _ask(self, host: Host, mode: str, wanted: Sequence[str], serving: dict[str, tuple[str, int]]) -> str:
         probes = [str(word) for unit, (addr, port) in serving.items() for word in (unit, addr, port)]
         argv = ["sh", "-c", SCRIPT, "fleet", mode, str(len(wanted)), *wanted, *probes]
-        return (await host.query(argv, timeout=10 + HEALTH_TIMEOUT_S)).text
+        return (await host.query(argv, timeout=10 + HUNG_AFTER_S)).text
 
     async def read_host(self, name: str, wanted: Sequence[str] = ()) -> HostRound:
         began = time.monotonic()
