@@ -36,8 +36,8 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
         action="store_true",
         help="a service Python where SGLang (0.5.23) really imports, with CPU torch: the pre-flight's dry "
         "run gives SGLang's own verdict there, and sglang-real-tp1.service and sglang-real-tp2.service serve "
-        "a tiny model with SGLang itself once started (a second image, built once: about 1 min where pip "
-        "has torch cached, 5.9 GB)",
+        "a tiny model with SGLang itself once started (a second image, built once: about 2 min where pip "
+        "has torch cached, 6.3 GB)",
     )
     up.add_argument(
         "--nodes",

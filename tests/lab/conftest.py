@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_LAB, LabHandle
+from tests.conftest import LAB_RELEASE, TEST_LAB, LabHandle
 
 HERE = Path(__file__).parent
 
@@ -19,7 +19,7 @@ def node1(lab: LabHandle) -> Iterator[LabHandle]:
     from cockpit.lab.lab import Lab
 
     handle = Lab(f"{TEST_LAB}-n1")
-    info = handle.up(progress=lambda m: print(m, file=sys.stderr))
+    info = handle.up(progress=lambda m: print(m, file=sys.stderr), release=LAB_RELEASE)
     try:
         yield LabHandle(handle.name, info)
     finally:
@@ -37,11 +37,16 @@ def real_lab() -> Iterator[LabHandle]:
     info = handle.up(progress=lambda m: print(m, file=sys.stderr), real_sglang=True)
     lab = LabHandle(name, info)
     try:
-        lab.wait_for(
-            lambda: "ready to roll" in lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat", check=False).stdout,
-            timeout=90,
-            what="the stand-in's ready line (after SGLang's own resolution of its flags)",
-        )
+        journal = lambda: lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat", check=False).stdout  # noqa: E731
+        try:
+            # About 25 s here, the import of SGLang's argument resolution most of it; a CI machine
+            # busy with other work took more than 90 s once.
+            lab.wait_for(lambda: "ready to roll" in journal(), timeout=300, what="the stand-in's ready line")
+        except AssertionError as timed_out:
+            state = lab.ssh("systemctl", "show", "-p", "ActiveState,SubState,NRestarts", "sglang-demo", check=False)
+            tail = "\n".join(journal().splitlines()[-30:])
+            unit = state.stdout.split()
+            raise AssertionError(f"{timed_out}; the demo unit: {unit}; its journal ends:\n{tail}") from None
         yield lab
     finally:
         handle.down()
