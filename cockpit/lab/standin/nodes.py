@@ -89,8 +89,8 @@ async def _gather(layout: Layout, on_lost: Callable[[], None]) -> None:
         ) from None
     for _, writer in joined.values():
         writer.write(b"go\n")
-    for reader, _ in joined.values():
-        _watch(reader, on_lost)
+    for reader, writer in joined.values():
+        _watch(reader, writer, on_lost)
     server.close()  # the meeting is over; the connections stay
 
 
@@ -103,7 +103,7 @@ async def _join(layout: Layout, on_lost: Callable[[], None]) -> None:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), RETRY_S * 2)
             writer.write(f"node {layout.node_rank}\n".encode())
             if await reader.readline() == b"go\n":
-                _watch(reader, on_lost)
+                _watch(reader, writer, on_lost)
                 return
         if time.monotonic() > deadline:
             raise MeetingFailed(
@@ -113,10 +113,20 @@ async def _join(layout: Layout, on_lost: Callable[[], None]) -> None:
         await asyncio.sleep(RETRY_S)
 
 
-def _watch(reader: asyncio.StreamReader, on_lost: Callable[[], None]) -> None:
+_WATCHING: set[asyncio.Task[None]] = set()  # the loop holds its tasks weakly
+
+
+def _watch(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, on_lost: Callable[[], None]) -> None:
+    """Calls `on_lost` once the connection ends. The writer is held as long as the watch: from
+    Python 3.13 a StreamWriter closes its connection when it is collected, and the joining node
+    (whose writer nothing else holds) lost node 0 as soon as it had met it."""
+
     async def until_closed() -> None:
         with contextlib.suppress(OSError):
             await reader.read()
+        writer.close()
         on_lost()
 
-    asyncio.get_running_loop().create_task(until_closed())
+    task = asyncio.get_running_loop().create_task(until_closed())
+    _WATCHING.add(task)
+    task.add_done_callback(_WATCHING.discard)
