@@ -180,7 +180,7 @@ def _base(recipe: Recipe, log) -> Path:
 
 def _install_real_sglang(recipe: Recipe, root: Path, log) -> None:
     """SGLang's wheel and its lock into the service venv, by this machine's pip (the image has
-    none; the wheels are CPython 3.11 manylinux, as the image's own Python is)."""
+    none; the wheels are CPython 3.11 manylinux, as the image's own Python is), then compiled."""
     assert recipe.real_sglang is not None
     found = wheel("sglang", recipe.real_sglang, progress=lambda m: log.write(m + "\n"))
     site = root / RELEASES[recipe.suite].site_packages.lstrip("/")
@@ -190,9 +190,10 @@ def _install_real_sglang(recipe: Recipe, root: Path, log) -> None:
     # Byte-compiled by the image's own Python (this machine's may be another release): each boot
     # runs on a fresh overlay, so an uncompiled tree is compiled again by every first import, about
     # 7 s of a CPU for SGLang's argument resolution alone, more than the whole import takes compiled
-    # (measured 13.8 s against 6.4 s). A file in a newer Python's syntax (torch has one) is skipped.
+    # (measured 13.8 s against 6.4 s). A file in a newer Python's syntax (torch has one) is skipped,
+    # named in the build's log.
     inside = RELEASES[recipe.suite].site_packages
-    compile_all = f"import compileall; compileall.compile_dir({inside!r}, quiet=2, workers=0)"
+    compile_all = f"import compileall; compileall.compile_dir({inside!r}, quiet=1, workers=0)"
     _run(_in_chroot(root, f"/usr/bin/python3 -c {shlex.quote(compile_all)}"), log)
 
 
