@@ -39,8 +39,8 @@ def real_lab() -> Iterator[LabHandle]:
     try:
         journal = lambda: lab.ssh("journalctl", "-u", "sglang-demo", "-o", "cat", check=False).stdout  # noqa: E731
         try:
-            # About 25 s here, the import of SGLang's argument resolution most of it; a CI machine
-            # busy with other work took more than 90 s once.
+            # About 12 s here (8 s of it SGLang's argument resolution, compiled); a CI machine took
+            # more than 90 s once, when the image was not compiled.
             lab.wait_for(lambda: "ready to roll" in journal(), timeout=300, what="the stand-in's ready line")
         except AssertionError as timed_out:
             state = lab.ssh("systemctl", "show", "-p", "ActiveState,SubState,NRestarts", "sglang-demo", check=False)

@@ -20,7 +20,6 @@ from cockpit.sglang.deployments.fleet import (
     BROKEN,
     FAILED,
     HUNG,
-    HUNG_AFTER_S,
     READY,
     STOPPED,
     FleetReader,
@@ -28,7 +27,7 @@ from cockpit.sglang.deployments.fleet import (
     hosts_of,
     rows,
 )
-from cockpit.systemd.readiness import RECHECK_S
+from cockpit.systemd.readiness import HUNG_AFTER_S, RECHECK_S
 from cockpit.systemd.status import list_units
 from tests.conftest import LabHandle
 from tests.lab.standin_units import deployment_config, standin_unit
