@@ -38,12 +38,14 @@ time.tzset()
 
 
 async def until(predicate: Callable[[], object], timeout: float, what: object = "timed out") -> None:
-    """Poll `predicate` until it holds; fail with `what` (shown as it is then) after `timeout` s."""
+    """Poll `predicate` until it holds; fail with `what` (shown as it is then, whole: pytest cuts
+    an object's repr in a failure to a line) after `timeout` s."""
     import asyncio
+    import pprint
 
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, what
+        assert time.monotonic() < deadline, what if isinstance(what, str) else pprint.pformat(what, width=160)
         await asyncio.sleep(0.1)
 
 

@@ -84,21 +84,30 @@ def _pids_in(cgroup: Path) -> set[int]:
     return pids
 
 
-def _remove_cgroup(cgroup: Path) -> None:
-    if not cgroup.exists():
-        return
-    for d in sorted((p for p in cgroup.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+def _remove_cgroup(cgroup: Path, timeout: float = 0.0) -> bool:
+    """Remove the cgroup, deepest first; True once it is gone. A cgroup v2 directory refuses
+    rmdir (EBUSY) while members that have exited wait to be reaped, after its cgroup.procs
+    lists none: hence the retries until `timeout`."""
+    deadline = time.monotonic() + timeout
+    while cgroup.exists():
+        for d in sorted((p for p in cgroup.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                d.rmdir()
         with contextlib.suppress(OSError):
-            d.rmdir()
-    with contextlib.suppress(OSError):
-        cgroup.rmdir()
+            cgroup.rmdir()
+        if cgroup.exists() and time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _is_lab_process(pid: int, name: str) -> bool:
-    """Alive and inside this lab's cgroup: a PID reused by anything else never matches."""
+    """Alive and inside this lab's cgroup: a PID reused by anything else never matches, and
+    nspawn that died unreaped (a zombie still shows its cgroup) is not alive."""
     try:
-        return f"/cockpit-lab-{name}" in Path(f"/proc/{pid}/cgroup").read_text()
-    except OSError:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        return state not in ("Z", "X") and f"/cockpit-lab-{name}" in Path(f"/proc/{pid}/cgroup").read_text()
+    except (OSError, IndexError):
         return False
 
 
@@ -259,7 +268,15 @@ class Lab:
     def _launch(self, rootfs: Path, source: Path | None, chosen: image.Release, net: network.LabNet) -> int:
         cgroups = _cgroup_dirs(self.name)
         for cg in cgroups:
-            cg.mkdir(exist_ok=True)
+            # An earlier run's `payload` left in the unified hierarchy alone made nspawn skip its
+            # compat twin and die ("Failed to chown() cgroup ...payload"): start from none.
+            if not _remove_cgroup(cg, timeout=5):
+                raise CockpitError(
+                    f"the lab {self.name} cannot boot: its cgroup {cg} still holds processes of an earlier "
+                    f"run ({', '.join(map(str, sorted(_pids_in(cg)))) or 'exited, not yet reaped'}); "
+                    f"run `{cockpit_command()} lab down --name {self.name}` and try again"
+                )
+            cg.mkdir()
         shown = [] if source is None else [source / "sglang", *sorted(source.glob("sglang-*.dist-info"))]
         self.units_dir.mkdir(parents=True, exist_ok=True)
         binds = [
@@ -374,7 +391,7 @@ class Lab:
         for cg in cgroups:
             while _pids_in(cg) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            _remove_cgroup(cg)
+            _remove_cgroup(cg, timeout=max(0.0, deadline - time.monotonic()))
         shutil.rmtree(self.run_dir, ignore_errors=True)
         self.ssh_config.unlink(missing_ok=True)
         if not keep_state:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from cockpit.lab.lab import Lab, _cgroup_dirs
+from cockpit.lab.lab import Lab, _cgroup_dirs, _is_lab_process
 from cockpit.lab.network import LabNet
 from tests.conftest import FIXTURES, LAB_PYTHON, TEST_LAB, LabHandle
 
@@ -129,6 +131,49 @@ def test_down_is_idempotent_and_leaves_nothing(tmp_path: Path) -> None:
     assert not second.state_dir.exists()  # keys, ssh_config and units go too
     assert second.down() is False  # twice is safe
     assert second.info() is None
+
+
+@pytest.mark.lab
+def test_a_payload_cgroup_left_by_an_earlier_run_does_not_stop_the_boot() -> None:
+    """CI's real lab once failed to boot ("Failed to chown() cgroup .../payload", "Parent died too
+    early"): its unified hierarchy kept an empty `payload` from the run before, so nspawn took it
+    for its own and never made the compat one. Remade here as it was."""
+    again = Lab(f"{TEST_LAB}-c")
+    unified, *_ = _cgroup_dirs(again.name)
+    (unified / "payload").mkdir(parents=True)
+    try:
+        info = again.up(progress=lambda m: None)
+        assert Lab(again.name).info() == info
+        assert again.down() is True
+    finally:
+        again.down()
+    assert not unified.exists()
+
+
+@pytest.mark.lab
+def test_an_nspawn_that_died_unreaped_is_not_taken_for_a_booting_lab() -> None:
+    """The boot above waited its whole 30 s for SSH: the dead nspawn, a zombie nobody reaped, still
+    named the lab's cgroup. A dead launcher ends the wait at once, with its console's words."""
+    name = f"{TEST_LAB}-z"
+    cgroups = _cgroup_dirs(name)
+    for cg in cgroups:
+        cg.mkdir()
+    try:
+
+        def join() -> None:
+            for cg in cgroups:
+                (cg / "cgroup.procs").write_text(f"{os.getpid()}\n")
+
+        child = subprocess.Popen(["sleep", "0.2"], preexec_fn=join)
+        assert _is_lab_process(child.pid, name)
+        time.sleep(0.6)  # exited, not reaped: a zombie
+        assert Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+        assert f"/cockpit-lab-{name}" in Path(f"/proc/{child.pid}/cgroup").read_text()
+        assert not _is_lab_process(child.pid, name)
+        child.wait()
+    finally:
+        for cg in cgroups:
+            cg.rmdir()
 
 
 def _cockpit(*argv: str) -> subprocess.CompletedProcess[str]:

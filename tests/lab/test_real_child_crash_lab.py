@@ -117,7 +117,12 @@ async def killed_in_app(
         killed = kill(lab, unit, title)
         await until(lambda: said_after(shown, words, killed) is not None, 10, shown)
         assert any(w in str(pane.render()) for w in ((words,) if isinstance(words, str) else words)), pane.render()
-        await until(lambda: after(pane.status, invocation), timeout, shown)
+        try:
+            await until(lambda: after(pane.status, invocation), timeout, shown)
+        except AssertionError as timed_out:  # what systemd and the journal said meanwhile, for the cause
+            state = lab.ssh("systemctl", "show", "-p", "ActiveState,SubState,MainPID,ExecMainStatus", unit).stdout
+            tail = lab.ssh("journalctl", "-u", unit, "-n", "25", "-o", "short-precise", check=False).stdout
+            raise AssertionError(f"{timed_out}\nthe unit: {state.split()}\nits journal ends:\n{tail}") from None
         seen = said_after(shown, words, killed)
         assert seen is not None
         return Killed(invocation, killed, seen, readings(shown, invocation), pane.status)
