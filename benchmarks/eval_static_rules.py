@@ -263,6 +263,59 @@ def later_sets() -> list[tuple[str, str, list[str]]]:
     ]
 
 
+def third_sets() -> list[tuple[str, str, list[str]]]:
+    """A third held-out group, written on 2026-12-04 and committed before any of them was run and
+    before the static layer's changes of that day, which were made from the first two groups'
+    misses only: operator-style mistakes and valid sets across the families, none taken from a
+    recorded outcome or from the other groups. `--group third` runs them alone."""
+    eagle = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", D]
+    return [
+        ("baseline", "third-tp8-ok", ["--tp-size", "8"]),
+        ("memory", "third-mem-1.5", ["--mem-fraction-static", "1.5"]),
+        ("memory", "third-max-total-neg", ["--max-total-tokens", "-5"]),
+        ("speculative", "third-eagle-no-draft", ["--speculative-algorithm", "EAGLE3"]),
+        (
+            "speculative",
+            "third-lower-eagle3",
+            ["--speculative-algorithm", "eagle3", "--speculative-draft-model-path", D],
+        ),
+        (
+            "speculative",
+            "third-ngram-min-over-max",
+            [
+                "--speculative-algorithm",
+                "NGRAM",
+                "--speculative-ngram-min-bfs-breadth",
+                "5",
+                "--speculative-ngram-max-bfs-breadth",
+                "2",
+            ],
+        ),
+        ("speculative", "third-eagle-steps0", [*eagle, "--speculative-num-steps", "0"]),
+        ("speculative", "third-eagle-ok", [*eagle]),
+        ("dp attention", "third-dpa-dp8-tp4", ["--enable-dp-attention", "--tp-size", "4", "--dp-size", "8"]),
+        ("dp attention", "third-dpa-tp2-dp2-ok", ["--enable-dp-attention", "--tp-size", "2", "--dp-size", "2"]),
+        ("lora", "third-lora-per-batch0", ["--enable-lora", "--max-loras-per-batch", "0"]),
+        ("lora", "third-lora-rank-neg", ["--lora-paths", "x=/tmp/x", "--max-lora-rank", "-8"]),
+        ("kv cache", "third-page-size0", ["--page-size", "0"]),
+        ("kv cache", "third-hicache-ratio-half", ["--enable-hierarchical-cache", "--hicache-ratio", "0.5"]),
+        ("kv cache", "third-hicache-ratio3-ok", ["--enable-hierarchical-cache", "--hicache-ratio", "3"]),
+        ("chunked prefill", "third-chunk-4096-page64-ok", ["--chunked-prefill-size", "4096", "--page-size", "64"]),
+        ("chunked prefill", "third-chunk-1000-page-64", ["--chunked-prefill-size", "1000", "--page-size", "64"]),
+        ("context", "third-context-zero", ["--context-length", "0"]),
+        ("multi-node", "third-node-rank-2-of-2", ["--nnodes", "2", "--tp-size", "2", "--node-rank", "2"]),
+        ("process layout", "third-tokenizer-workers0", ["--tokenizer-worker-num", "0"]),
+        ("scheduling", "third-max-running0", ["--max-running-requests", "0"]),
+        ("scheduling", "third-low-first-ok", ["--enable-priority-scheduling", "--schedule-low-priority-values-first"]),
+        ("torch compile", "third-compile-bs0", ["--enable-torch-compile", "--torch-compile-max-bs", "0"]),
+        ("logging", "third-http-level-loud", ["--log-level-http", "LOUD"]),
+        ("argparse", "third-dtype-int8", ["--dtype", "int8"]),
+        ("moe", "third-ep3-tp4", ["--tp-size", "4", "--ep-size", "3"]),
+        ("moe", "third-ep2-tp2-ok", ["--tp-size", "2", "--ep-size", "2"]),
+        ("server", "third-stream-interval0", ["--stream-interval", "0"]),
+    ]
+
+
 def dry_run_says(python: str, argv: list[str], catalog, work: Path) -> str:
     """The cockpit's dry run of one set on this machine, as the release's own outcome is written:
     "passed", or the exception it names ("AssertionError", "SystemExit(2)")."""
@@ -284,10 +337,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument(
         "--group",
-        choices=("first", "later", "all"),
+        choices=("first", "later", "third", "all"),
         default="all",
         help="which held-out sets: the first group (written with the hand rules), the later one "
-        "(written before the release-check layer), or both",
+        "(written before the release-check layer), the third (written before the changes of "
+        "2026-12-04, which read only the first two groups' misses), or all",
     )
     parser.add_argument(
         "--dry-run",
@@ -300,7 +354,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="cockpit-eval-rules-"))
     try:
         model, draft = model_dirs(work)
-        sets = {"first": flag_sets(), "later": later_sets(), "all": flag_sets() + later_sets()}[args.group]
+        sets = {
+            "first": flag_sets(),
+            "later": later_sets(),
+            "third": third_sets(),
+            "all": flag_sets() + later_sets() + third_sets(),
+        }[args.group]
 
         def place(words: list[str]) -> list[str]:
             return [w.replace("{M}", str(model)).replace("{D}", str(draft)) for w in words]
