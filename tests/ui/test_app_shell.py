@@ -184,6 +184,33 @@ async def test_stale_data_says_its_age_and_never_ready() -> None:
         assert "ready ✓" in str(pane.render()) and pane.trouble() is None and pane.size.height == 2
 
 
+async def test_a_poll_repaints_the_pane_and_lays_it_out_only_when_its_height_changes() -> None:
+    """Issue 29, item 2: a layout costs about 14 ms of a frame; the pane forced one a poll."""
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        pane = app.query_one(StatusPane)
+        await _feed(pilot, recorded_status())
+        asked: list[bool] = []
+        refresh = pane.refresh
+
+        def recorded(*regions, repaint: bool = True, layout: bool = False, recompose: bool = False):
+            asked.append(layout)
+            return refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+        pane.refresh = recorded  # type: ignore[method-assign]
+        first = recorded_status()
+        for later in (1, 2, 3):  # the next polls: the uptime moves, the lines stay two
+            pane.show_status(replace(first, checked_at=first.checked_at + later))
+            await pilot.pause()
+        assert asked and not any(asked), asked
+        assert "up 4m54s" in str(pane.render())
+        pane.show_status(replace(first, readiness="degraded", readiness_reason="/health_generate answered 503"))
+        await pilot.pause()
+        assert asked[-1] is True  # the reason's line: a third line, laid out
+        await _until(pilot, lambda: pane.size.height == 3)
+        assert "degraded: /health_generate answered 503" in str(pane.render())
+
+
 async def test_a_unit_that_disappears_says_unit_not_found() -> None:
     app = recorded_app()
     async with app.run_test(size=(130, 30)) as pilot:

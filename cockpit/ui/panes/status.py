@@ -61,14 +61,16 @@ class StatusPane(Widget, can_focus=False):
         "status-warn",
     }
 
-    status: reactive[UnitStatus | None] = reactive(None, always_update=True, layout=True)
-    connection: reactive[tuple[str, str | None]] = reactive(("connecting", None), layout=True)
-    problem: reactive[tuple[str, str] | None] = reactive(None, layout=True)
+    # Each change repaints the pane; its layout (about 14 ms of a frame) is refreshed only when the
+    # number of lines changes (`_fit`), not once a poll.
+    status: reactive[UnitStatus | None] = reactive(None, always_update=True)
+    connection: reactive[tuple[str, str | None]] = reactive(("connecting", None))
+    problem: reactive[tuple[str, str] | None] = reactive(None)
     # The crash loop's banner and its last crash (the host's clock, s): drawn while it is true.
-    crash_loop: reactive[tuple[str, float] | None] = reactive(None, layout=True)
-    gpus: reactive[GpuUse | None] = reactive(None, layout=True)
+    crash_loop: reactive[tuple[str, float] | None] = reactive(None)
+    gpus: reactive[GpuUse | None] = reactive(None)
     # An opened deployment: its name, readiness, and each node's status (None: not read).
-    group: reactive[tuple[str, Readiness, list[tuple[str, UnitStatus | None]]] | None] = reactive(None, layout=True)
+    group: reactive[tuple[str, Readiness, list[tuple[str, UnitStatus | None]]] | None] = reactive(None)
 
     def __init__(self, host: str, unit: str, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -82,6 +84,7 @@ class StatusPane(Widget, can_focus=False):
         self._was_stale = False
         self.earlier: frozenset[str] = frozenset()  # the unit's earlier starts (GPU left-overs)
         self.ready_start: float | None = None  # when the last start seen ready began (the host's clock)
+        self._fitted: tuple[int, int] | None = None  # (width, lines) of the text at the last layout
 
     def on_mount(self) -> None:
         self.set_interval(0.5, self._tick)
@@ -191,10 +194,25 @@ class StatusPane(Widget, can_focus=False):
             return f"no answer from {self.host} for {age:.0f} s" + (f": {self.problem[1]}" if self.problem else "")
         return self.problem[1] if self.problem is not None else None
 
+    def _fit(self) -> None:
+        """A layout only when the text's height changes (each reactive's change repaints anyway)."""
+        if not self.is_mounted:
+            return
+        # A group's reason wraps to the width: the height is known only for a width laid out.
+        width = self.content_size.width
+        fitted = (width, len(self.render().plain.split("\n"))) if width else None
+        if fitted is None or fitted != self._fitted:
+            self._fitted = fitted
+            self.refresh(layout=True)
+
+    watch_status = watch_connection = watch_problem = watch_crash_loop = watch_gpus = watch_group = _fit
+
     def _tick(self) -> None:
         stale = self.stale()
+        if stale != self._was_stale:
+            self._fit()
         if stale or stale != self._was_stale:
-            self.refresh(layout=stale != self._was_stale)
+            self.refresh()
         self._was_stale = stale
 
     def _gpu_line(self, text: Text, use: GpuUse, view: Viewpoint) -> None:
