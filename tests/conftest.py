@@ -195,6 +195,20 @@ class LabHandle:
                 raise AssertionError(f"timed out after {timeout} s waiting for {what}")
             time.sleep(0.2)
 
+    def wait_ready(self, unit: str = "sglang-demo", timeout: float = 60) -> None:
+        """Until the unit's running start has printed its ready line (an earlier test may have
+        restarted it: a stand-in stops in about 6 s and starts in about 4)."""
+
+        def ready() -> bool:
+            show = self.ssh("systemctl", "show", "-p", "ActiveState,InvocationID", unit, check=False).stdout
+            props = dict(line.split("=", 1) for line in show.splitlines() if "=" in line)
+            if props.get("ActiveState") != "active" or not props.get("InvocationID"):
+                return False
+            said = self.ssh("journalctl", f"_SYSTEMD_INVOCATION_ID={props['InvocationID']}", "-o", "cat", check=False)
+            return "ready to roll" in said.stdout
+
+        self.wait_for(ready, timeout, f"{unit}'s running start ready")
+
     def wait_for_line(self, unit: str, text: str, timeout: float = 30, *since: str) -> None:
         """Until `text` is in the unit's journal (`since`: journalctl's `--since` and its time)."""
         self.wait_for(

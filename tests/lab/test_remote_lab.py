@@ -255,6 +255,7 @@ async def test_channels_stay_under_max_sessions(root: SSHHost, lab: LabHandle, m
     """Six followers and six commands at once on one connection while status queries go through the
     command channel: the queries share that one channel, the rest never hold more than the eight
     sessions left to them, and sshd (MaxSessions 10) refuses none."""
+    lab.wait_ready()  # as written: the followers below read a demo that logs (the operator test restarts it)
     conn = await root.connection()
     live: set[int] = set()  # the session channels open now, by channel number
     opened: list[int] = []
@@ -318,6 +319,7 @@ async def test_through_a_jump_host(lab: LabHandle, tmp_path: Path) -> None:
 
 
 def test_cli_status_json(lab: LabHandle) -> None:
+    lab.wait_ready()  # the operator test before restarts the demo
     out = subprocess.run(
         [
             str(Path(__import__("sys").executable).with_name("cockpit")),
@@ -344,13 +346,17 @@ def test_cli_status_json(lab: LabHandle) -> None:
     assert missing.returncode == 2 and missing.stderr.strip() == f"cockpit: unit nope.service not found on {lab.name}"
 
 
-async def test_a_forward_goes_through_openssh_and_falls_back_to_the_connection(root: SSHHost, monkeypatch) -> None:
+async def test_a_forward_goes_through_openssh_and_falls_back_to_the_connection(
+    lab: LabHandle, root: SSHHost, monkeypatch
+) -> None:
     """Load runs leave through the user's `ssh -L` (it keeps up at 256 streams); with no OpenSSH
     client, through the shared asyncssh connection. Either way the server answers, and no
     `ssh` is left running afterwards."""
     import shutil
     import subprocess
     import urllib.request
+
+    lab.wait_ready()  # the operator test restarts the demo: its /health says 503 while it warms up
 
     def health(port: int) -> int:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as resp:
