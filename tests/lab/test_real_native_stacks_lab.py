@@ -60,7 +60,10 @@ def test_a_segfaulting_schedulers_faulthandler_dump_is_one_record(real_lab: LabH
     assert dump["lines"] == mine[start : start + len(dump["lines"])]  # the scheduler's dump, whole
     functions = [f["function"] for f in dump["frames"]]
     assert "run_scheduler_process" in functions, functions  # SGLang's own scheduler, outermost first
-    assert dump["frames"][-1]["file"].endswith(".py") and dump["frames"][0]["file"]
+    # where the signal met it may be a frozen module's (`<frozen os>`): every frame names a file and line
+    assert all(f["file"] and f["line"] > 0 for f in dump["frames"]), dump["frames"]
+    scheduler_frame = next(f for f in dump["frames"] if f["function"] == "run_scheduler_process")
+    assert scheduler_frame["file"].endswith("/sglang/srt/managers/scheduler.py"), scheduler_frame
     text = lab.ssh(*argv, "-o", "short-precise").stdout
     [from_text] = stacks(fold(text, tmp_path, "segv.txt"), "faulthandler")
     said_by = next(line for line in text.splitlines() if "Fatal Python error" in line).split()[3]
