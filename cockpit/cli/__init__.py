@@ -17,7 +17,7 @@ from cockpit import __version__
 
 # One module per subcommand; each imports what its work needs only when it runs, so
 # `cockpit status` does not pay for Textual or the load runner.
-from cockpit.cli import bench, deployment, explain, fold, lab, preflight, snapshot, stacks, status, unit
+from cockpit.cli import bench, deployment, experiment, explain, fold, lab, preflight, snapshot, stacks, status, unit
 from cockpit.cli.inert_output import inert_streams
 from cockpit.errors import CockpitError, UsageError
 
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot.add_parser(sub)
     stacks.add_parser(sub)
     deployment.add_parser(sub)
+    experiment.add_parser(sub)
     lab.add_parser(sub, _Parser)
     return parser
 
@@ -81,6 +82,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "snapshot": snapshot.run,
     "stacks": stacks.run,
     "deployment": deployment.run,
+    "experiment": experiment.run,
     "lab": lab.run,
 }
 

@@ -37,7 +37,7 @@ T = TypeVar("T")
 # --- validation ------------------------------------------------------------------------
 
 
-class _Reader:
+class TomlReader:
     """Checks one parsed document against the schema, raising the first error with its line."""
 
     def __init__(self, path: Path, text: str) -> None:
@@ -127,7 +127,7 @@ _UI_KEYS = ["theme", "keys"]
 _TOP_KEYS = ["hosts", "units", "profiles", "ui", "deployments"]
 
 
-def _read_host(r: _Reader, name: str, raw: Any) -> HostConfig:
+def _read_host(r: TomlReader, name: str, raw: Any) -> HostConfig:
     key = ("hosts", name)
     t = r.table(raw, key)
     r.known_keys(t, key, _HOST_KEYS)
@@ -149,7 +149,7 @@ def _read_host(r: _Reader, name: str, raw: Any) -> HostConfig:
 
 
 def _read_unit(
-    r: _Reader, name: str, raw: Any, hosts: dict[str, HostConfig], profiles: dict[str, LoadProfile]
+    r: TomlReader, name: str, raw: Any, hosts: dict[str, HostConfig], profiles: dict[str, LoadProfile]
 ) -> UnitConfig:
     key = ("units", name)
     t = r.table(raw, key)
@@ -184,7 +184,7 @@ def _read_unit(
     )
 
 
-def _read_deployment(r: _Reader, name: str, raw: Any, units: dict[str, UnitConfig]) -> DeploymentConfig:
+def _read_deployment(r: TomlReader, name: str, raw: Any, units: dict[str, UnitConfig]) -> DeploymentConfig:
     key = ("deployments", name)
     t = r.table(raw, key)
     r.known_keys(t, key, ["nodes"])
@@ -202,7 +202,7 @@ def _read_deployment(r: _Reader, name: str, raw: Any, units: dict[str, UnitConfi
     return DeploymentConfig(name=name, nodes=tuple(nodes))
 
 
-def _read_profile(r: _Reader, name: str, raw: Any) -> LoadProfile:
+def _read_profile(r: TomlReader, name: str, raw: Any) -> LoadProfile:
     key = ("profiles", name)
     t = r.table(raw, key)
     r.known_keys(t, key, _PROFILE_KEYS)
@@ -228,7 +228,7 @@ def _read_profile(r: _Reader, name: str, raw: Any) -> LoadProfile:
     )
 
 
-def _read_ui(r: _Reader, raw: Any) -> UIConfig:
+def _read_ui(r: TomlReader, raw: Any) -> UIConfig:
     key = ("ui",)
     t = r.table(raw, key)
     r.known_keys(t, key, _UI_KEYS)
@@ -272,7 +272,7 @@ def _parse(text: str, path: Path) -> Config:
         reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
         where = f"{path}:{m.group(1)}" if m else str(path)
         raise UsageError(f"{where}: not valid TOML: {reason}") from None
-    r = _Reader(path, text)
+    r = TomlReader(path, text)
     problems: list[str] = []  # every one, not the first alone: a config is fixed in one go
 
     def said(read: Callable[[], T]) -> T | None:

@@ -38,6 +38,7 @@ class _KeyLines:
         table: tuple[str, ...] = ()
         open_string: str | None = None
         depth = 0
+        entries: dict[tuple[str, ...], int] = {}  # [[x]] seen so far: each is x.1, x.2, ...
         for lineno, line in enumerate(text.splitlines(), start=1):
             if open_string:
                 if open_string in line:
@@ -47,6 +48,9 @@ class _KeyLines:
                 header = _HEADER_RE.match(line)
                 if header:
                     table = _split_dotted(header.group(1))
+                    if line.lstrip().startswith("[["):
+                        entries[table] = entries.get(table, 0) + 1
+                        table += (str(entries[table]),)
                     for depth_ in range(1, len(table) + 1):  # [a.b] also defines a
                         self.lines.setdefault(table[:depth_], lineno)
                     continue

@@ -52,17 +52,18 @@ class RequestResult:
         return [g / per_chunk for g in self.chunk_gaps_s]
 
 
+def percentile(ordered: Sequence[float], p: float) -> float:
+    """The nearest-rank percentile of values already sorted (not empty)."""
+    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
+
+
 def summary(values: Sequence[float], scale: float = 1000.0) -> dict[str, float | None]:
-    """mean, p50, p90, p99 (nearest-rank percentiles), scaled (seconds -> ms by default)."""
+    """mean, p50, p90, p95, p99 (nearest-rank percentiles), scaled (seconds -> ms by default)."""
     if not values:
-        return {"mean": None, "p50": None, "p90": None, "p99": None}
+        return {"mean": None, "p50": None, "p90": None, "p95": None, "p99": None}
     ordered = sorted(values)
-
-    def pct(p: float) -> float:
-        rank = max(1, math.ceil(p / 100 * len(ordered)))
-        return ordered[rank - 1] * scale
-
-    return {"mean": sum(ordered) / len(ordered) * scale, "p50": pct(50), "p90": pct(90), "p99": pct(99)}
+    mean = sum(ordered) / len(ordered) * scale
+    return {"mean": mean, **{f"p{p}": percentile(ordered, p) * scale for p in (50, 90, 95, 99)}}
 
 
 def _prompt_tokens(results: Sequence[RequestResult]) -> int | None:
@@ -73,7 +74,7 @@ def _prompt_tokens(results: Sequence[RequestResult]) -> int | None:
 
 @dataclass
 class LevelResult:
-    concurrency: int
+    concurrency: int  # the closed loop's streams; 0 for an open loop at `rate`
     requests: int
     errors: int
     duration_s: float
@@ -96,6 +97,12 @@ class LevelResult:
     warmup_requests: int = 0
     warmup_output_tokens: int = 0
     warmup_prompt_tokens: int | None = None
+    rate: float | None = None  # requests/s sent with Poisson arrivals (an open loop), else None
+
+    @property
+    def load(self) -> str:
+        """The level as a reader names it: `c8` (8 streams) or `2.5/s` (an arrival rate)."""
+        return f"{self.rate:g}/s" if self.rate is not None else f"c{self.concurrency}"
 
     @classmethod
     def from_results(
@@ -104,6 +111,7 @@ class LevelResult:
         results: Sequence[RequestResult],
         duration_s: float,
         warmup: Sequence[RequestResult] = (),
+        rate: float | None = None,
     ) -> LevelResult:
         good = [r for r in results if r.ok]
         tokens = sum(r.output_tokens for r in good)
@@ -137,6 +145,7 @@ class LevelResult:
             warmup_requests=len(warmup),
             warmup_output_tokens=sum(r.output_tokens for r in warmup if r.ok),
             warmup_prompt_tokens=_prompt_tokens([r for r in warmup if r.ok]),
+            rate=rate,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -78,6 +78,13 @@ class LoadConfig:
     input_len: int = 1024
     output_len: int = 256
     endpoint: str = "completions"  # or "chat"
+    # Open-loop levels after the closed ones: requests/s, each gap drawn from an exponential
+    # (Poisson arrivals), as many requests as `requests`; nothing caps the streams in flight.
+    rates: tuple[float, ...] = ()
+    # Lengths drawn uniformly from [input_len, input_len_max] (and the same for output) where
+    # given: a fixed length is a workload no user sends.
+    input_len_max: int | None = None
+    output_len_max: int | None = None
     model: str | None = None  # None: the first of /v1/models
     # Drawn afresh for each run (and recorded with it): a run repeating the last one's prompts
     # would find them in SGLang's prefix cache and measure the cache.
@@ -123,8 +130,10 @@ class Runner:
         ) as session:
             model = self.config.model or await self._model(session)
             levels = []
-            for c in self.config.concurrency:
-                level = await self.run_level(session, model, c)
+            loads: list[tuple[int, float | None]] = [(c, None) for c in self.config.concurrency]
+            for c, rate in loads + [(0, r) for r in self.config.rates]:
+                work = self.run_level(session, model, c) if rate is None else self.run_rate(session, model, rate)
+                level = await work
                 levels.append(level)
                 if self.on_level:
                     self.on_level(level)
@@ -160,25 +169,42 @@ class Runner:
         # Fewer requests than the concurrency would never reach it: send at least one per slot.
         bodies = [self._body(model) for _ in range(max(self.config.requests, concurrency))]
         start = time.perf_counter()
-        tasks = [asyncio.ensure_future(one(True, body)) for body in bodies]
-        try:
-            results = await asyncio.gather(*tasks)
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        results = await _all([one(True, body) for body in bodies])
         return LevelResult.from_results(concurrency, results, time.perf_counter() - start, warmup)
+
+    async def run_rate(self, session: aiohttp.ClientSession, model: str, rate: float) -> LevelResult:
+        """An open loop: each request sent at its Poisson arrival time whether or not the ones
+        before it are done, so that a server past its capacity shows a growing queue (TTFT), as
+        users arriving on their own would, where a closed loop only slows down."""
+        url = yarl.URL(self.config.url.rstrip("/") + self._path)
+        warmup = [await self.request(session, url, self._body(model)) for _ in range(self.config.warmup)]
+        bodies = [self._body(model) for _ in range(self.config.requests)]
+        gaps = [self.rng.expovariate(rate) for _ in bodies]
+        start = time.perf_counter()
+
+        async def one(at: float, body: bytes) -> RequestResult:
+            await asyncio.sleep(max(0.0, start + at - time.perf_counter()))
+            result = await self.request(session, url, body)
+            if self.on_request:
+                self.on_request(0, result)
+            return result
+
+        arrivals = [sum(gaps[:i]) for i in range(len(gaps))]  # the first at once
+        results = await _all([one(at, body) for at, body in zip(arrivals, bodies, strict=True)])
+        return LevelResult.from_results(0, results, time.perf_counter() - start, warmup, rate=rate)
 
     @property
     def _path(self) -> str:
         return "/v1/chat/completions" if self.config.endpoint == "chat" else "/v1/completions"
 
+    def _length(self, low: int, high: int | None) -> int:
+        return low if high is None or high <= low else self.rng.randint(low, high)
+
     def _body(self, model: str) -> bytes:
-        text = prompt(self.rng, self.config.input_len)
+        text = prompt(self.rng, self._length(self.config.input_len, self.config.input_len_max))
         body: dict[str, Any] = {
             "model": model,
-            "max_tokens": self.config.output_len,
+            "max_tokens": self._length(self.config.output_len, self.config.output_len_max),
             "temperature": 0.0,
             "ignore_eos": True,
             "stream": True,
@@ -265,6 +291,18 @@ class Runner:
         if not result.ok:
             result.error = "the stream held no content"
         return result
+
+
+async def _all(work: list[Coroutine[Any, Any, RequestResult]]) -> list[RequestResult]:
+    """Every request's result; a cancelled level cancels the requests still out."""
+    tasks = [asyncio.ensure_future(w) for w in work]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def run_record(config: LoadConfig, levels: Sequence[LevelResult], **extra: Any) -> dict[str, Any]:

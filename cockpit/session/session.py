@@ -74,6 +74,7 @@ from cockpit.traceback.model import Traceback
 # What only some actions need is imported when they run: `cockpit status` opens a session too,
 # and paid 60 ms for the incident, rollout and load modules it never used.
 if TYPE_CHECKING:
+    from cockpit.experiment.plan import Plan
     from cockpit.incident import Incident
     from cockpit.load.gpu import NoticeCallback, SamplesCallback
     from cockpit.load.store import Comparison, SavedRun
@@ -239,6 +240,7 @@ class Session:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._status_waiters: list[asyncio.Future[UnitStatus]] = []
         self._fleet: FleetReader | None = None
+        self._feeding = False  # started: a restart's watch hears the session's own feeds
 
     # -- the feeds --------------------------------------------------------------------------
 
@@ -246,6 +248,12 @@ class Session:
     def host(self) -> Host:
         assert self.target is not None
         return self.pool.get(self.target.host)
+
+    @property
+    def _feed(self) -> Session | None:
+        """What a restart's watch hears: the session's own journal and poll once started; else
+        (a headless command's session) the watch follows the unit itself."""
+        return self if self.live and self._feeding else None
 
     @property
     def host_config(self) -> HostConfig:
@@ -317,6 +325,7 @@ class Session:
         """Start the feeds of the target: the status poll, the journal, the deployment read."""
         if self.target is None:
             return
+        self._feeding = True
         self._spawn(self._start(), "starting the feeds")
 
     async def _start(self) -> None:
@@ -860,7 +869,7 @@ class Session:
             self.unit,
             catalog=self.deployment.catalog if self.deployment else None,
             log=AttemptLog(target.host, target.unit),
-            feed=self if self.live else None,
+            feed=self._feed,
             address=self.address,
         )
 
@@ -1094,7 +1103,7 @@ class Session:
             catalog=self.deployment.catalog if self.deployment else None,
             log=AttemptLog(target.host, target.unit),
             note=note,
-            feed=self if self.live else None,
+            feed=self._feed,
             address=self.address,
         )
         await self.reload()
@@ -1163,6 +1172,13 @@ class Session:
 
         path = await asyncio.to_thread(save_run, target.host, target.unit, record)
         return levels, path
+
+    async def run_experiment(self, plan: Plan, say: Callable[[str], None], *, resume: bool = False) -> dict[str, Any]:
+        """An experiment on the target (cockpit.experiment.run): each variant checked, written,
+        restarted, measured, and the unit put back; its record."""
+        from cockpit.experiment.run import ExperimentRun
+
+        return await ExperimentRun(self, plan, say=say, resume=resume).run()
 
     def saved_runs(self) -> list[SavedRun]:
         from cockpit.load.store import SavedRun, label, load_runs

@@ -97,11 +97,32 @@ def _reporting(found: Iterable[Sample]) -> list[Sample]:
     ]
 
 
-def reading(text: str, at: float) -> Reading | None:
-    """None when the text holds none of SGLang's scheduler metrics."""
+def _by_name(text: str) -> dict[str, list[float]]:
+    """The reporting ranks' values of each metric, by name."""
     by_name: dict[str, list[float]] = {}
     for s in _reporting(samples(text)):
         by_name.setdefault(s.name, []).append(s.value)
+    return by_name
+
+
+# The server's own account of a load run: the counters' difference over it, and the gauge of
+# its speculation (an experiment keeps them beside the client's figures).
+COUNTERS = ("generation_tokens_total", "prompt_tokens_total", "cached_tokens_total", "num_requests_total")
+
+
+def counters(text: str) -> dict[str, float]:
+    """The totals of COUNTERS the text holds, and `spec_accept_length` where it speculates."""
+    by_name = _by_name(text)
+    out = {name: sum(by_name[name]) for name in COUNTERS if name in by_name}
+    accept = by_name.get("spec_accept_length")
+    if accept and any(v > 0 for name in SPECULATING for v in by_name.get(name, ())):
+        out["spec_accept_length"] = sum(accept) / len(accept)
+    return out
+
+
+def reading(text: str, at: float) -> Reading | None:
+    """None when the text holds none of SGLang's scheduler metrics."""
+    by_name = _by_name(text)
     if "num_running_reqs" not in by_name and "gen_throughput" not in by_name:
         return None
 
