@@ -85,10 +85,19 @@ class ExperimentRun:
             raise UsageError("an experiment runs on one unit: give --host and --unit, or name them in its file")
         self.session = session
         self.plan = plan
-        self.say = say
+        self._said = say
         self.resume = resume
         self.path = store.record_path(target.host, target.unit, plan.name, root)
         self.record: dict[str, Any] = {}
+        self.lines: list[str] = []  # what it said, in order: the app's screen shows the last of them
+        # Cancelled by the operator (B, Ctrl-C): put the unit back. Cut off by the app closing: leave
+        # the unit and the record as they are, for --resume (the connection is going too).
+        self.restore_on_cancel = True
+        self.task: asyncio.Task[Any] | None = None  # where a session runs it as its task
+
+    def say(self, line: str) -> None:
+        self.lines.append(line)
+        self._said(line)
 
     async def run(self) -> dict[str, Any]:
         """The whole experiment; the record (also on disk). Cancelled, it restores the unit first."""
@@ -109,6 +118,10 @@ class ExperimentRun:
                 if entry["outcome"] == FAILED:
                     break  # the host refused a write: the next would meet the same
         except asyncio.CancelledError:
+            if not self.restore_on_cancel:
+                self.record["cut_off_at"] = time.time()
+                self._save()
+                raise
             self.record["cancelled"] = True
             self._save()
             await asyncio.shield(self._end(original))

@@ -75,6 +75,7 @@ from cockpit.traceback.model import Traceback
 # and paid 60 ms for the incident, rollout and load modules it never used.
 if TYPE_CHECKING:
     from cockpit.experiment.plan import Plan
+    from cockpit.experiment.run import ExperimentRun
     from cockpit.incident import Incident
     from cockpit.load.gpu import NoticeCallback, SamplesCallback
     from cockpit.load.store import Comparison, SavedRun
@@ -163,6 +164,9 @@ class Listener:
         """The group has just turned broken: `node` went down while others run; its last
         traceback where its journal has one."""
 
+    def experiment(self, run: ExperimentRun) -> None:
+        """The app's experiment said something, or ended (its task is done)."""
+
     async def drawn(self) -> None:
         """Once what was heard so far is on screen: the session waits for it before work that
         takes the CPU for a while."""
@@ -241,6 +245,7 @@ class Session:
         self._status_waiters: list[asyncio.Future[UnitStatus]] = []
         self._fleet: FleetReader | None = None
         self._feeding = False  # started: a restart's watch hears the session's own feeds
+        self.experiment: ExperimentRun | None = None  # the app's experiment, running or done
 
     # -- the feeds --------------------------------------------------------------------------
 
@@ -373,6 +378,8 @@ class Session:
         """Cancel every task. One still running STOP_WAIT_S later is reported (where it waits)
         and left behind: closing the connections after this ends its remote commands, and a
         quit never hangs on it."""
+        if self.experiment is not None:
+            self.experiment.restore_on_cancel = False  # cut off: its record is there to resume from
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -1179,6 +1186,28 @@ class Session:
         from cockpit.experiment.run import ExperimentRun
 
         return await ExperimentRun(self, plan, say=say, resume=resume).run()
+
+    def start_experiment(self, plan: Plan, *, resume: bool = False) -> ExperimentRun:
+        """The app's experiment: a task of the session, heard through `listener.experiment`; one
+        at a time. The app closing cuts it off where it is (the record says so, for a resume)."""
+        from cockpit.experiment.run import ExperimentRun
+
+        if self.experiment is not None and self.experiment.task is not None and not self.experiment.task.done():
+            raise CockpitError(f"the experiment {self.experiment.plan.name} is running: B cancels it")
+        run = ExperimentRun(self, plan, say=lambda _: self.listener.experiment(run), resume=resume)
+        run.task = self._spawn(run.run(), f"the experiment {plan.name}")
+        run.task.add_done_callback(lambda _: self.listener.experiment(run))
+        self.experiment = run
+        return run
+
+    def cancel_experiment(self) -> bool:
+        """Cancel the running experiment; it puts the unit back. False when none runs."""
+        run = self.experiment
+        if run is None or run.task is None or run.task.done():
+            return False
+        run.restore_on_cancel = True
+        run.task.cancel()
+        return True
 
     def saved_runs(self) -> list[SavedRun]:
         from cockpit.load.store import SavedRun, label, load_runs

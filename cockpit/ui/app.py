@@ -64,6 +64,7 @@ from cockpit.ui.screens.write import GroupWriteModal, WriteModal, takes_down
 from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
 
 if TYPE_CHECKING:
+    from cockpit.experiment.run import ExperimentRun
     from cockpit.remote.mux import MuxHost
 
 GPU_CHECK_S = 8.0  # how long the write modal waits for the host's GPU table
@@ -127,6 +128,16 @@ class _Panes(Listener):
     def group_broken(self, reason: str, node: str, traceback: Traceback | None) -> None:
         self.app.offer_group_restart(reason, node, traceback)
 
+    def experiment(self, run: ExperimentRun) -> None:
+        from cockpit.ui.screens.experiment import ExperimentScreen
+
+        screen = self.app.screen
+        if isinstance(screen, ExperimentScreen):
+            screen.show(run)
+        elif run.task is not None and run.task.done():
+            said = run.record.get("answer", {}).get("why") or "it ended"
+            self.app.notify(f"the experiment {run.plan.name} ended: {said} (E shows it)", timeout=10)
+
 
 class CockpitApp(App[None]):
     CSS_PATH = "cockpit.tcss"
@@ -146,6 +157,7 @@ class CockpitApp(App[None]):
         Binding("m", "throughput", "Throughput", show=False, id="throughput"),
         Binding("b", "load_run", "Load run", id="load_run"),
         Binding("B", "cancel_run", "Cancel run", show=False, id="cancel_run"),
+        Binding("E", "experiment", "Experiment", show=False, id="experiment"),
         Binding("S", "snapshot", "Snapshot", id="snapshot"),
         Binding("s", "stacks", "Stacks", show=False, id="stacks"),
         Binding("p", "startup", "Start-up", show=False, id="startup"),
@@ -835,6 +847,17 @@ class CockpitApp(App[None]):
 
     def action_cancel_run(self) -> None:
         self.workers.cancel_group(self, "load")  # load_run_worker's group, and only its
+
+    def action_experiment(self) -> None:
+        """The experiment screen: its run goes on when the screen is closed (a session task)."""
+        if self.target is None:
+            return
+        if self.session.experiment is None and self.changes_refused():
+            self.notify(f"{self.target.host} is read-only here: no experiment is run", severity="error")
+            return
+        from cockpit.ui.screens.experiment import ExperimentScreen
+
+        self.push_screen(ExperimentScreen(self.session))
 
     @work(exclusive=True, group="load", exit_on_error=False)
     async def load_run_worker(self) -> None:

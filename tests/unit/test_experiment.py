@@ -257,3 +257,30 @@ async def test_knee_and_goodput_against_a_server_of_known_behaviour(standin) -> 
         truth_knee = lv["level"]["concurrency"]
     assert got["knee"] == {"concurrency": truth_knee}
     assert truth_knee is not None and abs(steps.index(truth_knee) - steps.index(4)) <= 1  # the settings' knee: 4
+
+
+async def test_open_loop_levels_send_at_their_rate_and_find_the_rate_knee(standin) -> None:
+    """Poisson arrivals, nothing capping the streams: at 2 requests/s the server (one token
+    every 25 ms per stream, 160 tok/s in all) keeps up; at 40/s about twelve streams share it
+    and each token takes 75 ms, past the 35 ms target. The goodput against the stand-in's own
+    account, as for the closed loop."""
+    sp = standin(env={"COCKPIT_STANDIN_TOKENS_PER_S": "40", "COCKPIT_STANDIN_CAPACITY": "160"})
+    slo = Slo(ttft_p95_ms=400, itl_p95_ms=35)
+    records = []
+    for rate in (2.0, 40.0):
+        results: list[RequestResult] = []
+        config = LoadConfig(
+            url=sp.url, concurrency=(), rates=(rate,), requests=24, warmup=1, input_len=16, output_len=12
+        )
+        seen = len(_delivered(sp.url)) + 1  # after the warm-up
+        [level] = await Runner(config, on_request=lambda _c, r, got=results: got.append(r)).run()
+        served = _delivered(sp.url)[seen:]
+        assert (level.rate, level.concurrency, level.load, level.requests) == (rate, 0, f"{rate:g}/s", 24)
+        said = judge(level, results, slo)
+        window = max(r[2] for r in served) - min(r[0] for r in served)
+        meets = sum((f - a) * 1000 <= 400 and (last - f) / (n - 1) * 1000 <= 35 for a, f, last, n in served)
+        print(f"{rate}/s: goodput {said['goodput_rps']:.3f} measured, {meets / window:.3f} delivered")
+        assert said["goodput_rps"] == pytest.approx(meets / window, rel=0.05, abs=1e-9)
+        records.append({"load": level.load, "repeat": 0, "level": level.to_json(), **said})
+    got = answer([{"name": "open", "levels": records}], "open")["variants"]["open"]
+    assert got["knee"] == {"rate": 2.0} and got["goodput_at"] == "2/s"
