@@ -264,14 +264,19 @@ def _jump_loop(hosts: dict[str, HostConfig], start: str) -> list[str] | None:
         chain.append(jump)
 
 
-def _parse(text: str, path: Path) -> Config:
+def load_toml(text: str, path: Path) -> dict[str, Any]:
+    """The TOML document; a UsageError `FILE:LINE: not valid TOML: why` where it is not TOML."""
     try:
-        doc = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
         reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
         where = f"{path}:{m.group(1)}" if m else str(path)
         raise UsageError(f"{where}: not valid TOML: {reason}") from None
+
+
+def _parse(text: str, path: Path) -> Config:
+    doc = load_toml(text, path)
     r = TomlReader(path, text)
     problems: list[str] = []  # every one, not the first alone: a config is fixed in one go
 

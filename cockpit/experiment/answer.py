@@ -1,8 +1,9 @@
 """The answer an experiment is run for: where each variant stops meeting its SLOs (the knee),
 how many requests a second it serves within them (goodput), and which variant wins.
 
-Goodput is DistServe's: the requests of a level that met every target themselves (TTFT, their
-own per-token ITL p95, end to end), per second of the level. A level meets the SLOs when its
+Goodput is DistServe's: the requests of a level that met every target themselves (TTFT, end to
+end, and their TPOT, the mean time per token after the first, against the ITL target), per
+second of the level. A level meets the SLOs when its
 p95s do and its failed share is within `error_rate`. The knee is the highest load at which the
 level and every lower one met them, per axis (streams, arrival rate). A difference between two
 variants smaller than the spread of the repeats of either is said to be none; with one run of
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cockpit.experiment.plan import Slo
-from cockpit.load.results import LevelResult, RequestResult, percentile
+from cockpit.load.results import LevelResult, RequestResult
 
 
 def request_meets(r: RequestResult, slo: Slo) -> bool:
@@ -25,8 +26,8 @@ def request_meets(r: RequestResult, slo: Slo) -> bool:
         return False
     if slo.e2e_p95_ms is not None and r.e2e_s * 1000 > slo.e2e_p95_ms:
         return False
-    itl = sorted(r.per_token_itl_s())
-    return slo.itl_p95_ms is None or not itl or percentile(itl, 95) * 1000 <= slo.itl_p95_ms
+    tpot = r.tpot_s
+    return slo.itl_p95_ms is None or tpot is None or tpot * 1000 <= slo.itl_p95_ms
 
 
 def judge(level: LevelResult, results: Sequence[RequestResult], slo: Slo) -> dict[str, Any]:

@@ -10,17 +10,11 @@ config's are, since the file is fixed in an editor over SSH.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
-from cockpit.config.reader import TomlReader
+from cockpit.config.reader import TomlReader, load_toml
 from cockpit.errors import UsageError
 from cockpit.systemd.unit import Unit
 
@@ -122,12 +116,7 @@ def read_plan(path: Path) -> Plan:
 
 
 def parse_plan(text: str, path: Path) -> Plan:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"\(at line (\d+), column \d+\)", str(e))
-        reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
-        raise UsageError(f"{path}:{m.group(1) if m else '?'}: not valid TOML: {reason}") from None
+    doc = load_toml(text, path)
     r = TomlReader(path, text)
     r.known_keys(doc, (), _TOP_KEYS)
     raw_variants = doc.get("variants")

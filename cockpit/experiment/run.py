@@ -57,14 +57,15 @@ class Driver(Protocol):
 
 
 # A variant's outcome once it is final: a resumed run does not run it again.
-SKIPPED, CRASHED, CRASHED_UNDER_LOAD, MEASURED, FAILED = (
+SKIPPED, CRASHED, CRASHED_UNDER_LOAD, MEASURED, NOT_MEASURED, FAILED = (
     "skipped",
     "crashed on start",
     "crashed under load",
     "measured",
-    "failed",
+    "not measured",  # ready, but the load could not reach it (the forward, the server's answers)
+    "failed",  # the write or the restart failed: the host refused it
 )
-FINAL = (SKIPPED, CRASHED, CRASHED_UNDER_LOAD, MEASURED, FAILED)
+FINAL = (SKIPPED, CRASHED, CRASHED_UNDER_LOAD, MEASURED, NOT_MEASURED, FAILED)
 METRICS_TIMEOUT_S = 10.0
 
 
@@ -125,6 +126,14 @@ class ExperimentRun:
             self.record["cancelled"] = True
             self._save()
             await asyncio.shield(self._end(original))
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever stopped it, the unit goes back if it can
+            self.record["stopped_by"] = f"{type(e).__name__}: {e}"
+            self.say(f"the experiment stopped: {e}")
+            try:
+                await self._end(original)
+            except Exception as again:  # noqa: BLE001 - said, and the record is kept for --resume
+                self.say(f"the unit could not be put back ({again}): --resume goes on and puts it back")
             raise
         await self._end(original)
         return self.record
@@ -214,7 +223,11 @@ class ExperimentRun:
             self.say(f"{variant.name}: {entry['outcome']}: {attempt.detail}")
             self._save()
             return
-        await self._measure(variant, entry)
+        try:
+            await self._measure(variant, entry)
+        except (CockpitError, OSError) as e:
+            entry.update(outcome=NOT_MEASURED, reason=str(e) or type(e).__name__)
+            self.say(f"{variant.name}: not measured: {entry['reason']}")
         self._save()
 
     async def _measure(self, variant: Variant, entry: dict[str, Any]) -> None:

@@ -749,9 +749,9 @@ class Session:
             self._spawn(self._read_release_checks(found.catalog), "reading the release's checks")
         if self.poll is not None:
             self.poll.url_host_port = found.address
-        if self.live:
-            if self.group is None and found.unit is not None:
-                self._keep_original(target, found.unit, found.catalog)
+        if self.live and self.group is None and found.unit is not None:
+            self._keep_original(target, found.unit, found.catalog)
+        if self._feeding:  # a front end's, not a headless command's: it draws the figures
             if self._passive is not None:
                 self._passive.cancel()
             self._passive = self._spawn(self._poll_passive(found), "the server's own figures")

@@ -145,12 +145,12 @@ def test_judge_counts_the_requests_that_met_every_target_themselves() -> None:
     results = [
         _result(0.05, [0.02] * 9),
         _result(0.2, [0.02] * 9),
-        _result(0.05, [0.02] * 8 + [0.09]),
+        _result(0.05, [0.02] * 8 + [0.2]),
         _result(0, [], ok=False),
     ]
     level = LevelResult.from_results(4, results, 2.0)
     said = judge(level, results, slo)
-    # the second is late to its first token; the third's own ITL p95 is its 90 ms gap; the fourth failed
+    # the second is late to its first token; the third's TPOT is 40 ms (one 200 ms gap); the fourth failed
     assert said["meeting"] == 1 and said["goodput_rps"] == 0.5
     # the level's ITL p95 is over every token of the level: one slow gap of 26 is not its p95
     assert said["missed"] == ["TTFT p95 200 ms > 100 ms", "25.0% of requests failed > 0%"]
