@@ -25,6 +25,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run.add_argument("file", metavar="FILE", help="the experiment's TOML file")
     run.add_argument("--host", help="the host (else the file's `host`)")
     run.add_argument("--unit", help="the unit (else the file's `unit`)")
+    run.add_argument(
+        "--deployment", metavar="NAME", help="a [deployments] entry (else the file's `deployment`): every node"
+    )
     run.add_argument("--resume", action="store_true", help="go on with a run that was cut off")
     run.add_argument("--json", action="store_true", help="print the experiment's record as JSON")
     run.add_argument("--note", metavar="DIR", help="write the experiment's note (Markdown and its SVG plot) here")
@@ -55,17 +58,21 @@ def table(record: dict[str, Any]) -> str:
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
-    from cockpit.cli.target import session_of, target_of
+    from cockpit.cli.target import session_of, targets_of
     from cockpit.experiment.plan import read_plan
 
     plan = read_plan(Path(args.file))
-    args.host, args.unit = args.host or plan.host, args.unit or plan.unit
-    if not args.host or not args.unit:
-        raise UsageError(f"{args.file} names no host and unit: give `host` and `unit` in it, or --host and --unit")
-    cfg, target = target_of(args)
-    async with session_of(cfg, target, read_only=getattr(args, "read_only", False)) as session:
-        said = (lambda line: None) if args.json else (lambda line: print(f"cockpit: {line}", file=sys.stderr))
-        return await session.run_experiment(plan, said, resume=args.resume)
+    args.deployment = args.deployment or (None if args.host or args.unit else plan.deployment)
+    if not args.deployment:
+        args.host, args.unit = args.host or plan.host, args.unit or plan.unit
+        if not args.host or not args.unit:
+            how = "give `host` and `unit` (or `deployment`) in it, or --host and --unit"
+            raise UsageError(f"{args.file} names no unit: {how}")
+    cfg, nodes = targets_of(args)
+    group = args.deployment or None
+    async with session_of(cfg, nodes[0][1], read_only=getattr(args, "read_only", False), group=group) as session:
+        progress = (lambda line: None) if args.json else (lambda line: print(f"cockpit: {line}", file=sys.stderr))
+        return await session.run_experiment(plan, progress, resume=args.resume)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -78,13 +78,18 @@ async def open_target(
 
 @contextlib.asynccontextmanager
 async def session_of(
-    cfg: Config, target: Target | None, *, read_only: bool = False, reader: MuxHost | None = None
+    cfg: Config,
+    target: Target | None,
+    *,
+    read_only: bool = False,
+    reader: MuxHost | None = None,
+    group: str | None = None,
 ) -> AsyncIterator[Session]:
-    """A session of a target already resolved, with the OpenSSH master started for it early,
-    if any; closed after."""
+    """A session of a target already resolved (with `group`, that [deployments] entry, whose node
+    0 `target` is), with the OpenSSH master started for it early, if any; closed after."""
     from cockpit.session import Session  # asyncssh and the rest: only for a command that connects
 
-    session = Session(cfg, target, read_only=read_only, reader=reader)
+    session = Session(cfg, target, read_only=read_only, reader=reader, group=group)
     try:
         yield session
     finally:

@@ -20,7 +20,7 @@ from cockpit.systemd.unit import Unit
 
 RESTORE = "restore"  # `end`: put the unit back as it was found
 
-_TOP_KEYS = ["name", "host", "unit", "end", "base", "workload", "slo", "variants"]
+_TOP_KEYS = ["name", "host", "unit", "deployment", "end", "base", "workload", "slo", "variants"]
 _WORKLOAD_KEYS = ["concurrency", "rates", "requests", "warmup", "input_len", "output_len", "endpoint", "repeats"]
 _SLO_KEYS = ["ttft_p95_ms", "itl_p95_ms", "e2e_p95_ms", "error_rate"]
 _VARIANT_KEYS = ["name", "set", "unset", "environment", "unset_environment"]
@@ -96,6 +96,7 @@ class Plan:
     name: str
     host: str | None
     unit: str | None
+    deployment: str | None  # a [deployments] entry of the config: its nodes written and restarted as one
     variants: tuple[Variant, ...]
     workload: Workload
     slo: Slo
@@ -136,6 +137,7 @@ def parse_plan(text: str, path: Path) -> Plan:
         name=r.get(doc, (), "name", _nonempty, "a name", path.stem),
         host=r.get(doc, (), "host", _nonempty, "a host's name", None),
         unit=r.get(doc, (), "unit", _nonempty, "a unit's name", None),
+        deployment=r.get(doc, (), "deployment", _nonempty, "a [deployments] entry's name", None),
         variants=variants,
         workload=_workload(r, doc.get("workload", {})),
         slo=_slo(r, doc.get("slo", {})),

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from cockpit.remote.base import Host
     from cockpit.sglang.deployments.deployment import Deployment
     from cockpit.sglang.preflight.preflight import Finding
+    from cockpit.systemd.group_write import NodeWrite
     from cockpit.systemd.unit import Unit
     from cockpit.targets import Target
 
@@ -54,6 +55,14 @@ class Driver(Protocol):
     async def apply(self, loaded: Unit, edited: Unit, note: str = "") -> Attempt: ...
     async def restart(self) -> Attempt: ...
     async def act(self, action: str) -> Attempt | None: ...
+
+    # A deployment (a launch over nodes) opened: its nodes are written and restarted as one.
+    group: str | None
+
+    async def group_writes(self, loaded: Unit, edited: Unit) -> tuple[list[NodeWrite], list[Finding]]: ...
+    async def group_writes_to(self, texts: dict[str, dict[str, str]]) -> list[NodeWrite]: ...
+    async def apply_group(self, writes: list[NodeWrite]) -> Attempt: ...
+    async def restart_group(self, note: str = "", flags: tuple[dict, dict] = ({}, {})) -> Attempt: ...
 
 
 # A variant's outcome once it is final: a resumed run does not run it again.
@@ -109,6 +118,10 @@ class ExperimentRun:
             problems = found.problems if found is not None else []
             raise CockpitError(problems[0] if problems else "the unit could not be read")
         self.record = self._begin(found.unit, found.status.active_state)
+        if session.group is not None and "original_nodes" not in self.record:
+            writes = await session.group_writes_to({})  # every node as read now: the way back
+            self.record["original_nodes"] = {w.node: _texts(w.loaded) for w in writes}
+            self._save()
         original = _with_texts(found.unit, self.record["original"])
         try:
             for variant in self.plan.variants:
@@ -163,7 +176,7 @@ class ExperimentRun:
             "state": "running",
             "started_at": time.time(),
             "release": found.catalog.version if found is not None and found.catalog is not None else None,
-            "original": {f.path: unit.texts[f.path] for f in unit.files if f.path in unit.texts},
+            "original": _texts(unit),
             "was_active": active_state,
             "variants": [],
         }
@@ -201,7 +214,17 @@ class ExperimentRun:
         assert current is not None
         edited = _with_texts(current, {f.path: f.render() for f in edited.files})
         self.say(f"{variant.name}: checking ({variant.words()})")
-        findings = [*await session.write_findings(edited), *await session.host_findings(edited)]
+        writes: list[NodeWrite] = []
+        if session.group is not None:  # node 0's edit carried to every node, checked across them
+            try:
+                writes, findings = await session.group_writes(current, edited)
+            except CockpitError as e:
+                entry.update(outcome=SKIPPED, reason=f"the nodes cannot take this change: {e}")
+                self.say(f"{variant.name}: skipped: {entry['reason']}")
+                self._save()
+                return
+        else:
+            findings = [*await session.write_findings(edited), *await session.host_findings(edited)]
         entry["findings"] = [f.to_json() for f in findings]
         entry["unit_text"] = {f.path: f.render() for f in edited.files}
         errors = [f for f in findings if f.severity == ERROR]
@@ -215,7 +238,7 @@ class ExperimentRun:
         self._save()
         note = f"experiment {self.plan.name}: {variant.name}"
         self.say(f"{variant.name}: writing and restarting")
-        attempt = await session.apply(current, edited, note) if edited.changed() else await session.restart()
+        attempt = await self._write_and_restart(current, edited, writes, note)
         entry.update(attempt=attempt.number, start_s=attempt.seconds, detail=attempt.detail)
         if attempt.outcome != "ready":
             failed = attempt.outcome == "failed"
@@ -229,6 +252,17 @@ class ExperimentRun:
             entry.update(outcome=NOT_MEASURED, reason=str(e) or type(e).__name__)
             self.say(f"{variant.name}: not measured: {entry['reason']}")
         self._save()
+
+    async def _write_and_restart(self, current: Unit, edited: Unit, writes: list[NodeWrite], note: str) -> Attempt:
+        """The write contract and a restart watched to ready: of the unit, or of every node of
+        an opened deployment (all written or none, then the group restarted as one). A variant
+        that changes nothing restarts, so every variant starts from a fresh server."""
+        session = self.session
+        if session.group is None:
+            return await session.apply(current, edited, note) if edited.changed() else await session.restart()
+        if any(w.new for w in writes):
+            return await session.apply_group(writes)
+        return await session.restart_group(note)
 
     async def _measure(self, variant: Variant, entry: dict[str, Any]) -> None:
         from cockpit.load.runner import forwarded
@@ -345,7 +379,13 @@ class ExperimentRun:
         await session.reload()
         current = session.unit
         end: dict[str, Any] = {"left_on": kept["name"] if kept else "original"}
-        if current is not None:
+        nodes = self.record.get("original_nodes")
+        if session.group is not None and nodes is not None:
+            if kept is not None:
+                self.say(f"a deployment is put back as it was: leaving it on {keep} is for one unit")
+                end["left_on"] = "original"
+            await self._end_group(nodes, end)
+        elif current is not None:
             texts = kept["unit_text"] if kept else self.record["original"]
             back = _with_texts(current, texts)
             if back.changed():
@@ -363,13 +403,27 @@ class ExperimentRun:
         self.record.update(state=store.FINISHED, finished_at=time.time())
         self._save()
 
+    async def _end_group(self, nodes: dict[str, dict[str, str]], end: dict[str, Any]) -> None:
+        """Every node's files back as recorded, the group restarted on them; read back."""
+        session = self.session
+        writes = await session.group_writes_to(nodes)
+        if any(w.new for w in writes):
+            self.say("putting every node back as it was")
+            attempt = await session.apply_group(writes)
+            end.update(attempt=attempt.number, outcome=attempt.outcome, detail=attempt.detail)
+        again = await session.group_writes_to({})
+        end["unit_as_asked"] = {w.node: _texts(w.loaded) for w in again} == nodes
+
     async def _texts_on_host(self) -> dict[str, str]:
         """The unit's files as the host has them now, read again (the check that it is back)."""
         await self.session.reload()
         unit = self.session.unit
-        if unit is None:
-            return {}
-        return {f.path: unit.texts[f.path] for f in unit.files if f.path in unit.texts}
+        return _texts(unit) if unit is not None else {}
+
+
+def _texts(unit: Unit) -> dict[str, str]:
+    """The unit's files' texts as read."""
+    return {f.path: unit.texts[f.path] for f in unit.files if f.path in unit.texts}
 
 
 def _with_texts(unit: Unit, texts: dict[str, str]) -> Unit:

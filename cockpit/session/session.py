@@ -557,6 +557,15 @@ class Session:
         writes = await node_writes(self._group_nodes(), self.catalogs, carried(loaded, edited))
         return [w for w, _ in writes], checked(writes)
 
+    async def group_writes_to(self, texts: dict[str, dict[str, str]]) -> list[NodeWrite]:
+        """Every node's unit as read now, edited to the texts `texts[node]` gives it (the way
+        back an experiment keeps); a node with none given is left as it is."""
+        from cockpit.rollout.group import node_writes
+        from cockpit.rollout.single import with_files
+
+        writes = await node_writes(self._group_nodes(), self.catalogs, lambda unit: unit)
+        return [replace(w, edited=with_files(w.loaded, texts.get(w.node, {}))) for w, _ in writes]
+
     async def apply_group(self, writes: list[NodeWrite]) -> Attempt:
         """Every node written or none (cockpit.systemd.group_write), then the group restarted as
         one attempt with node 0's flag changes; node 0's unit read again for the next edit."""

@@ -9,6 +9,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -294,3 +295,38 @@ def test_lab_up_nodes_gives_each_flag_once_and_stops_the_demo_unit(lab: LabHandl
             handle.ssh("systemctl", "start", "sglang-demo.service", check=False)
         for handle in (lab, node1):  # serving again, as the tests after this one expect to find it
             handle.wait_for(lambda h=handle: health(h, 30000) == "200", 90, "the demo unit serving again")
+
+
+def test_an_experiment_on_the_deployment_writes_every_node_and_puts_every_node_back(
+    lab: LabHandle, node1: LabHandle, tmp_path: Path
+) -> None:
+    """Issue 30 on a launch over nodes: a variant whose command lines would not agree between the
+    nodes is skipped, never written; one is carried to both nodes (each keeps its --node-rank),
+    restarted as a group and measured on node 0; both nodes' files are back at the end."""
+    config = write_config(lab, node1, tmp_path)
+    plan = tmp_path / "mn.toml"
+    plan.write_text(
+        'name = "mn"\ndeployment = "mn"\n\n[workload]\nconcurrency = [1]\nrequests = 4\nwarmup = 0\n'
+        "input_len = 16\noutput_len = 16\n\n[slo]\nitl_p95_ms = 1000\n\n"
+        '[[variants]]\nname = "three-nodes"\nset.nnodes = 3\n\n'
+        '[[variants]]\nname = "static-0.8"\nset.mem-fraction-static = 0.8\n'
+    )
+    with two_nodes(lab, node1):
+        lab.wait_for(lambda: "ready to roll" in journal(lab, NODES[0]), 60, "node 0's first start")
+        before = [h.ssh("systemctl", "cat", unit).stdout for h, unit in ((lab, NODES[0]), (node1, NODES[1]))]
+        out = subprocess.run(
+            [COCKPIT, "--config", str(config), "experiment", "run", str(plan), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=400,
+            env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        record = json.loads(out.stdout)
+        three, static = record["variants"]
+        assert three["outcome"] == "skipped" and "deployment-nodes" in three["reason"], three
+        assert static["outcome"] == "measured" and static["levels"][0]["level"]["errors"] == 0, static
+        assert set(record["original_nodes"]) == {"n0", "n1"}
+        assert record["end"]["unit_as_asked"] is True and record["end"]["outcome"] == "ready", record["end"]
+        after = [h.ssh("systemctl", "cat", unit).stdout for h, unit in ((lab, NODES[0]), (node1, NODES[1]))]
+        assert after == before
