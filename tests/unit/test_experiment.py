@@ -284,3 +284,20 @@ async def test_open_loop_levels_send_at_their_rate_and_find_the_rate_knee(standi
         records.append({"load": level.load, "repeat": 0, "level": level.to_json(), **said})
     got = answer([{"name": "open", "levels": records}], "open")["variants"]["open"]
     assert got["knee"] == {"rate": 2.0} and got["goodput_at"] == "2/s"
+
+
+async def test_a_read_only_host_refuses_the_experiment_before_anything_is_read(tmp_path: Path) -> None:
+    from cockpit.config import Config
+    from cockpit.experiment.run import ExperimentRun
+    from cockpit.remote.base import ReadOnlyError
+    from cockpit.session import Session
+    from cockpit.targets import Target
+
+    session = Session(Config(), Target("gpu-9.invalid", "sglang.service"), read_only=True)
+    try:
+        run = ExperimentRun(session, parse_plan(PLAN, Path("exp.toml")), root=tmp_path)
+        with pytest.raises(ReadOnlyError, match=r"^gpu-9.invalid is read-only here: no experiment was run$"):
+            await run.run()
+        assert run.record == {} and not run.path.exists()  # nothing recorded, nothing connected
+    finally:
+        await session.close()
