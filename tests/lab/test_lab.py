@@ -116,6 +116,7 @@ def test_eagle_flags_fail_with_the_real_traceback_and_real_source(lab: LabHandle
         lab.ssh("systemctl", "daemon-reload")
         lab.ssh("systemctl", "reset-failed", "sglang-demo", check=False)
         lab.ssh("systemctl", "restart", "sglang-demo")
+        lab.wait_ready()  # the next tests ask the demo's server: since lab down stopped waiting 10 s, at once
 
 
 @pytest.mark.lab
@@ -194,6 +195,7 @@ def test_lab_ssh_runs_exactly_the_argv_and_one_string_as_a_shell_command(lab: La
 
 
 def test_lab_crash_makes_every_rank_print_its_traceback(lab: LabHandle) -> None:
+    lab.wait_ready()  # an earlier test may have restarted it: its server must be up to be asked
     since = lab.ssh("date", "+%Y-%m-%d %H:%M:%S").stdout.strip()
     out = _cockpit("lab", "crash", "--name", lab.name)
     assert out.returncode == 0 and "crashes on 8 ranks" in out.stdout, out.stderr
