@@ -203,6 +203,7 @@ class ExperimentRun:
         from cockpit.sglang.preflight.preflight import ERROR
 
         session = self.session
+        await session.reload()  # the unit and its running start as they are now, for the checks
         try:
             edited = variant.applied(original)
         except CockpitError as e:

@@ -1046,7 +1046,10 @@ class Session:
     def gpu_view(self) -> Viewpoint:
         """The unit's side of the GPU table: its current start, and the starts seen before."""
         assert self.target is not None
-        return Viewpoint(self.target.unit, self._running, frozenset(self.invocations - {self._running}))
+        running = self._running
+        if running is None and not self._feeding and self.deployment is not None:
+            running = self.deployment.status.running_invocation  # a headless session polls nothing
+        return Viewpoint(self.target.unit, running, frozenset(self.invocations - {running}))
 
     async def end_processes(self, identities: list[Identity]) -> Ending:
         """End processes as they were listed (SIGTERM, then SIGKILL; one whose PID is another

@@ -324,7 +324,11 @@ def test_an_experiment_on_the_deployment_writes_every_node_and_puts_every_node_b
         assert out.returncode == 0, out.stderr[-3000:]
         record = json.loads(out.stdout)
         three, static = record["variants"]
-        assert three["outcome"] == "skipped" and "deployment-nodes" in three["reason"], three
+        assert three["outcome"] == "skipped" and "--nnodes 3" in three["reason"], three
+        assert {(f["node"], f["rule"]) for f in three["findings"]} >= {
+            ("n0", "deployment-nodes"),
+            ("n1", "deployment-nodes"),
+        }
         assert static["outcome"] == "measured" and static["levels"][0]["level"]["errors"] == 0, static
         assert set(record["original_nodes"]) == {"n0", "n1"}
         assert record["end"]["unit_as_asked"] is True and record["end"]["outcome"] == "ready", record["end"]

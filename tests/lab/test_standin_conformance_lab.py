@@ -418,13 +418,15 @@ def rewritten(text: str, value: str, without: str = "", only: str = "") -> str:
 
 def read_by_the_cockpit(text: str) -> set[str]:
     """The families whose absence, or whose value alone, changes what the cockpit makes of
-    /metrics (cockpit.sglang.server.metrics.reading): found by trying each, so the set follows the reader."""
+    /metrics (cockpit.sglang.server.metrics.reading, and the counters an experiment keeps): found by
+    trying each, so the set follows the reader."""
     ones, zeros = rewritten(text, "1.0"), rewritten(text, "0.0")
     return {
         name
         for name in families(text)
         if metrics.reading(rewritten(ones, "1.0", without=name), 0) != metrics.reading(ones, 0)
         or metrics.reading(rewritten(zeros, "1.0", only=name), 0) != metrics.reading(zeros, 0)
+        or metrics.counters(rewritten(ones, "1.0", without=name)) != metrics.counters(ones)  # an experiment's
     }
 
 
@@ -456,7 +458,7 @@ def compare_families(moment: str, real: str, standin: str, read: set[str]) -> li
     return out
 
 
-COUNTERS = ("sglang:prompt_tokens_total", "sglang:generation_tokens_total")
+COUNTERS = ("sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total")
 
 
 def growth(before: str, after: str) -> dict[str, dict[str, float]]:
@@ -484,6 +486,7 @@ def test_metrics_the_cockpit_reads_and_their_habits(real_lab: LabHandle, servers
     assert theirs["read while it ran"] and ours["read while it ran"], (theirs, ours)  # a request did run
     read = read_by_the_cockpit(theirs["its repeat"])
     assert {"sglang:num_running_reqs", "sglang:prompt_tokens_total", "sglang:cached_tokens_total"} <= read, read
+    assert {"sglang:generation_tokens_total", "sglang:num_requests_total"} <= read, read
     assert "sglang:cached_tokens_total" not in families(real.at_ready), real.at_ready
     differences = compare_families("at ready", real.at_ready, standin.at_ready, read)
     for moment in ("in flight", "a new prompt", "its repeat"):

@@ -252,8 +252,9 @@ def metric(text: str, line_start: str) -> float | None:
 
 
 def test_metrics_count_the_warm_up_and_a_request_once_it_is_done_and_no_health_check(standin) -> None:
-    """As SGLang's tokenizer manager counts: its own warm-up (6 prompt tokens, 8 new ones) before
-    ready, a request when it finishes, a generating health check never (log_metrics=False)."""
+    """As SGLang's tokenizer manager counts: its own warm-up (6 prompt tokens, 8 new ones, one
+    request) before ready, a request when it finishes, a generating health check never
+    (log_metrics=False): prompt, generated and requests, each as a plain and a streamed sample."""
     sp = standin("--enable-metrics", env={"COCKPIT_STANDIN_TOKENS_PER_S": "40"})
     generated = 'sglang:generation_tokens_total{engine_type="unified",is_streaming='
     at_ready = get(sp.url + "/metrics")[1].decode()
@@ -267,12 +268,15 @@ def test_metrics_count_the_warm_up_and_a_request_once_it_is_done_and_no_health_c
         resp.read()
     done = get(sp.url + "/metrics")[1].decode()
     assert metric(running, generated + '"true"') is None and metric(done, generated + '"true"') == 40.0
+    requests = 'sglang:num_requests_total{engine_type="unified",is_streaming='
+    assert (metric(at_ready, requests + '"false"'), metric(running, requests + '"true"')) == (1.0, None)  # the warm-up
+    assert metric(done, requests + '"true"') == 1.0
     before = sp.log().count("#new-token: 1,")
     assert get(sp.url + "/health")[0] == 200  # it generates: 0.5.23's default
     assert sp.log().count("#new-token: 1,") == before + 1
     after = get(sp.url + "/metrics")[1].decode()
     counters = [line for line in done.splitlines() if line.startswith("sglang:") and "_total{" in line]
-    assert len(counters) == 4 and counters == [line for line in after.splitlines() if line in counters]
+    assert len(counters) == 6 and counters == [line for line in after.splitlines() if line in counters]
 
 
 def test_non_streaming_and_chat(standin) -> None:

@@ -110,9 +110,10 @@ class Engine:
         self.completed = 0
         self.aborted = 0
         self.total_tokens = 0
-        # /metrics' prompt_tokens_total and generation_tokens_total: ("prompt" | "generation", streaming) ->
-        # tokens, and its cached_tokens_total: counted as SGLang's tokenizer manager counts them, when a
-        # request finishes (an abort too), never while it runs
+        # /metrics' prompt_tokens_total, generation_tokens_total and num_requests_total: ("prompt" |
+        # "generation" | "requests", streaming) -> count, and its cached_tokens_total: counted as
+        # SGLang's tokenizer manager counts them, when a request finishes (an abort too), never while
+        # it runs
         self.counted: collections.Counter[tuple[str, bool]] = collections.Counter()
         self.counted_cached = 0
         # What the stand-in itself delivered, request by request: (arrived, first token, last
@@ -180,6 +181,7 @@ class Engine:
         await asyncio.sleep(self.ttft_base_s + 6 / self.prefill_tokens_per_s + 7 / self.tokens_per_s)
         self.counted["prompt", False] += 6
         self.counted["generation", False] += 8
+        self.counted["requests", False] += 1
 
     def health_check(self) -> None:
         """The prefill of a generating health check's one token (`input_ids=[0]`, no cache); SGLang
@@ -215,6 +217,7 @@ class Engine:
     def _finish(self, req: Request) -> None:
         self.counted["prompt", req.streaming] += req.prompt_tokens
         self.counted["generation", req.streaming] += req.generated
+        self.counted["requests", req.streaming] += 1
         self.counted_cached += req.cached
         if not req.done.done():
             req.done.set_result(None)

@@ -40,8 +40,8 @@ LIMITS = (
     Limit(
         "families the cockpit does not read",
         "of the real server's 81 to 83 /metrics families the stand-in exports those the cockpit reads "
-        "(cockpit/sglang/server/metrics.py), with the same type, help, labels and habits, and cache_hit_rate and "
-        "generation_tokens_total beside them; the others (latency histograms, memory, start-up and stage "
+        "(cockpit/sglang/server/metrics.py, an experiment's counters among them), with the same type, help, labels and "
+        "habits, and cache_hit_rate beside them; the others (latency histograms, memory, start-up and stage "
         "figures) would be numbers it makes up, shown nowhere",
         differs=r"unread family sglang:\w+: the real server exports it, the stand-in does not",
     ),

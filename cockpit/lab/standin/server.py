@@ -613,15 +613,16 @@ class Standin:
                 f"sglang:{name}{{{ranks}}} {float(value)}",
             ]
         counters = [
-            ("prompt", "Number of prefill tokens processed."),
-            ("generation", "Number of generation tokens processed."),
+            ("prompt", "prompt_tokens_total", "Number of prefill tokens processed."),
+            ("generation", "generation_tokens_total", "Number of generation tokens processed."),
+            ("requests", "num_requests_total", "Number of requests processed."),
         ]
-        for kind, doc in counters:
+        for kind, name, doc in counters:
             samples = [(streaming, n) for (counted, streaming), n in sorted(e.counted.items()) if counted == kind]
             if samples:
-                out += [f"# HELP sglang:{kind}_tokens_total {doc}", f"# TYPE sglang:{kind}_tokens_total counter"]
+                out += [f"# HELP sglang:{name} {doc}", f"# TYPE sglang:{name} counter"]
                 out += [
-                    f'sglang:{kind}_tokens_total{{engine_type="unified",is_streaming="{str(streaming).lower()}",'
+                    f'sglang:{name}{{engine_type="unified",is_streaming="{str(streaming).lower()}",'
                     f'model_name="{self.model}"}} {float(n)}'
                     for streaming, n in samples
                 ]
