@@ -52,6 +52,8 @@ class ExperimentScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         run = self.session.experiment
+        if run is not None:  # the last one's file: run again, or edited and run
+            self.query_one(Input).value = run.plan.path
         self.query_one(Input).display = run is None or _done(run)
         self.show(run)
         if self.query_one(Input).display:
@@ -115,9 +117,9 @@ class ExperimentScreen(ModalScreen[None]):
             return
         record = run.record
         state = "running" if not _done(run) else ("cancelled" if record.get("cancelled") else "done")
+        keys = "B cancels, puts the unit back · Esc closes, it goes on" if state == "running" else "Esc closes"
         self.query_one("#experiment-title", Label).update(
-            f"Experiment {run.plan.name} on {record.get('unit', '')}: {state} · SLOs {run.plan.slo.words()}"
-            " · B cancels and puts the unit back · Esc closes (it goes on)"
+            f"Experiment {run.plan.name} on {record.get('unit', '')}: {state} · SLOs {run.plan.slo.words()} · {keys}"
         )
         self.query_one("#experiment-table", Static).update(_table(record))
         self._chart(record)
