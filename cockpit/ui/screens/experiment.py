@@ -19,7 +19,7 @@ from textual.widgets import Input, Label, Static
 from textual_plotext import PlotextPlot
 
 from cockpit.errors import CockpitError
-from cockpit.experiment.answer import knee_words, knees, per_load
+from cockpit.experiment.answer import answer, knee_words, per_load
 from cockpit.printable import printable
 from cockpit.ui.screens.confirm import ConfirmModal
 
@@ -180,8 +180,8 @@ def _table(record: dict[str, Any]) -> Table:
     results = record.get("answer", {}).get("variants", {})
     for v in record.get("variants", []):
         loads = per_load(v.get("levels", []))
-        got = results.get(v["name"])
-        knee = knee_words(got["knee"] if got else knees(loads)) if loads else "-"
+        got = results.get(v["name"]) or (answer([v], v["name"])["variants"].get(v["name"]) if loads else None)
+        knee = knee_words(got["knee"]) if got else "-"
         goodput = f"{got['goodput_rps']:.2f} req/s" if got else "-"
         measured = " ".join(f"{x['load']} {x['output_tokens_per_s']:.0f}{'✓' if x['slo_met'] else '✗'}" for x in loads)
         outcome = v["outcome"] + (f": {v['reason']}" if v.get("reason") else "")
