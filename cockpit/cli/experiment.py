@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,29 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     group = args.deployment or None
     async with session_of(cfg, nodes[0][1], read_only=getattr(args, "read_only", False), group=group) as session:
         progress = (lambda line: None) if args.json else (lambda line: print(f"cockpit: {line}", file=sys.stderr))
+        _cancel_on_signals(progress)
         return await session.run_experiment(plan, progress, resume=args.resume)
+
+
+def _cancel_on_signals(say: Callable[[str], None]) -> None:
+    """Ctrl-C (SIGINT) or SIGTERM cancels the run, which puts the unit back; a second one is
+    left to its default. Installed here, not left to asyncio's own handler: a command started in
+    the background by a script without job control inherits SIGINT ignored, and then Ctrl-C's
+    signal would have done nothing at all."""
+    import asyncio
+    import signal
+
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    assert task is not None
+
+    def cancel(sig: signal.Signals) -> None:
+        for each in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(each)
+        say(f"{sig.name}: cancelling; the unit is put back as it was (another {sig.name} leaves it as it is)")
+        task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, cancel, sig)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,5 +111,8 @@ def run(args: argparse.Namespace) -> int:
     except CockpitError as e:
         print(f"cockpit: {e}", file=sys.stderr)
         return 2
+    except asyncio.CancelledError:  # a signal: the run put the unit back and kept its record
+        print("cockpit: the experiment was cancelled; its record says what was measured", file=sys.stderr)
+        return 130
     print(json.dumps(record) if args.json else table(record))
     return 0 if record.get("end", {}).get("unit_as_asked") else 1

@@ -735,6 +735,11 @@ class CockpitApp(App[None]):
                 yield SystemCommand("Start", f"start {unit} (asks first)", lambda: self.action_unit_action("start"))
                 yield SystemCommand("Write flags", "open the flag editor; w writes", self.action_edit_flags)
                 yield SystemCommand("Load run", "start the unit's load profile", self.action_load_run)
+                yield SystemCommand(
+                    "Experiment",
+                    "variants of the unit, each measured against SLOs (a TOML file)",
+                    self.action_experiment,
+                )
             yield SystemCommand("Pre-flight", "check the unit's flags now", self.action_preflight)
             yield SystemCommand("Compare runs", "two saved load runs side by side", self.on_throughput_pane_compare)
             yield SystemCommand("Attempts", "the attempt timeline", self.action_attempts)

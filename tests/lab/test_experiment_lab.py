@@ -1,8 +1,8 @@
 """`cockpit experiment run` against the lab's demo unit (issue 30): a variant the pre-flight
 refuses is skipped and never written, one that dies loading its weights is recorded with its
 traceback folded, one runs and is measured with the server's own counters beside the client's,
-and at the end the unit file is back byte for byte and serving. Cut off by Ctrl-C, a run puts
-the unit back too, and its record says where it stopped."""
+and at the end the unit file is back byte for byte and serving. Cut off by Ctrl-C or SIGTERM, a
+run puts the unit back too, and its record says where it stopped."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import LabHandle
 
@@ -106,7 +108,12 @@ def test_three_variants_skipped_crashed_and_measured_and_the_unit_back_byte_for_
     assert saved["state"] == "finished" and saved["original"][UNIT_PATH] == before
 
 
-def test_ctrl_c_mid_run_puts_the_unit_back_and_the_record_says_where_it_stopped(lab: LabHandle, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_mid_run_puts_the_unit_back_and_the_record_says_where_it_stopped(
+    lab: LabHandle, tmp_path: Path, sig: signal.Signals
+) -> None:
+    """The command handles the signal itself: started from a script without job control (as CI
+    starts the suite) it inherits SIGINT ignored, and Ctrl-C's signal did nothing (ci26)."""
     lab.wait_ready()
     before = _unit_text(lab)
     variants = '[[variants]]\nname = "two-running"\nset.max-running-requests = 2\n'
@@ -119,6 +126,7 @@ def test_ctrl_c_mid_run_puts_the_unit_back_and_the_record_says_where_it_stopped(
         stderr=subprocess.PIPE,
         text=True,
         env=_env(tmp_path),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as a background job gets it
     )
     try:
         deadline = time.monotonic() + 240
@@ -126,11 +134,12 @@ def test_ctrl_c_mid_run_puts_the_unit_back_and_the_record_says_where_it_stopped(
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
         assert "--max-running-requests 2" in _unit_text(lab)  # on the variant now
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
+    assert proc.returncode == 130 and f"{sig.name}: cancelling" in err, err
     assert _unit_text(lab) == before, err
     record = json.loads(record_path.read_text())
     assert record["cancelled"] is True and record["state"] == "finished", record
