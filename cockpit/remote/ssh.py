@@ -14,6 +14,9 @@ What asyncssh does not do for us, and why it is here:
 - Channels: sshd allows 10 sessions per connection (MaxSessions: shells, commands and
   subsystems; forwarded TCP channels do not count). SFTP and the command channel hold two
   for the connection's life; a semaphore keeps commands and streams within the other eight.
+  sshd counts a session until its command has exited, which on a busy host comes after the
+  channel has closed both ways: a refused open is tried again for a few seconds (the command
+  never started, so trying again is safe).
 - The hot path (status polls) goes through one long-lived `sh` on the host, so a poll costs
   a systemctl exec, not a login shell start (85 to 400 ms on a busy .bashrc, docs/facts.md).
 - Failures: every error of the transport (asyncssh's, and any OSError of its socket, such
@@ -66,6 +69,7 @@ KEEPALIVE_INTERVAL = 2.0
 KEEPALIVE_COUNT = 3  # a frozen host is declared dead after about 6 to 8 s
 SFTP_TIMEOUT = 30.0
 BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
+REFUSED_RETRY_S = (0.1, 0.2, 0.4, 0.8, 1.6)  # pauses before opening a refused channel again
 USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")  # OpenSSH's defaults
 GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 # What a broken transport raises: asyncssh's own errors and the socket's (a reset is a
@@ -179,6 +183,19 @@ async def _release_when_closed(
         await asyncio.wait({closing}, timeout=wait_s)
     finally:
         closing.add_done_callback(done)
+
+
+async def _opened(open_channel: Callable[[], Awaitable[T]]) -> T:
+    """Open a channel, trying again while sshd refuses it: a session whose channel has closed
+    both ways still counts against MaxSessions until its command exits, which a busy host may
+    take a second over (ci: a follower's journalctl outlived its channel and the next command's
+    open failed)."""
+    for pause in REFUSED_RETRY_S:
+        try:
+            return await open_channel()
+        except asyncssh.ChannelOpenError:
+            await asyncio.sleep(pause)
+    return await open_channel()
 
 
 class _ChannelLines(LineStream):
@@ -400,7 +417,10 @@ class SSHHost(Host):
         async with self._sessions:
             try:
                 with self._transport(conn):
-                    result = await within(conn.run(shlex.join(argv), input=input, encoding=None, check=False), timeout)
+                    command = shlex.join(argv)
+                    result = await within(
+                        _opened(lambda: conn.run(command, input=input, encoding=None, check=False)), timeout
+                    )
             except (asyncio.TimeoutError, TimeoutError):
                 raise HostError(f"`{argv[0]}` on {self.name} did not finish within {timeout:.0f} s") from None
         rc = result.exit_status if result.exit_status is not None else 255
@@ -422,7 +442,7 @@ class SSHHost(Host):
         with self._transport(conn):
             proc = self._query_proc
             if proc is None or proc.exit_status is not None or proc.is_closing():
-                proc = await conn.create_process("exec sh", encoding=None)
+                proc = await _opened(lambda: conn.create_process("exec sh", encoding=None))
                 self._query_proc = proc
             # The end marker holds a token made for this call, which the command (its stdin is
             # /dev/null) cannot see: no output, whatever bytes it holds, can end the frame early.
@@ -449,7 +469,8 @@ class SSHHost(Host):
         await sessions.acquire()
         try:
             with self._transport(conn):
-                process = await conn.create_process(shlex.join(argv), encoding=None)  # never a pty
+                command = shlex.join(argv)
+                process = await _opened(lambda: conn.create_process(command, encoding=None))  # never a pty
         except BaseException:
             sessions.release()
             raise
@@ -466,7 +487,7 @@ class SSHHost(Host):
         async with self._sftp_lock:
             if self._sftp is None or conn is not self._conn:
                 with self._transport(conn):
-                    self._sftp = await conn.start_sftp_client()
+                    self._sftp = await _opened(conn.start_sftp_client)
             return self._sftp, conn
 
     def _drop_sftp(self, sftp: asyncssh.SFTPClient) -> None:

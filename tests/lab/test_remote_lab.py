@@ -302,6 +302,28 @@ async def test_channels_stay_under_max_sessions(root: SSHHost, lab: LabHandle, m
     assert live == {command_channel}  # the followers' and commands' channels are closed again
 
 
+async def test_a_session_sshd_still_counts_is_waited_for(root: SSHHost) -> None:
+    """sshd counts a session until its command exits, whatever the channel's state: with the
+    connection full, a command waits (tries the refused open again) until one ends, and runs."""
+    conn = await root.connection()
+    held: list[asyncssh.SSHClientProcess] = []
+    try:
+        with pytest.raises(asyncssh.ChannelOpenError):  # fill the connection past the semaphore's back
+            for _ in range(MAX_SESSIONS + 1):
+                held.append(await conn.create_process("cat", encoding=None))  # ends when its stdin closes
+        assert len(held) <= MAX_SESSIONS
+        began = time.monotonic()
+        waiting = asyncio.ensure_future(root.run(["echo", "ran"]))
+        await asyncio.sleep(0.5)
+        assert not waiting.done()  # refused so far, and not given up
+        held.pop().close()
+        result = await asyncio.wait_for(waiting, 5)
+        assert result.text == "ran\n" and time.monotonic() - began >= 0.5
+    finally:
+        for process in held:
+            process.close()
+
+
 async def test_through_a_jump_host(lab: LabHandle, tmp_path: Path) -> None:
     jump_lab = Lab(f"{TEST_LAB}-j")
     jump_lab.up(progress=lambda m: None)
