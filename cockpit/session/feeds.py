@@ -17,11 +17,15 @@ from typing import NoReturn
 
 from cockpit.remote.base import Host, HostError
 from cockpit.systemd import processes
-from cockpit.systemd.readiness import GENERATE, HUNG_AFTER_S, RECHECK_S, Probe, own_probe
+from cockpit.systemd.readiness import GENERATE, HUNG_AFTER_S, RECHECK_S, PortCheck, Probe, owner_check, probe
 from cockpit.systemd.status import UnitNotFound, UnitStatus, fetch, with_file_check
 
 POLL_S = 1.0
+# A settled unit (ready, or stopped) is read in full this often; between reads a heartbeat each
+# POLL_S shows the host answers, and systemd's own journal lines about the unit ask a read at once.
+SETTLED_READ_S = 10.0
 READY_RECHECK_S = RECHECK_S  # /health_generate makes SGLang generate a token and log lines: ask sparingly once ready
+OWNER_RECHECK_S = 120.0  # who listens on the port is read again at least this often while a start answers
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
@@ -55,7 +59,15 @@ class StatusPoll:
 
     Each good read goes to `on_status` (its `checked_at` is when it was read); a failure goes
     to `on_problem(kind, sentence)` with kind "missing" (systemd knows no such unit now) or
-    "error" (the host or systemctl did not answer)."""
+    "error" (the host or systemctl did not answer).
+
+    A settled unit (ready, or inactive or failed) whose journal is followed (`followed()`) is read
+    in full only every SETTLED_READ_S: `systemctl show` is most of what the idle app costs the GPU
+    host (7 ms of its CPU a read, 2 of them in PID 1). Every state change of a unit comes with
+    systemd's own journal line about it, which the session passes on as `nudge()`, and a nudge
+    reads at once. Between reads a heartbeat through the command channel (the shell's builtin
+    `true`: no process) each POLL_S shows the host still answers, and the last read goes to
+    `on_confirmed` with that time: confirmed, not read again (no restart watch takes it as news)."""
 
     def __init__(
         self,
@@ -66,9 +78,13 @@ class StatusPoll:
         on_status: Callable[[UnitStatus], None],
         on_problem: Callable[[str, str], None],
         interval: float = POLL_S,
+        followed: Callable[[], bool] = lambda: False,
+        on_confirmed: Callable[[UnitStatus], None] | None = None,
     ) -> None:
         self.host, self.unit, self.url_host_port = host, unit, url_host_port
         self.on_status, self.on_problem, self.interval = on_status, on_problem, interval
+        self.followed, self.on_confirmed = followed, on_confirmed or on_status
+        self._nudged = asyncio.Event()
         self._ready: bool | None = None
         self._ready_for: str | None = None  # the invocation `_ready` was asked for
         self._probe: Probe | None = None  # the last health answer, for that invocation
@@ -78,6 +94,8 @@ class StatusPoll:
         self._last: UnitStatus | None = None
         self._exit: tuple[str | None, str, float | None] | None = None  # (invocation, how, when)
         self._forgets = 0  # answers asked before the last forget_health are dropped when they come
+        # (invocation, its port's owner confirmed as the unit, when): kept while that start answers
+        self._owner: tuple[str | None, PortCheck, float] | None = None
 
     def forget_health(self, invocation: str) -> None:
         """The start has just said it is ready: a health answer other than 200 from before that
@@ -87,15 +105,74 @@ class StatusPoll:
         self._forgets += 1
         if self._ready_for == invocation and self._ready is not True:
             self._ready, self._probe = None, None
+        self.nudge()
+
+    def nudge(self) -> None:
+        """Read at once (systemd said something about the unit, or someone waits for its state)."""
+        self._nudged.set()
 
     async def run(self) -> NoReturn:
         try:
             while True:
                 await self.poll_once()
-                await asyncio.sleep(self.interval)
+                await self._until_next_read()
         finally:
             if self._health is not None:
                 self._health.cancel()
+
+    async def _until_next_read(self) -> None:
+        """One POLL_S; a settled unit's read waits up to SETTLED_READ_S, a heartbeat each POLL_S."""
+        deadline = time.monotonic() + SETTLED_READ_S
+        while not await self._nudge_within(self.interval):
+            if not self.settled() or time.monotonic() >= deadline or not await self._heartbeat():
+                return
+
+    async def _nudge_within(self, seconds: float) -> bool:
+        try:
+            await asyncio.wait_for(self._nudged.wait(), seconds)
+        except asyncio.TimeoutError:
+            return False
+        self._nudged.clear()
+        return True
+
+    async def _own_answer(self, invocation: str | None) -> Probe:
+        """readiness.own_probe, with who listens read again only for a new start, after an answer
+        other than 200, or OWNER_RECHECK_S on: the start that listens keeps its port while it runs."""
+        address = self.url_host_port
+        assert address is not None
+        known = self._owner
+        fresh = known is not None and known[0] == invocation and time.monotonic() - known[2] < OWNER_RECHECK_S
+        check = known[1] if fresh and known is not None else await owner_check(self.host, self.unit, *address)
+        if not check.ask:
+            self._owner = None
+            return Probe(GENERATE, None, check.note)
+        answer = check.noted(await probe(self.host, *address, GENERATE, HUNG_AFTER_S))
+        if not answer.ok or check.note:
+            self._owner = None
+        elif not fresh:
+            self._owner = (invocation, check, time.monotonic())
+        return answer
+
+    def settled(self) -> bool:
+        """Whether only a change systemd logs can move the unit: ready, or stopped, journal followed."""
+        last = self._last
+        if last is None or not self.followed():
+            return False
+        if last.active_state in ("inactive", "failed"):
+            return True
+        return last.active_state == "active" and self._ready is True and self._ready_for == last.invocation_id
+
+    async def _heartbeat(self) -> bool:
+        """The host answers (a builtin of the command channel's shell): the last read confirmed now."""
+        try:
+            answer = await self.host.query(["true"], timeout=self.interval * 3)
+        except Exception:  # noqa: BLE001 - a read follows at once and reports what is wrong
+            return False
+        last = self._last
+        if not answer.ok or last is None:
+            return False
+        self.on_confirmed(self._with_health(replace(last, checked_at=time.time())))
+        return True
 
     async def poll_once(self) -> None:
         try:
@@ -151,9 +228,7 @@ class StatusPoll:
 
         forgets = self._forgets
         try:
-            answer, members_now = await asyncio.gather(
-                own_probe(self.host, self.unit, *address, GENERATE, timeout=HUNG_AFTER_S), members()
-            )
+            answer, members_now = await asyncio.gather(self._own_answer(status.invocation_id), members())
         finally:
             self._health = None
         if forgets != self._forgets:

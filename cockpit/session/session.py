@@ -309,6 +309,8 @@ class Session:
         if self.journal.others:
             batch = replace(batch, entries=[e for e in batch.entries if not e.node])
         self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
+        if self.poll is not None and any(e.pid == 1 for e in batch.entries):
+            self.poll.nudge()  # systemd's own word about the unit: its state has moved
         self.endings.feed(batch.entries)
         for lost in self._losses.feed(batch.entries):
             self.listener.notice(lost.sentence())
@@ -444,6 +446,8 @@ class Session:
             self.address or target.given_address,
             on_status=self._status,
             on_problem=self._problem,
+            followed=lambda: self.journal.state == "following",
+            on_confirmed=self._confirmed,
         )
         await supervise(poll.run, lambda detail: self._problem("error", f"the status poll failed: {detail}"))
 
@@ -715,6 +719,11 @@ class Session:
                 waiter.set_result(status)
         self.listener.status(status)
 
+    def _confirmed(self, status: UnitStatus) -> None:
+        """The last read, confirmed at `checked_at` by the poll's heartbeat (nothing was read again)."""
+        if self.status is not None and self.status.invocation_id == status.invocation_id:
+            self._assessed(status)
+
     def _problem(self, kind: str, sentence: str) -> None:
         self.listener.problem(kind, sentence)
 
@@ -733,6 +742,8 @@ class Session:
         assert self.target is not None
         waiter: asyncio.Future[UnitStatus] = asyncio.get_running_loop().create_future()
         self._status_waiters.append(waiter)
+        if self.poll is not None:
+            self.poll.nudge()
         try:
             return await within(waiter, NEXT_STATUS_WAIT_S)
         except asyncio.TimeoutError:
