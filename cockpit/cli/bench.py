@@ -40,6 +40,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--concurrency", default="1,2,4,8,16,32", help="comma-separated levels (default 1,2,4,8,16,32)")
     p.add_argument("--requests", type=_at_least(1), default=64, help="measured requests per level (default 64)")
+    p.add_argument(
+        "--duration",
+        type=_seconds,
+        help="seconds per level instead of --requests: each stream sends its next request until the time is up",
+    )
     p.add_argument("--warmup", type=_at_least(0), default=2, help="unmeasured requests per level first (default 2)")
     p.add_argument("--input-len", type=_at_least(1), default=1024, help="prompt length in tokens (default 1024)")
     p.add_argument("--output-len", type=_at_least(1), default=256, help="max_tokens, with ignore_eos (default 256)")
@@ -148,6 +153,17 @@ async def _server_info(url: str) -> dict[str, Any]:
     return {}
 
 
+def _seconds(text: str) -> float:
+    """An argparse type: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a length of time: give seconds above 0")
+    return value
+
+
 async def _run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -159,6 +175,7 @@ async def _run(args: argparse.Namespace) -> int:
             url=url,
             concurrency=levels_wanted,
             requests=args.requests,
+            duration_s=args.duration,
             warmup=args.warmup,
             input_len=args.input_len,
             output_len=args.output_len,

@@ -21,7 +21,10 @@ from cockpit.systemd.unit import Unit
 RESTORE = "restore"  # `end`: put the unit back as it was found
 
 _TOP_KEYS = ["name", "host", "unit", "deployment", "end", "base", "workload", "slo", "variants"]
-_WORKLOAD_KEYS = ["concurrency", "rates", "requests", "warmup", "input_len", "output_len", "endpoint", "repeats"]
+_WORKLOAD_KEYS = [
+    *("concurrency", "rates", "requests", "duration", "warmup"),
+    *("input_len", "output_len", "endpoint", "repeats"),
+]
 _SLO_KEYS = ["ttft_p95_ms", "itl_p95_ms", "e2e_p95_ms", "error_rate"]
 _VARIANT_KEYS = ["name", "set", "unset", "environment", "unset_environment"]
 ENDPOINTS = ("completions", "chat")
@@ -64,6 +67,7 @@ class Workload:
     concurrency: tuple[int, ...] = (1, 2, 4, 8)
     rates: tuple[float, ...] = ()  # requests/s with Poisson arrivals, after the closed-loop levels
     requests: int = 32  # measured requests per level
+    duration_s: float | None = None  # or each level this long (every request sent in it measured)
     warmup: int = 2
     input_len: tuple[int, int] = (256, 256)  # drawn uniformly from [low, high]
     output_len: tuple[int, int] = (128, 128)
@@ -186,10 +190,13 @@ def _workload(r: TomlReader, raw: Any) -> Workload:
     concurrency = tuple(sorted(set(conc))) if conc is not None else (() if rates else Workload.concurrency)
     if not concurrency and not rates:
         raise r.fail(key + ("concurrency",), "give at least one concurrency level or rate")
+    if "requests" in t and "duration" in t:
+        raise r.fail(key + ("duration",), "give requests or duration (seconds) a level, not both")
     return Workload(
         concurrency=concurrency,
         rates=tuple(sorted({float(x) for x in rates})),
         requests=r.get(t, key, "requests", _whole(1), "a whole number of at least 1", Workload.requests),
+        duration_s=r.get(t, key, "duration", _positive_number, "seconds > 0", None),
         warmup=r.get(t, key, "warmup", _whole(0), "a whole number", Workload.warmup),
         input_len=_length(r, t, key, "input_len", Workload.input_len[0]),
         output_len=_length(r, t, key, "output_len", Workload.output_len[0]),

@@ -307,6 +307,7 @@ class ExperimentRun:
             concurrency=(concurrency,) if rate is None else (),
             rates=(rate,) if rate is not None else (),
             requests=work.requests,
+            duration_s=work.duration_s,
             warmup=work.warmup,
             input_len=work.input_len[0],
             input_len_max=work.input_len[1],

@@ -1,7 +1,8 @@
 """A closed-loop load generator for SGLang's OpenAI-compatible streaming API.
 
 Per concurrency level: a warm-up, then N requests created up front and run under a
-semaphore of that size, each a random prompt of `input_len` words with `max_tokens`,
+semaphore of that size (or, with `duration_s`, that many streams each sending its next request
+until the level's time is up), each a random prompt of `input_len` words with `max_tokens`,
 `ignore_eos` and `stream_options.include_usage`. Timing is taken on each SSE chunk as it
 arrives; parsing is kept to what the metrics need so the client stays out of the way.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -81,6 +83,9 @@ class LoadConfig:
     # Open-loop levels after the closed ones: requests/s, each gap drawn from an exponential
     # (Poisson arrivals), as many requests as `requests`; nothing caps the streams in flight.
     rates: tuple[float, ...] = ()
+    # Each level runs this long instead of `requests` (every request sent before the end is
+    # measured to its last token): a level's length in time is what makes loads comparable.
+    duration_s: float | None = None
     # Lengths drawn uniformly from [input_len, input_len_max] (and the same for output) where
     # given: a fixed length is a workload no user sends.
     input_len_max: int | None = None
@@ -164,6 +169,8 @@ class Runner:
             return result
 
         warmup = await asyncio.gather(*(one(False, self._body(model)) for _ in range(self.config.warmup)))
+        if self.config.duration_s is not None:
+            return await self._timed_level(concurrency, one, model, warmup)
         # Bodies are encoded before the clock starts: at a burst of C starts, C encodings would
         # otherwise sit between the first requests' start and their first tokens.
         # Fewer requests than the concurrency would never reach it: send at least one per slot.
@@ -172,14 +179,53 @@ class Runner:
         results = await _all([one(True, body) for body in bodies])
         return LevelResult.from_results(concurrency, results, time.perf_counter() - start, warmup)
 
+    async def _timed_level(
+        self,
+        concurrency: int,
+        one: Callable[[bool, bytes], Coroutine[Any, Any, RequestResult]],
+        model: str,
+        warmup: list[RequestResult],
+    ) -> LevelResult:
+        """`concurrency` streams, each sending its next request until `duration_s` is up; the
+        first body of each is encoded before the clock starts (a burst's encodings would sit
+        before its first tokens), each next one while its stream waits for nothing."""
+        assert self.config.duration_s is not None
+        firsts = [self._body(model) for _ in range(concurrency)]
+        start = time.perf_counter()
+        end = start + self.config.duration_s
+
+        async def stream(body: bytes) -> list[RequestResult]:
+            done = [await one(True, body)]
+            while time.perf_counter() < end:
+                done.append(await one(True, self._body(model)))
+            return done
+
+        tasks = [asyncio.ensure_future(stream(body)) for body in firsts]
+        try:
+            streams = await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        results = [r for done in streams for r in done]
+        return LevelResult.from_results(concurrency, results, time.perf_counter() - start, warmup)
+
     async def run_rate(self, session: aiohttp.ClientSession, model: str, rate: float) -> LevelResult:
         """An open loop: each request sent at its Poisson arrival time whether or not the ones
         before it are done, so that a server past its capacity shows a growing queue (TTFT), as
         users arriving on their own would, where a closed loop only slows down."""
         url = yarl.URL(self.config.url.rstrip("/") + self._path)
         warmup = [await self.request(session, url, self._body(model)) for _ in range(self.config.warmup)]
-        bodies = [self._body(model) for _ in range(self.config.requests)]
-        gaps = [self.rng.expovariate(rate) for _ in bodies]
+        if self.config.duration_s is None:
+            gaps = [self.rng.expovariate(rate) for _ in range(self.config.requests)]
+        else:  # the arrivals that fall within the level's time, the first at once
+            gaps = [self.rng.expovariate(rate)]
+            total = gaps[0]
+            while total < self.config.duration_s:
+                gaps.append(self.rng.expovariate(rate))
+                total += gaps[-1]
+        bodies = [self._body(model) for _ in gaps]
         start = time.perf_counter()
 
         async def one(at: float, body: bytes) -> RequestResult:
@@ -189,9 +235,11 @@ class Runner:
                 self.on_request(0, result)
             return result
 
-        arrivals = [sum(gaps[:i]) for i in range(len(gaps))]  # the first at once
+        arrivals = [0.0, *itertools.accumulate(gaps[:-1])]  # the first at once
         results = await _all([one(at, body) for at, body in zip(arrivals, bodies, strict=True)])
-        return LevelResult.from_results(0, results, time.perf_counter() - start, warmup, rate=rate)
+        # A level of a duration spans it whole: its last gap, with no arrival, is part of the load.
+        elapsed = max(time.perf_counter() - start, self.config.duration_s or 0.0)
+        return LevelResult.from_results(0, results, elapsed, warmup, rate=rate)
 
     @property
     def _path(self) -> str:

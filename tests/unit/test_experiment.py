@@ -89,6 +89,8 @@ def test_a_plan_reads_as_written() -> None:
         (('name = "eagle-vs-plain"', 'name = "x"\nend = "eagle"'), "exp.toml:2: end: expected 'restore' or a"),
         (("[slo]\nttft_p95_ms = 500\nitl_p95_ms = 35", "[slo]"), "exp.toml:12: slo: give at least one latency target"),
         (("requests = 16", "requests = 16\nrequests = 4"), "exp.toml:8: not valid TOML: Cannot overwrite a value"),
+        (("requests = 16", "requests = 16\nduration = 30"), "exp.toml:8: workload.duration: give requests or"),
+        (("requests = 16", "duration = 0"), "exp.toml:7: workload.duration: expected seconds > 0, got 0"),
     ],
 )  # fmt: skip
 def test_a_mistake_is_said_with_its_file_line_and_key(change: tuple[str, str], said: str) -> None:
@@ -284,6 +286,26 @@ async def test_open_loop_levels_send_at_their_rate_and_find_the_rate_knee(standi
         records.append({"load": level.load, "repeat": 0, "level": level.to_json(), **said})
     got = answer([{"name": "open", "levels": records}], "open")["variants"]["open"]
     assert got["knee"] == {"rate": 2.0} and got["goodput_at"] == "2/s"
+
+
+async def test_a_level_of_a_duration_measures_every_request_sent_in_it(standin) -> None:
+    """`duration`: each stream sends its next request until the time is up (closed loop), or
+    the Poisson arrivals within it (open); every request the stand-in served is measured, the
+    last of them sent within the level's time, and the level lasts at least that long."""
+    sp = standin(env={"COCKPIT_STANDIN_TOKENS_PER_S": "40", "COCKPIT_STANDIN_CAPACITY": "160"})
+    plan = parse_plan(PLAN.replace("requests = 16", "duration = 1.5"), Path("exp.toml"))
+    assert plan.workload.duration_s == 1.5
+    for concurrency, rates in (((2,), ()), ((), (8.0,))):
+        config = LoadConfig(
+            url=sp.url, concurrency=concurrency, rates=rates, duration_s=1.5, warmup=0, input_len=16, output_len=8
+        )
+        seen = len(_delivered(sp.url))
+        [level] = await Runner(config).run()
+        served = _delivered(sp.url)[seen:]
+        assert level.requests == len(served) >= 4 and level.errors == 0
+        sent = sorted(arrived for arrived, _first, _last, _n in served)
+        assert sent[-1] - sent[0] <= 1.5 + 0.15  # none sent after the level's time (the stand-in's clock)
+        assert level.duration_s >= 1.5
 
 
 async def test_a_read_only_host_refuses_the_experiment_before_anything_is_read(tmp_path: Path) -> None:

@@ -159,9 +159,10 @@ def _confirm(plan: Plan, unit: str, host: str, resume: bool) -> ConfirmModal:
     work = plan.workload
     loads = [f"c{c}" for c in work.concurrency] + [f"{r:g}/s" for r in work.rates]
     names = ", ".join(v.name for v in plan.variants)
+    each = f"for {work.duration_s:g} s" if work.duration_s is not None else f"at {work.requests} requests"
     body = (
         f"{len(plan.variants)} variants ({names}), each pre-flighted, written and restarted on {unit}; then "
-        f"{', '.join(loads)} at {work.requests} requests a level, {work.repeats} time(s). The server restarts "
+        f"{', '.join(loads)} {each} a level, {work.repeats} time(s). The server restarts "
         f"{len(plan.variants) + 1} times and serves the experiment's load meanwhile. At the end the unit is "
         + ("put back as it was found." if plan.end == "restore" else f"left on {plan.end}.")
     )
