@@ -31,10 +31,17 @@ ENDPOINTS = ("completions", "chat")
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+FlagValue = str | tuple[str, ...] | None  # None: a switch; a tuple: a flag of several values
+
+
+def _text(value: str | tuple[str, ...]) -> str:
+    return " ".join(value) if isinstance(value, tuple) else value
+
+
 @dataclass(frozen=True)
 class Variant:
     name: str
-    flags: dict[str, str | None] = field(default_factory=dict)  # None: a switch
+    flags: dict[str, FlagValue] = field(default_factory=dict)
     unset: tuple[str, ...] = ()
     environment: dict[str, str] = field(default_factory=dict)
     unset_environment: tuple[str, ...] = ()
@@ -56,7 +63,7 @@ class Variant:
 
     def words(self) -> str:
         """The change as an operator would type it; `as found` for none."""
-        parts = [f"--{n.lstrip('-')}" + ("" if v is None else f" {v}") for n, v in self.flags.items()]
+        parts = [f"--{n.lstrip('-')}" + ("" if v is None else f" {_text(v)}") for n, v in self.flags.items()]
         parts += [f"no --{n.lstrip('-')}" for n in self.unset]
         parts += [f"{k}={v}" for k, v in self.environment.items()] + [f"no {k}" for k in self.unset_environment]
         return ", ".join(parts) or "as found"
@@ -223,16 +230,25 @@ def _slo(r: TomlReader, raw: Any) -> Slo:
     return Slo(**{k: float(v) if v is not None else None for k, v in ms.items()}, error_rate=float(share))
 
 
-def _flag_value(r: TomlReader, key: tuple[str, ...], value: Any) -> str | None:
-    """TOML's value as the flag's word: `true` a switch, numbers as written, text as it is
-    (quoting is the unit's to do)."""
-    if value is True:
-        return None
+def _word(value: Any) -> str | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     if isinstance(value, str) and "\n" not in value and "\r" not in value:
         return value
-    raise r.fail(key, f"expected a value on one line, a number, or true for a switch, got {value!r}")
+    return None
+
+
+def _flag_value(r: TomlReader, key: tuple[str, ...], value: Any) -> FlagValue:
+    """TOML's value as the flag's words: `true` a switch, numbers as written, text as it is
+    (quoting is the unit's to do), an array a flag of several values (`--cuda-graph-bs 1 2 4`)."""
+    if value is True:
+        return None
+    if isinstance(value, list) and value and all(_word(v) is not None for v in value):
+        return tuple(str(_word(v)) for v in value)
+    word = _word(value)
+    if word is not None:
+        return word
+    raise r.fail(key, f"expected a value on one line, a number, an array of them, or true for a switch, got {value!r}")
 
 
 def _variant(r: TomlReader, index: int, raw: Any) -> Variant:
@@ -243,7 +259,7 @@ def _variant(r: TomlReader, index: int, raw: Any) -> Variant:
     if not isinstance(name, str) or not _nonempty(name):
         raise r.fail(key, "each variant needs a name (one line of text)")
     flags_raw = r.table(t.get("set", {}), key + ("set",))
-    flags: dict[str, str | None] = {}
+    flags: dict[str, FlagValue] = {}
     for flag, value in flags_raw.items():
         if not re.fullmatch(r"-{0,2}[A-Za-z0-9][A-Za-z0-9_-]*", flag):
             raise r.fail(key + ("set", flag), "not a flag's name (letters, digits, - and _)")

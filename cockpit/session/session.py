@@ -1203,6 +1203,23 @@ class Session:
         path = await asyncio.to_thread(save_run, target.host, target.unit, record)
         return levels, path
 
+    def add_variant(self, loaded: Unit, edited: Unit) -> tuple[Path, str, int]:
+        """The editor's change as a variant of the unit's plan (cockpit.experiment.builder):
+        the file, the variant's name, and how many the plan holds now."""
+        from cockpit.experiment.builder import add_variant
+
+        assert self.target is not None
+        return add_variant(self.target.host, self.target.unit, loaded, edited)
+
+    def built_plan(self) -> Path | None:
+        """The unit's plan built in the app, where there is one."""
+        from cockpit.experiment.builder import plan_path
+
+        if self.target is None:
+            return None
+        path = plan_path(self.target.host, self.target.unit)
+        return path if path.exists() else None
+
     async def run_experiment(self, plan: Plan, say: Callable[[str], None], *, resume: bool = False) -> dict[str, Any]:
         """An experiment on the target (cockpit.experiment.run): each variant checked, written,
         restarted, measured, and the unit put back; its record."""

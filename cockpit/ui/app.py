@@ -529,6 +529,18 @@ class CockpitApp(App[None]):
         self.show_detail("attempts")
         pane.focus()
 
+    def on_flags_pane_variant(self, event: FlagsPane.Variant) -> None:
+        """The edit as a variant of the unit's experiment plan, which `E` then offers to run."""
+        try:
+            path, name, count = self.session.add_variant(event.loaded, event.edited)
+        except CockpitError as e:
+            self.notify(str(e), severity="error", timeout=8)
+            return
+        except OSError as e:
+            self.notify(f"the experiment plan could not be written: {e}", severity="error", timeout=8)
+            return
+        self.notify(f"added variant {name} to {path} ({count} variants); E runs the experiment", timeout=8)
+
     def on_flags_pane_write(self, event: FlagsPane.Write) -> None:
         target = self.target
         if target is None:
@@ -862,7 +874,8 @@ class CockpitApp(App[None]):
             return
         from cockpit.ui.screens.experiment import ExperimentScreen
 
-        self.push_screen(ExperimentScreen(self.session))
+        built = self.session.built_plan()
+        self.push_screen(ExperimentScreen(self.session, str(built) if built is not None else "experiment.toml"))
 
     @work(exclusive=True, group="load", exit_on_error=False)
     async def load_run_worker(self) -> None:

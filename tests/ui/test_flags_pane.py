@@ -482,3 +482,38 @@ async def test_tab_takes_the_highlighted_choice_without_writing_it(sglang_root) 
         await pilot.pause()
         assert field.has_focus and field.value == "NEXTN"
         assert _flags(pane)["--speculative-algorithm"] == "EAGLE3"  # Enter writes it, not Tab
+
+
+async def test_v_adds_the_edit_to_the_units_experiment_and_e_offers_it(catalog) -> None:
+    """The experiment built in the app: `v` in the editor adds the edit as a variant of the unit's
+    plan (nothing written to the unit), says so, and `E` opens on that plan."""
+    from textual.widgets import Input
+
+    from cockpit.experiment.plan import read_plan
+    from cockpit.ui.screens.experiment import ExperimentScreen
+
+    app = app_with_unit(catalog)
+    async with app.run_test(size=(150, 50)) as pilot:
+        await pilot.press("e")
+        pane = app.query_one(FlagsPane)
+        await pilot.press("v")
+        await pilot.pause()
+        assert app.session.built_plan() is None  # no edit yet: nothing to add
+        await pilot.press("a", *"num-steps")
+        await pilot.pause()
+        await pilot.press("enter", "3", "enter")
+        await pilot.pause()
+        await pilot.press("v")
+        await pilot.pause()
+        path = app.session.built_plan()
+        assert path is not None
+        said = [str(n.message) for n in app._notifications]
+        assert f"added variant speculative-num-steps-3 to {path} (2 variants); E runs the experiment" in said
+        plan = read_plan(path)
+        assert [v.name for v in plan.variants] == ["as-found", "speculative-num-steps-3"]
+        assert plan.variants[1].applied(pane.loaded).exec() == pane.edited.exec()
+        assert pane.edited is not pane.loaded  # still being edited: nothing was written
+        await pilot.press("escape", "E")
+        await pilot.pause()
+        assert isinstance(app.screen, ExperimentScreen)
+        assert app.screen.query_one(Input).value == str(path)

@@ -119,6 +119,50 @@ def test_variants_change_the_unit_as_found_and_keep_every_other_byte() -> None:
     assert fewer.environment() == {"SGLANG_LOG": "a b"}
 
 
+def test_edits_built_into_a_plan_run_as_they_were_edited(tmp_path: Path) -> None:
+    """The flag editor's `v`: each edit becomes a variant of the unit's plan file (started with the
+    unit as found), which reads back and, applied to the unit as found, gives the edit's exact
+    command line and environment; a value with quotes, `%`, `$` and several values survive; the
+    same edit twice, no edit, and a line break are each refused in one sentence, the file kept."""
+    from cockpit.experiment.builder import add_variant
+    from cockpit.experiment.plan import read_plan
+    from cockpit.sglang.catalog.flags import Catalog, Flag
+
+    catalog = Catalog(None, [Flag("--cuda-graph-bs", "cuda_graph_bs", nargs="+")])  # as the app's units hold one
+    loaded = load_unit({UNIT: UNIT_TEXT}, UNIT, catalog=catalog)
+    path = tmp_path / "plan.toml"
+    eagle = (
+        loaded.set_flag("--speculative-algorithm", "EAGLE3").set_flag("--speculative-num-steps", "3")
+        .set_flag("--served-model-name", 'it\'s "100%" $HOME').set_flag("--cuda-graph-bs", ("1", "2", "4"))
+        .unset_flag("--max-running-requests").set_env("SGLANG_LOG", "a b").unset_env("HF_HOME")
+    )  # fmt: skip
+    assert add_variant("lab", "sglang-demo.service", loaded, eagle, path)[1:] == (
+        "speculative-algorithm-EAGLE3-speculative",
+        2,
+    )
+    fewer = loaded.set_flag("--max-running-requests", "8")
+    assert add_variant("lab", "sglang-demo.service", loaded, fewer, path)[1:] == ("max-running-requests-8", 3)
+    plan = read_plan(path)
+    assert [v.name for v in plan.variants] == [
+        "as-found",
+        "speculative-algorithm-EAGLE3-speculative",
+        "max-running-requests-8",
+    ]
+    assert (plan.host, plan.unit, plan.base, plan.end) == ("lab", "sglang-demo.service", "as-found", "restore")
+    for variant, edited in zip(plan.variants, (loaded, eagle, fewer), strict=True):
+        ran = variant.applied(loaded)
+        assert ran.exec() == edited.exec() and ran.environment() == edited.environment()
+    kept = path.read_text()
+    for edited, said in (
+        (fewer, "already holds this change as variant 'max-running-requests-8'"),
+        (loaded, "the editor holds no change"),
+        (loaded.set_flag("--served-model-name", "a\nExecStartPre=/bin/rm"), "expected a value on one line"),
+    ):
+        with pytest.raises(UsageError, match=said):
+            add_variant("lab", "sglang-demo.service", loaded, edited, path)
+        assert path.read_text() == kept
+
+
 def _result(ttft: float, gaps: list[float], ok: bool = True) -> RequestResult:
     r = RequestResult(ok=ok)
     if ok:

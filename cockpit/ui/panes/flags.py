@@ -123,6 +123,7 @@ class FlagsPane(Vertical):
         Binding("R", "raw", "Raw", id="flags.raw"),
         Binding("k", "setting", "Set fix", id="flags.setting"),
         Binding("w", "write", "Write", id="flags.write"),
+        Binding("v", "variant", "Variant", id="flags.variant"),
         Binding("ctrl+z", "revert", "Revert", id="flags.revert"),
         Binding("escape", "close", "Close", id="flags.close"),
     ]
@@ -132,6 +133,13 @@ class FlagsPane(Vertical):
         def __init__(self, loaded: Unit, edited: Unit, findings: list[Finding]) -> None:
             super().__init__()
             self.loaded, self.edited, self.findings = loaded, edited, findings
+
+    class Variant(Message):
+        """The edit, to be added to the unit's experiment plan (not written to the unit)."""
+
+        def __init__(self, loaded: Unit, edited: Unit) -> None:
+            super().__init__()
+            self.loaded, self.edited = loaded, edited
 
     class Closed(Message):
         pass
@@ -654,6 +662,14 @@ class FlagsPane(Vertical):
             self.notify("nothing changed", timeout=3)
             return
         self.post_message(self.Write(self.loaded, self.edited, self.findings))
+
+    def action_variant(self) -> None:
+        if self.loaded is None or self.edited is None:
+            return
+        if not self.edited.changed():
+            self.notify("nothing changed: edit a flag first, then v adds the edit to the experiment", timeout=4)
+            return
+        self.post_message(self.Variant(self.loaded, self.edited))
 
     def action_close(self) -> None:
         self.post_message(self.Closed())
