@@ -119,7 +119,7 @@ def add_variant(
         text = _START.format(
             unit=unit_name.replace("\n", " "),
             host=host.replace("\n", " "),
-            name=_toml(f"{unit_name} on {host}"),
+            name=_toml(f"{unit_name.removesuffix('.service')} tuning"),
             host_text=_toml(host),
             unit_text=_toml(unit_name),
             base=BASE,

@@ -148,7 +148,8 @@ def test_edits_built_into_a_plan_run_as_they_were_edited(tmp_path: Path) -> None
         "speculative-algorithm-EAGLE3-speculative",
         "max-running-requests-8",
     ]
-    assert (plan.host, plan.unit, plan.base, plan.end) == ("lab", "sglang-demo.service", "as-found", "restore")
+    assert (plan.name, plan.host, plan.unit) == ("sglang-demo tuning", "lab", "sglang-demo.service")
+    assert (plan.base, plan.end) == ("as-found", "restore")
     for variant, edited in zip(plan.variants, (loaded, eagle, fewer), strict=True):
         ran = variant.applied(loaded)
         assert ran.exec() == edited.exec() and ran.environment() == edited.environment()
