@@ -83,24 +83,33 @@ def checked(writes: Sequence[tuple[NodeWrite, Catalog | None]]) -> list[Finding]
 
 
 def carried(loaded: Unit, edited: Unit) -> Callable[[Unit], Unit]:
-    """Node 0's edit (`loaded` to `edited`) as an edit of any node's unit: each flag it set, changed
-    or unset, the same on that node, whose own `--node-rank` stays. CockpitError when the edit
-    changed more than flags, which a node's own unit file may word differently."""
+    """Node 0's edit (`loaded` to `edited`) as an edit of any node's unit: each flag and
+    `Environment=` variable it set, changed or unset, the same on that node, whose own
+    `--node-rank` stays. CockpitError when the edit changed other lines, which a node's own unit
+    file may word differently."""
     before, after = loaded.flag_values(), edited.flag_values()
     sets = [(name, value) for name, value in after.items() if name != NODE_RANK and (name, value) not in before.items()]
     unsets = [name for name in before if name not in after and name != NODE_RANK]
+    env_before, env_after = loaded.environment(), edited.environment()
+    env_sets = [(key, value) for key, value in env_after.items() if env_before.get(key) != value]
+    env_unsets = [key for key in env_before if key not in env_after]
 
     def edit(unit: Unit) -> Unit:
         for name, value in sets:
             unit = unit.set_flag(name, value)
         for name in unsets:
             unit = unit.unset_flag(name)
+        for key, value in env_sets:
+            unit = unit.set_env(key, value)
+        for key in env_unsets:
+            if key in unit.environment():
+                unit = unit.unset_env(key)
         return unit
 
     if edit(loaded).changed() != edited.changed():
         raise CockpitError(
-            "the edit changes more than flags: a deployment's edit carries flags to every node; change the "
-            "other lines in each node's unit file"
+            "the edit changes more than flags and Environment= variables: a deployment's edit carries those "
+            "to every node; change the other lines in each node's unit file"
         )
     return edit
 

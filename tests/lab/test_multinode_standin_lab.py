@@ -301,7 +301,8 @@ def test_an_experiment_on_the_deployment_writes_every_node_and_puts_every_node_b
     lab: LabHandle, node1: LabHandle, tmp_path: Path
 ) -> None:
     """Issue 30 on a launch over nodes: a variant whose command lines would not agree between the
-    nodes is skipped, never written; one is carried to both nodes (each keeps its --node-rank),
+    nodes is skipped, never written; one (a flag and a variable) is carried to both nodes (each
+    keeps its --node-rank),
     restarted as a group and measured on node 0; both nodes' files are back at the end."""
     config = write_config(lab, node1, tmp_path)
     plan = tmp_path / "mn.toml"
@@ -309,7 +310,7 @@ def test_an_experiment_on_the_deployment_writes_every_node_and_puts_every_node_b
         'name = "mn"\ndeployment = "mn"\n\n[workload]\nconcurrency = [1]\nrequests = 4\nwarmup = 0\n'
         "input_len = 16\noutput_len = 16\n\n[slo]\nitl_p95_ms = 1000\n\n"
         '[[variants]]\nname = "three-nodes"\nset.nnodes = 3\n\n'
-        '[[variants]]\nname = "static-0.8"\nset.mem-fraction-static = 0.8\n'
+        '[[variants]]\nname = "static-0.8"\nset.mem-fraction-static = 0.8\nenvironment.SGLANG_MARK = "static"\n'
     )
     with two_nodes(lab, node1):
         lab.wait_for(lambda: "ready to roll" in journal(lab, NODES[0]), 60, "node 0's first start")
