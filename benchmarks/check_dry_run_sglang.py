@@ -344,6 +344,11 @@ def rule_cases(model: str, draft: str) -> dict[str, tuple[list[str], list[str]]]
         "lmcache-hicache": (["--enable-lmcache", "--enable-hierarchical-cache"], ["--enable-hierarchical-cache"]),
         "lmcache-radix": (["--enable-lmcache", "--disable-radix-cache"], ["--disable-radix-cache"]),
         "kv-mxfp8-blackwell": (["--kv-cache-dtype", "mxfp8"], ["--kv-cache-dtype", "fp8_e4m3"]),
+        "spec-algorithm-unknown": (
+            [*spec, "MEDUSA2", "--speculative-draft-model-path", draft],
+            [*spec, "eagle3", "--speculative-draft-model-path", draft],
+        ),
+        "log-level-unknown": (["--log-level", "verbose"], ["--log-level", "Warning"]),
         "chunked-prefill-page": (
             ["--chunked-prefill-size", "100", "--page-size", "16"],
             ["--chunked-prefill-size", "128", "--page-size", "16"],

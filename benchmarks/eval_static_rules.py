@@ -40,7 +40,9 @@ from check_dry_run_sglang import model_dirs
 
 from cockpit.sglang.catalog.flags import load_catalog
 from cockpit.sglang.catalog.releases import sglang_source
-from cockpit.sglang.preflight.preflight import ERROR, INFO, check_static
+from cockpit.sglang.preflight.model_checks import context_findings
+from cockpit.sglang.preflight.model_files import ModelFiles
+from cockpit.sglang.preflight.preflight import ERROR, INFO, check_static, given_flags
 
 RUNNER = """\
 import contextlib, io, json, os, sys, traceback
@@ -361,6 +363,9 @@ def fourth_sets() -> list[tuple[str, str, list[str]]]:
     ]
 
 
+GROUPS = {"first": flag_sets, "later": later_sets, "third": third_sets, "fourth": fourth_sets}
+
+
 def dry_run_says(python: str, argv: list[str], catalog, work: Path) -> str:
     """The cockpit's dry run of one set on this machine, as the release's own outcome is written:
     "passed", or the exception it names ("AssertionError", "SystemExit(2)")."""
@@ -400,13 +405,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="cockpit-eval-rules-"))
     try:
         model, draft = model_dirs(work)
-        sets = {
-            "first": flag_sets(),
-            "later": later_sets(),
-            "third": third_sets(),
-            "fourth": fourth_sets(),
-            "all": flag_sets() + later_sets() + third_sets() + fourth_sets(),
-        }[args.group]
+        sets = [s for group, made in GROUPS.items() if args.group in (group, "all") for s in made()]
 
         def place(words: list[str]) -> list[str]:
             return [w.replace("{M}", str(model)).replace("{D}", str(draft)) for w in words]
@@ -429,8 +428,14 @@ def main() -> int:
             return 1
         rows = []
         families: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        files = ModelFiles(str(model), json.loads((model / "config.json").read_text()))
+        group_of = {name: group for group, made in GROUPS.items() for _, name, _ in made()}
+        groups: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for family, name, flags in sets:
-            findings = check_static(place([*M, *flags]), catalog)
+            argv = place([*M, *flags])
+            alone = check_static(argv, catalog)
+            # What the cockpit says before a start without SGLang: the flags, and the model's config.json.
+            findings = alone + context_findings(files, given_flags(argv, catalog), {}, args.version)
             errors = [f for f in findings if f.severity == ERROR]
             infos = [f for f in findings if f.severity == INFO]
             outcome = real[name]["real"]
@@ -441,6 +446,9 @@ def main() -> int:
             else:
                 fam["real_failures"] += 1
                 fam["named_error"] += bool(errors)
+                fam["named_error_flags_alone"] += any(f.severity == ERROR for f in alone)
+                groups[group_of[name]]["real_failures"] += 1
+                groups[group_of[name]]["named_error"] += bool(errors)
                 fam["named_info_only"] += bool(infos and not errors)
                 fam["exception_agrees"] += bool(errors and errors[0].would_raise == outcome)
             row = {
@@ -462,6 +470,7 @@ def main() -> int:
                 "sets",
                 "real_failures",
                 "named_error",
+                "named_error_flags_alone",
                 "named_info_only",
                 "exception_agrees",
                 "false_errors",
@@ -471,6 +480,10 @@ def main() -> int:
         report = {
             "sglang": args.version,
             "total": total,
+            "groups": {
+                k: {**v, "share": round(v["named_error"] / v["real_failures"], 3) if v["real_failures"] else None}
+                for k, v in groups.items()
+            },
             "families": {k: dict(v) for k, v in families.items()},
             "sets": rows,
         }

@@ -139,3 +139,17 @@ def test_lora_paths_take_several_values_in_the_catalog(sglang_root) -> None:
     assert catalog.get("--lora-paths").nargs == "*"
     findings = check_static(["--model-path", "/m", "--lora-paths", "a=/x", "b=/y"], catalog)
     assert [f for f in findings if f.severity == "error"] == []
+
+
+def test_the_speculative_algorithms_are_the_releases(sglang_root) -> None:
+    """SPEC_ALGORITHMS is 0.5.23's SpeculativeAlgorithm members and spec_registry's reserved aliases,
+    read off its source: a member added in a release makes this fail, not a false error."""
+    from cockpit.sglang.preflight.rule_families import SPEC_ALGORITHMS
+
+    root = sglang_root("0.5.23") / "sglang" / "srt" / "speculative"
+    tree = ast.parse((root / "spec_info.py").read_text())
+    [enum] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SpeculativeAlgorithm"]
+    members = {t.id for n in enum.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    aliases = re.search(r"_RESERVED_ALIASES = frozenset\(\{([^}]*)\}\)", (root / "spec_registry.py").read_text())
+    assert aliases is not None
+    assert set(SPEC_ALGORITHMS) == members | set(re.findall(r'"(\w+)"', aliases.group(1)))

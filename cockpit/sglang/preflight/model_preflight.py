@@ -1,6 +1,6 @@
 """Before a start: the model against the host and the release. Will it fit on the GPUs its ranks
 use (model_fit), does the draft fit its target (draft_fit), does the release have a model class
-for it (architectures).
+for it (architectures), and the release's checks its config.json decides (model_checks).
 
 The model directories are read on the host once each (config.json, and the target's weight
 bytes); the GPU table is the one the host check already read, handed in, so nvidia-smi runs
@@ -19,6 +19,7 @@ from cockpit.sglang.deployments.deployment import off_gpus
 from cockpit.sglang.preflight.architectures import ArchitectureCache, architecture_findings, in_transformers
 from cockpit.sglang.preflight.draft_fit import DRAFT, algorithm_of, draft_findings
 from cockpit.sglang.preflight.host_preflight import check_host
+from cockpit.sglang.preflight.model_checks import context_findings
 from cockpit.sglang.preflight.model_files import ModelFiles, read_model_files
 from cockpit.sglang.preflight.model_fit import fit_findings
 from cockpit.sglang.preflight.preflight import INFO, WARNING, Finding, check_paths, given_flags, on_host
@@ -85,7 +86,8 @@ async def check_model(
     target = await read_model_files(host, on_host(path, cwd))
     if target.config is None:
         return []  # check_paths says the directory or its config.json is missing
-    found = fit_findings(target, flags, env or {}, use, view, host.name, version)
+    found = context_findings(target, flags, env or {}, version)
+    found += fit_findings(target, flags, env or {}, use, view, host.name, version)
     draft_path = flags.get(DRAFT)
     draft: ModelFiles | None = None
     if algorithm_of(flags) is not None:

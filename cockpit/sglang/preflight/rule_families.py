@@ -391,6 +391,32 @@ def _pdmux_chunked(f: Flags) -> str | None:
     return None
 
 
+# SpeculativeAlgorithm's members in 0.5.23's speculative/spec_info.py and spec_registry's
+# _RESERVED_ALIASES (tests/unit/test_rule_families.py reads both off the release).
+SPEC_ALGORITHMS = (
+    *("DFLASH", "UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM"),
+    *("NONE", "NEXTN"),
+)
+LOG_LEVELS = ("CRITICAL", "FATAL", "ERROR", "WARN", "WARNING", "INFO", "DEBUG", "NOTSET")  # logging's int levels
+
+
+def _spec_unknown(f: Flags) -> str | None:
+    name = f.text("--speculative-algorithm")
+    if name is None or name.upper() in SPEC_ALGORITHMS:
+        return None
+    return (
+        f"--speculative-algorithm {name!r} is none of this release's algorithms ({', '.join(SPEC_ALGORITHMS[:-2])})"
+        ", and no plugin here registers it"
+    )
+
+
+def _log_level(f: Flags) -> str | None:
+    level = f.text("--log-level")
+    if level is None or level.upper() in LOG_LEVELS:
+        return None
+    return f"--log-level {level!r} is no level of Python's logging ({', '.join(LOG_LEVELS[3:])})"
+
+
 def _mxfp8(f: Flags) -> str | None:
     if f.text("--kv-cache-dtype") == "mxfp8":
         return "--kv-cache-dtype mxfp8 needs a Blackwell (SM100+) GPU"
@@ -865,6 +891,28 @@ RULES: tuple[Rule, ...] = (
         ("--enable-lmcache", "--disable-radix-cache"),
         _lmcache_radix,
         "Drop --disable-radix-cache: LMCache extends the radix cache.",
+    ),
+    Rule(
+        "spec-algorithm-unknown",
+        "speculative",
+        "0.5.23",
+        (("0", "sglang/srt/speculative/spec_info.py", "from_string"),),
+        ("ifupperin_RESERVED_ALIASES:", 'raiseValueError(f"Unknownspeculativealgorithmname:{name}")'),
+        "ValueError",
+        ("--speculative-algorithm",),
+        _spec_unknown,
+        "Use one of EAGLE, EAGLE3, STANDALONE, NGRAM or DFLASH (case does not matter).",
+    ),
+    Rule(
+        "log-level-unknown",
+        "logging",
+        "0.5.12",
+        (("0", OLD, "prepare_server_args"),),
+        ("level=getattr(logging,raw_args.log_level.upper()),",),
+        "AttributeError",
+        ("--log-level",),
+        _log_level,
+        "Use debug, info, warning, error or critical.",
     ),
     # The GPU or the model decides these: INFO, the dry run (or the start) says.
     Rule(

@@ -1,0 +1,89 @@
+"""The release's start-up checks that the model's own config.json decides, read before a start.
+
+`ModelConfig._derive_context_length` (every release the catalog supports) refuses a
+`--context-length` above the length it derives from the model's config, unless the environment
+says `SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN` (or `SGLANG_IS_IN_CI`) is true. The length is
+`get_context_length`'s: the first of CONTEXT_KEYS the language model's config holds, times a rope
+scaling factor. It is decided here only where the file says it plainly: a config without any of
+those keys gets its class's default from transformers, and a rope scaling factor other than 1 is
+read differently by transformers' releases, so neither says anything. Both numbers are named
+with where each comes from, and the variable with the unit's value of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cockpit.sglang.preflight.model_files import ModelFiles
+from cockpit.sglang.preflight.preflight import ERROR, Finding
+
+# get_context_length's keys (utils/hf_transformers/common.py in 0.5.23), in its order of preference.
+CONTEXT_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+ALLOW_LONGER = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+IN_CI = "SGLANG_IS_IN_CI"
+_TRUE, _FALSE = ("true", "1", "yes", "y"), ("false", "0", "no", "n")  # SGLang's EnvBool
+
+
+def derived_context_length(model: ModelFiles) -> tuple[int, str] | None:
+    """(length, the config key it came from) as SGLang derives it, or None where the file alone
+    does not decide it."""
+    config: Mapping[str, Any] = model.config or {}
+    nested = config.get("text_config")
+    text = nested if isinstance(nested, dict) else config  # SGLang's hf_text_config: the nested one alone
+    rope = text.get("rope_scaling")
+    if rope:
+        if not isinstance(rope, dict):
+            return None
+        plain = "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3"
+        if not plain and rope.get("factor", 1) != 1:
+            return None
+    for key in CONTEXT_KEYS:
+        value = text.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        return value, key
+    return None
+
+
+def _switch(env: Mapping[str, str], name: str) -> bool | None:
+    """An EnvBool as SGLang reads it: True, False, or None for a value it refuses (its own failure)."""
+    value = env.get(name)
+    if value is None:
+        return False
+    word = value.lower()
+    return True if word in _TRUE else False if word in _FALSE else None
+
+
+def context_findings(
+    model: ModelFiles, flags: Mapping[str, str | None], env: Mapping[str, str], version: str
+) -> list[Finding]:
+    """The context-length check of `_derive_context_length` for the target model."""
+    given = flags.get("--context-length")
+    try:
+        length = int(given) if given is not None else None
+    except ValueError:
+        return []  # argparse's to refuse
+    derived = derived_context_length(model)
+    if length is None or derived is None or length <= derived[0]:
+        return []
+    allow, ci = _switch(env, ALLOW_LONGER), _switch(env, IN_CI)
+    if allow is not False or ci is not False:
+        return []  # allowed (SGLang warns and uses it), or a value SGLang refuses for another reason
+    said = env.get(ALLOW_LONGER)
+    where = f"{ALLOW_LONGER}={said} in the unit's environment" if said is not None else f"{ALLOW_LONGER} is not set"
+    return [
+        Finding(
+            ERROR,
+            "context-longer-than-model",
+            ["--context-length"],
+            f"SGLang {version} will stop at start-up: ValueError in _derive_context_length (--context-length "
+            f"{length:,} is above the {derived[0]:,} that {model.name}'s config.json gives as {derived[1]}, "
+            f"and {where}).",
+            "ValueError",
+            f"Lower --context-length to {derived[0]:,} or less, or set Environment={ALLOW_LONGER}=1 if the model "
+            "really takes longer inputs (its rope scaling, say).",
+        )
+    ]

@@ -1,0 +1,73 @@
+"""The release's checks that a model's config.json decides (cockpit.sglang.preflight.model_checks):
+the context length SGLang derives, read off real models' config.json, and held to what 0.5.23
+itself did with the eval's model (tests/data/sglang-0.5.23/static-eval-outcomes.json)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cockpit.sglang.preflight.model_checks import ALLOW_LONGER, context_findings, derived_context_length
+from cockpit.sglang.preflight.model_files import ModelFiles
+from tests.conftest import ROOT
+
+MODELS = ROOT / "tests" / "data" / "models"
+OUTCOMES = json.loads((ROOT / "tests" / "data" / "sglang-0.5.23" / "static-eval-outcomes.json").read_text())
+TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "max_position_embeddings": 2048}  # the eval's
+
+
+def _model(name: str) -> ModelFiles:
+    return ModelFiles(f"/models/{name}", json.loads((MODELS / name / "config.json").read_text()))
+
+
+@pytest.mark.parametrize(
+    ("name", "derived"),
+    [
+        ("Llama-3.1-8B-Instruct", (131072, "max_position_embeddings")),  # llama3 rope: factor not applied
+        ("Qwen2.5-7B-Instruct", (32768, "max_position_embeddings")),
+        ("Qwen3-8B", (40960, "max_position_embeddings")),
+        ("DeepSeek-V3", (163840, "max_position_embeddings")),
+    ],
+)
+def test_the_length_is_what_sglang_derives_from_real_configs(name: str, derived: tuple[int, str]) -> None:
+    assert derived_context_length(_model(name)) == derived
+
+
+def test_only_a_plain_file_decides() -> None:
+    def length(config: dict) -> tuple[int, str] | None:
+        return derived_context_length(ModelFiles("/m", config))
+
+    assert length({"seq_length": 8192, "max_position_embeddings": 4096}) == (8192, "seq_length")  # SGLang's order
+    assert length({"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}}) is None
+    assert length({"max_position_embeddings": 4096, "rope_scaling": {"factor": 1}}) == (4096, "max_position_embeddings")
+    assert length({"model_type": "llama"}) is None  # transformers' class default decides
+    assert length({"max_position_embeddings": 4096, "text_config": {"model_type": "x"}}) is None  # the nested one alone
+
+
+def test_a_longer_context_is_an_error_naming_both_numbers_and_the_variable() -> None:
+    model = _model("Llama-3.1-8B-Instruct")
+    [said] = context_findings(model, {"--context-length": "200000"}, {}, "0.5.23")
+    assert said.severity == "error" and said.would_raise == "ValueError" and said.flags == ["--context-length"]
+    assert said.message == (
+        "SGLang 0.5.23 will stop at start-up: ValueError in _derive_context_length (--context-length 200,000 is "
+        "above the 131,072 that Llama-3.1-8B-Instruct's config.json gives as max_position_embeddings, and "
+        f"{ALLOW_LONGER} is not set)."
+    )
+    assert context_findings(model, {"--context-length": "200000"}, {ALLOW_LONGER: "0"}, "0.5.23")[0].message.endswith(
+        f"and {ALLOW_LONGER}=0 in the unit's environment)."
+    )
+    assert context_findings(model, {"--context-length": "131072"}, {}, "0.5.23") == []
+    assert context_findings(model, {"--context-length": "200000"}, {ALLOW_LONGER: "True"}, "0.5.23") == []
+    assert context_findings(model, {"--context-length": "200000"}, {ALLOW_LONGER: "maybe"}, "0.5.23") == []
+    assert context_findings(model, {}, {}, "0.5.23") == []
+
+
+def test_it_agrees_with_what_the_release_did_with_the_eval_model() -> None:
+    cases = [c for c in OUTCOMES["sets"] if "--context-length" in c["flags"]]
+    assert len(cases) >= 3
+    for case in cases:
+        length = case["flags"][case["flags"].index("--context-length") + 1]
+        said = context_findings(ModelFiles("/m", TINY), {"--context-length": length}, {}, "0.5.23")
+        refused = case["real"] == "ValueError" and case["where"] == "_derive_context_length"
+        assert bool(said) == refused, case
