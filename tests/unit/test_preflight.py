@@ -214,3 +214,14 @@ async def test_a_python_without_sglang_is_asked_once_per_release(sglang_root) ->
     static = check_static(["--model-path", "/m", *seed.split()], catalog)
     assert replace_static(static, first) == static  # no verdict of SGLang's: the static errors stand
     assert [f.severity for f in static] == ["error"]
+
+
+def test_a_json_flag_that_is_not_json_is_refused_as_argparse_would(sglang_root) -> None:
+    """`--limit-mm-data-per-request` is read with `type=json.loads`: text that is not JSON stops
+    argparse (exit 2, `invalid loads value`, as 0.5.23 did with the fourth held-out group's)."""
+    catalog = load_catalog(sglang_root("0.5.23"))
+    [said] = [f for f in check_static(["--model-path", "/m", "--limit-mm-data-per-request", "image=2"], catalog)]
+    assert (said.rule, said.severity, said.would_raise) == ("bad-type", "error", "SystemExit(2)")
+    assert said.message.endswith("""'image=2' is not JSON text (`{"image": 1}`) (`invalid loads value`).""")
+    ok = check_static(["--model-path", "/m", "--limit-mm-data-per-request", '{"image": 2}'], catalog)
+    assert [f for f in ok if f.severity == "error"] == []

@@ -14,8 +14,9 @@ Both are read here the way argparse would see them.
 from __future__ import annotations
 
 import ast
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,9 @@ class Flag:
         return self.option_strings or (self.name,) + self.aliases
 
 
-# A flag's `type` name -> what argparse converts its value with, where that is a builtin.
-CONVERTERS: dict[str, type] = {"int": int, "float": float}
+# A flag's `type` name -> what argparse converts its value with, where that is a builtin (a
+# JSONDecodeError is a ValueError, which argparse turns into `invalid loads value`, exit 2).
+CONVERTERS: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "json.loads": json.loads}
 
 
 @dataclass

@@ -30,7 +30,13 @@ from cockpit.systemd.unit_args import Item, parse_items
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 PATH_FLAGS = ("--model-path", "--speculative-draft-model-path", "--tokenizer-path")
-_KIND_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
+_KIND_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+    "json.loads": 'JSON text (`{"image": 1}`)',
+}
 
 
 def _kind_words(kind: str | None) -> str:
@@ -180,7 +186,8 @@ def check_static(argv: Sequence[str], catalog: Catalog) -> list[Finding]:
                             ERROR,
                             "bad-type",
                             [flag.name],
-                            f"{stop}: {flag.name} {value!r} is not a valid {flag.type} (`invalid {flag.type} value`).",
+                            f"{stop}: {flag.name} {value!r} is not {_kind_words(flag.type)} "
+                            f"(`invalid {getattr(kind, '__name__', flag.type)} value`).",
                             "SystemExit(2)",
                             f"Give {flag.name} {_kind_words(flag.type)}.",
                         )
