@@ -414,7 +414,7 @@ def _log_level(f: Flags) -> str | None:
     level = f.text("--log-level")
     if level is None or level.upper() in LOG_LEVELS:
         return None
-    return f"--log-level {level!r} is no level of Python's logging ({', '.join(LOG_LEVELS[3:])})"
+    return f"--log-level {level!r} is no level of Python's logging (critical, error, warning, info or debug)"
 
 
 def _mxfp8(f: Flags) -> str | None:
