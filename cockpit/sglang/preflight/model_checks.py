@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cockpit.sglang.catalog.generation import env_bool
 from cockpit.sglang.preflight.model_files import ModelFiles
 from cockpit.sglang.preflight.preflight import ERROR, Finding
 
@@ -22,7 +23,6 @@ from cockpit.sglang.preflight.preflight import ERROR, Finding
 CONTEXT_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
 ALLOW_LONGER = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 IN_CI = "SGLANG_IS_IN_CI"
-_TRUE, _FALSE = ("true", "1", "yes", "y"), ("false", "0", "no", "n")  # SGLang's EnvBool
 
 
 def derived_context_length(model: ModelFiles) -> tuple[int, str] | None:
@@ -48,13 +48,11 @@ def derived_context_length(model: ModelFiles) -> tuple[int, str] | None:
     return None
 
 
-def _switch(env: Mapping[str, str], name: str) -> bool | None:
-    """An EnvBool as SGLang reads it: True, False, or None for a value it refuses (its own failure)."""
+def _switch(env: Mapping[str, str], name: str) -> bool:
+    """An EnvBool whose default is false, as SGLang reads it: a value it cannot parse is warned
+    of and read as the default."""
     value = env.get(name)
-    if value is None:
-        return False
-    word = value.lower()
-    return True if word in _TRUE else False if word in _FALSE else None
+    return value is not None and env_bool(value) is True
 
 
 def context_findings(
@@ -69,11 +67,13 @@ def context_findings(
     derived = derived_context_length(model)
     if length is None or derived is None or length <= derived[0]:
         return []
-    allow, ci = _switch(env, ALLOW_LONGER), _switch(env, IN_CI)
-    if allow is not False or ci is not False:
-        return []  # allowed (SGLang warns and uses it), or a value SGLang refuses for another reason
+    if _switch(env, ALLOW_LONGER) or _switch(env, IN_CI):
+        return []  # allowed: SGLang warns and uses it
     said = env.get(ALLOW_LONGER)
-    where = f"{ALLOW_LONGER}={said} in the unit's environment" if said is not None else f"{ALLOW_LONGER} is not set"
+    where = f"{ALLOW_LONGER} is not set"
+    if said is not None:
+        unread = " (no boolean SGLang reads: it takes its default, false)" if env_bool(said) is None else ""
+        where = f"{ALLOW_LONGER}={said} in the unit's environment{unread}"
     return [
         Finding(
             ERROR,
