@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
@@ -200,15 +200,7 @@ class Runner:
                 done.append(await one(True, self._body(model)))
             return done
 
-        tasks = [asyncio.ensure_future(stream(body)) for body in firsts]
-        try:
-            streams = await asyncio.gather(*tasks)
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-        results = [r for done in streams for r in done]
+        results = [r for done in await _all([stream(body) for body in firsts]) for r in done]
         return LevelResult.from_results(concurrency, results, time.perf_counter() - start, warmup)
 
     async def run_rate(self, session: aiohttp.ClientSession, model: str, rate: float) -> LevelResult:
@@ -341,8 +333,11 @@ class Runner:
         return result
 
 
-async def _all(work: list[Coroutine[Any, Any, RequestResult]]) -> list[RequestResult]:
-    """Every request's result; a cancelled level cancels the requests still out."""
+T = TypeVar("T")
+
+
+async def _all(work: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Every request's (or stream's) result; a cancelled level cancels the requests still out."""
     tasks = [asyncio.ensure_future(w) for w in work]
     try:
         return list(await asyncio.gather(*tasks))
