@@ -19,7 +19,7 @@ from cockpit.errors import UsageError
 from cockpit.experiment.plan import FlagValue, Variant, parse_plan
 from cockpit.localfs import write_atomic
 from cockpit.statedir import safe_name, state_dir
-from cockpit.systemd.unit import Unit
+from cockpit.systemd.unit import Unit, environment_changes
 
 BASE = "as-found"
 _START = """\
@@ -55,16 +55,10 @@ def variant_of(loaded: Unit, edited: Unit, name: str) -> Variant:
     """The flags and variables that differ between the unit as read and as edited."""
     before = {i.name: i.value for i in loaded.flags() if i.name}
     after = {i.name: i.value for i in edited.flags() if i.name}
-    flags: dict[str, FlagValue] = {
-        n.lstrip("-"): (tuple(v) if isinstance(v, tuple) else v)
-        for n, v in after.items()
-        if n not in before or before[n] != v
-    }
+    flags: dict[str, FlagValue] = {n.lstrip("-"): v for n, v in after.items() if n not in before or before[n] != v}
     unset = tuple(n.lstrip("-") for n in before if n not in after)
-    env_before, env_after = loaded.environment(), edited.environment()
-    environment = {k: v for k, v in env_after.items() if env_before.get(k) != v}
-    unset_environment = tuple(k for k in env_before if k not in env_after)
-    variant = Variant(name, flags, unset, environment, unset_environment)
+    environment, unset_environment = environment_changes(loaded, edited)
+    variant = Variant(name, flags, unset, environment, tuple(unset_environment))
     if variant.words() == "as found":
         raise UsageError("the editor holds no change of a flag or variable: there is no variant to add")
     return variant

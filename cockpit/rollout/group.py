@@ -35,7 +35,7 @@ from cockpit.sglang.server.health import DOWN, READY
 from cockpit.systemd import processes
 from cockpit.systemd.control import UnitControl
 from cockpit.systemd.group_write import NodeWrite
-from cockpit.systemd.unit import Unit
+from cockpit.systemd.unit import Unit, environment_changes
 from cockpit.targets import Target
 
 STOPPED_WITHIN_S = 60.0  # SGLang's ranks end within systemd's stop timeout; past this, say who is left
@@ -90,16 +90,14 @@ def carried(loaded: Unit, edited: Unit) -> Callable[[Unit], Unit]:
     before, after = loaded.flag_values(), edited.flag_values()
     sets = [(name, value) for name, value in after.items() if name != NODE_RANK and (name, value) not in before.items()]
     unsets = [name for name in before if name not in after and name != NODE_RANK]
-    env_before, env_after = loaded.environment(), edited.environment()
-    env_sets = [(key, value) for key, value in env_after.items() if env_before.get(key) != value]
-    env_unsets = [key for key in env_before if key not in env_after]
+    env_sets, env_unsets = environment_changes(loaded, edited)
 
     def edit(unit: Unit) -> Unit:
         for name, value in sets:
             unit = unit.set_flag(name, value)
         for name in unsets:
             unit = unit.unset_flag(name)
-        for key, value in env_sets:
+        for key, value in env_sets.items():
             unit = unit.set_env(key, value)
         for key in env_unsets:
             if key in unit.environment():

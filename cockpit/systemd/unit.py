@@ -432,3 +432,9 @@ class Unit:
         files = list(self.files)
         files[where.file] = f.replaced({}, {where.entry + offset: text})
         return replace(self, files=tuple(files))
+
+
+def environment_changes(loaded: Unit, edited: Unit) -> tuple[dict[str, str], list[str]]:
+    """The `Environment=` variables `edited` sets or changes against `loaded`, and those it removes."""
+    before, after = loaded.environment(), edited.environment()
+    return {k: v for k, v in after.items() if before.get(k) != v}, [k for k in before if k not in after]
