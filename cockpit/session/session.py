@@ -1203,13 +1203,14 @@ class Session:
         path = await asyncio.to_thread(save_run, target.host, target.unit, record)
         return levels, path
 
-    def add_variant(self, loaded: Unit, edited: Unit) -> tuple[Path, str, int]:
+    async def add_variant(self, loaded: Unit, edited: Unit) -> tuple[Path, str, int]:
         """The editor's change as a variant of the unit's plan (cockpit.experiment.builder):
-        the file, the variant's name, and how many the plan holds now."""
+        the file, the variant's name, and how many the plan holds now. Written off the loop, as a
+        run's record is (an fsync)."""
         from cockpit.experiment.builder import add_variant
 
         assert self.target is not None
-        return add_variant(self.target.host, self.target.unit, loaded, edited)
+        return await asyncio.to_thread(add_variant, self.target.host, self.target.unit, loaded, edited)
 
     def built_plan(self) -> Path | None:
         """The unit's plan built in the app, where there is one."""

@@ -529,10 +529,10 @@ class CockpitApp(App[None]):
         self.show_detail("attempts")
         pane.focus()
 
-    def on_flags_pane_variant(self, event: FlagsPane.Variant) -> None:
+    async def on_flags_pane_variant(self, event: FlagsPane.Variant) -> None:
         """The edit as a variant of the unit's experiment plan, which `E` then offers to run."""
         try:
-            path, name, count = self.session.add_variant(event.loaded, event.edited)
+            path, name, count = await self.session.add_variant(event.loaded, event.edited)
         except CockpitError as e:
             self.notify(str(e), severity="error", timeout=8)
             return
