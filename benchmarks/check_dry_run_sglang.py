@@ -349,6 +349,7 @@ def rule_cases(model: str, draft: str) -> dict[str, tuple[list[str], list[str]]]
             [*spec, "eagle3", "--speculative-draft-model-path", draft],
         ),
         "log-level-unknown": (["--log-level", "verbose"], ["--log-level", "Warning"]),
+        "nnodes-zero": (["--nnodes", "0", "--tp-size", "2"], ["--nnodes", "1", "--tp-size", "2"]),
         "chunked-prefill-page": (
             ["--chunked-prefill-size", "100", "--page-size", "16"],
             ["--chunked-prefill-size", "128", "--page-size", "16"],

@@ -40,7 +40,8 @@ from check_dry_run_sglang import model_dirs
 
 from cockpit.sglang.catalog.flags import load_catalog
 from cockpit.sglang.catalog.releases import sglang_source
-from cockpit.sglang.preflight.model_checks import context_findings
+from cockpit.sglang.preflight.architectures import MODEL_CONFIG, chunked_prefill_unsupported
+from cockpit.sglang.preflight.model_checks import chunk_page_findings, context_findings
 from cockpit.sglang.preflight.model_files import ModelFiles
 from cockpit.sglang.preflight.preflight import ERROR, INFO, check_static, given_flags
 
@@ -429,13 +430,16 @@ def main() -> int:
         rows = []
         families: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         files = ModelFiles(str(model), json.loads((model / "config.json").read_text()))
+        unsupported = chunked_prefill_unsupported((sglang_source(args.version) / MODEL_CONFIG).read_text())
         group_of = {name: group for group, made in GROUPS.items() for _, name, _ in made()}
         groups: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for family, name, flags in sets:
             argv = place([*M, *flags])
             alone = check_static(argv, catalog)
             # What the cockpit says before a start without SGLang: the flags, and the model's config.json.
-            findings = alone + context_findings(files, given_flags(argv, catalog), {}, args.version)
+            given = given_flags(argv, catalog)
+            findings = alone + context_findings(files, given, {}, args.version)
+            findings += chunk_page_findings(files, given, args.version, unsupported)
             errors = [f for f in findings if f.severity == ERROR]
             infos = [f for f in findings if f.severity == INFO]
             outcome = real[name]["real"]

@@ -1,6 +1,7 @@
 """The release's checks that a model's config.json decides (cockpit.sglang.preflight.model_checks):
 the context length SGLang derives, read off real models' config.json, and held to what 0.5.23
-itself did with the eval's model (tests/data/sglang-0.5.23/static-eval-outcomes.json)."""
+itself did with the eval's model (tests/data/sglang-0.5.23/static-eval-outcomes.json); and when
+the model settles the chunked-prefill-by-page check, against the release's own hooks."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import json
 
 import pytest
 
-from cockpit.sglang.preflight.model_checks import ALLOW_LONGER, context_findings, derived_context_length
+from cockpit.sglang.preflight.architectures import MODEL_CONFIG, chunked_prefill_unsupported
+from cockpit.sglang.preflight.model_checks import (
+    ALLOW_LONGER,
+    chunk_page_findings,
+    context_findings,
+    derived_context_length,
+)
 from cockpit.sglang.preflight.model_files import ModelFiles
 from tests.conftest import ROOT
 
@@ -74,3 +81,67 @@ def test_it_agrees_with_what_the_release_did_with_the_eval_model() -> None:
         said = context_findings(ModelFiles("/m", TINY), {"--context-length": length}, {}, "0.5.23")
         refused = case["real"] == "ValueError" and case["where"] == "_derive_context_length"
         assert bool(said) == refused, case
+
+
+def test_the_release_lists_the_architectures_it_turns_chunked_prefill_off_for(sglang_root) -> None:
+    """Read off `is_multimodal_chunked_prefill_supported` of the oldest release and of 0.5.23."""
+    old, new = (
+        chunked_prefill_unsupported((sglang_root(v) / MODEL_CONFIG).read_text()) for v in ("0.4.6.post5", "0.5.23")
+    )
+    plain = {"CLIPModel", "Grok1AForCausalLM", "Grok1VForCausalLM", "LlavaLlamaForCausalLM"}
+    assert old == {*plain, "MllamaForConditionalGeneration"}
+    assert new == {*plain, "MllamaForConditionalGeneration", "MossVLForConditionalGeneration"}
+    assert chunked_prefill_unsupported("def f(:") is None and chunked_prefill_unsupported("x = 1") is None
+
+
+def test_the_hooks_that_turn_chunked_prefill_off_are_those_the_check_reads(sglang_root) -> None:
+    """0.5.23 turns chunked prefill off in five places of model_hook.py (a decision checkpoint,
+    HRM-Text, an embedding spec, EmbeddingGemma, a multimodal architecture without it; the Clef
+    and Kev heads as a `("chunked_prefill_size", -1)` pair) and for --enable-mis: a release that
+    adds one must be read again before keeps_chunked_prefill is trusted with it."""
+    hooks = sglang_root("0.5.23") / "sglang" / "srt" / "arg_groups"
+    counts = {
+        path.name: text.count("chunked_prefill_size=-1") + text.count('("chunked_prefill_size", -1)')
+        for path in hooks.glob("*.py")
+        if "chunked_prefill_size" in (text := path.read_text())
+    }
+    assert {name: n for name, n in counts.items() if n} == {"model_hook.py": 6, "attention_hook.py": 1}
+
+
+UNSUPPORTED = frozenset({"LlavaLlamaForCausalLM", "Grok1VForCausalLM"})
+CHUNK_1000_PAGE_64 = {"--chunked-prefill-size": "1000", "--page-size": "64"}
+
+
+@pytest.mark.parametrize("name", ["Llama-3.1-8B-Instruct", "Qwen3-8B", "DeepSeek-V3"])
+def test_a_plain_causal_lm_makes_the_chunk_by_page_check_sure(name) -> None:
+    [found] = chunk_page_findings(_model(name), CHUNK_1000_PAGE_64, "0.5.23", UNSUPPORTED)
+    assert (found.severity, found.rule, found.would_raise) == ("error", "chunked-prefill-page", "AssertionError")
+    assert found.message.startswith(
+        "SGLang 0.5.23 will stop at start-up: AssertionError in check_server_args (--chunked-prefill-size 1000 "
+        f"is not divisible by --page-size 64); {name} is a "
+    )
+    assert found.flags == ["--chunked-prefill-size", "--page-size"]
+
+
+@pytest.mark.parametrize(
+    ("config", "flags"),
+    [
+        ({"architectures": ["LlavaLlamaForCausalLM"]}, CHUNK_1000_PAGE_64),  # the release lists it
+        ({"architectures": ["HrmTextForCausalLM"], "model_type": "hrm_text"}, CHUNK_1000_PAGE_64),
+        ({"architectures": ["Gemma3ForCausalLM"], "use_bidirectional_attention": True}, CHUNK_1000_PAGE_64),
+        ({"architectures": ["Qwen3_5ForCausalLM"]}, CHUNK_1000_PAGE_64),  # Kev's pointer head
+        ({"architectures": ["Qwen3Model"]}, CHUNK_1000_PAGE_64),  # an embedding model
+        ({"architectures": ["LlamaForCausalLM", "X"]}, CHUNK_1000_PAGE_64),
+        (TINY, {**CHUNK_1000_PAGE_64, "--is-embedding": None}),
+        (TINY, {**CHUNK_1000_PAGE_64, "--dllm-algorithm": "LowConfidence"}),
+        (TINY, {"--chunked-prefill-size": "64", "--page-size": "48"}),  # trtllm_mha would set 64
+        (TINY, {"--chunked-prefill-size": "1024", "--page-size": "64"}),  # divisible
+    ],
+)
+def test_where_a_model_or_a_backend_may_change_it_nothing_is_said(config, flags) -> None:
+    assert chunk_page_findings(ModelFiles("/m", config), flags, "0.5.23", UNSUPPORTED) == []
+
+
+def test_without_the_releases_list_nothing_is_said() -> None:
+    assert chunk_page_findings(ModelFiles("/m", TINY), CHUNK_1000_PAGE_64, "0.5.23", None) == []
+    assert len(chunk_page_findings(ModelFiles("/m", TINY), CHUNK_1000_PAGE_64, "0.5.23", frozenset())) == 1

@@ -20,12 +20,13 @@ remote code would stand in; a warning where transformers could not be looked at.
 
 from __future__ import annotations
 
+import ast
 import posixpath
 import re
 from collections.abc import Iterable
 
 from cockpit.errors import CockpitError
-from cockpit.remote.base import Host
+from cockpit.remote.base import Host, HostError
 from cockpit.sglang.preflight.model_files import ModelFiles
 from cockpit.sglang.preflight.preflight import ERROR, WARNING, Finding
 
@@ -58,17 +59,52 @@ def entry_classes(text: str) -> frozenset[str]:
     return frozenset(names)
 
 
+MODEL_CONFIG = "sglang/srt/configs/model_config.py"
+
+
+def chunked_prefill_unsupported(source: str) -> frozenset[str] | None:
+    """The architectures whose chunked prefill the release turns off (the list in its
+    `is_multimodal_chunked_prefill_supported`, every release the catalog holds); None where the
+    source holds no such list."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "is_multimodal_chunked_prefill_supported":
+            for statement in node.body:
+                if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.List):
+                    names = [e.value for e in statement.value.elts if isinstance(e, ast.Constant)]
+                    texts = [n for n in names if isinstance(n, str)]
+                    if texts and len(texts) == len(statement.value.elts):
+                        return frozenset(texts)
+    return None
+
+
 class ArchitectureCache:
-    """The registry of each (host, release), read once."""
+    """The registry of each (host, release), and its list of architectures without chunked
+    prefill, each read once."""
 
     def __init__(self) -> None:
         self._known: dict[tuple[str, str, str | None], frozenset[str]] = {}
+        self._unchunked: dict[tuple[str, str, str | None], frozenset[str] | None] = {}
 
     async def get(self, host: Host, root: str, version: str | None) -> frozenset[str]:
         key = (host.name, root, version)
         if key not in self._known:
             self._known[key] = await read_registry(host, root)
         return self._known[key]
+
+    async def without_chunked_prefill(self, host: Host, root: str, version: str | None) -> frozenset[str] | None:
+        """chunked_prefill_unsupported of the release under `root` (None: not readable)."""
+        key = (host.name, root, version)
+        if key not in self._unchunked:
+            try:
+                source = (await host.read_file(posixpath.join(root, MODEL_CONFIG))).decode("utf-8", "replace")
+            except HostError:
+                source = ""
+            self._unchunked[key] = chunked_prefill_unsupported(source)
+        return self._unchunked[key]
 
 
 async def read_registry(host: Host, root: str) -> frozenset[str]:

@@ -1,6 +1,7 @@
 """Before a start: the model against the host and the release. Will it fit on the GPUs its ranks
 use (model_fit), does the draft fit its target (draft_fit), does the release have a model class
-for it (architectures), and the release's checks its config.json decides (model_checks).
+for it (architectures), and the release's checks its config.json decides (model_checks: the
+context length, and chunked prefill by page where the model keeps chunked prefill on).
 
 The model directories are read on the host once each (config.json, and the target's weight
 bytes); the GPU table is the one the host check already read, handed in, so nvidia-smi runs
@@ -19,10 +20,11 @@ from cockpit.sglang.deployments.deployment import off_gpus
 from cockpit.sglang.preflight.architectures import ArchitectureCache, architecture_findings, in_transformers
 from cockpit.sglang.preflight.draft_fit import DRAFT, algorithm_of, draft_findings
 from cockpit.sglang.preflight.host_preflight import check_host
-from cockpit.sglang.preflight.model_checks import context_findings
+from cockpit.sglang.preflight.model_checks import CHUNK_PAGE, chunk_page_findings, context_findings
 from cockpit.sglang.preflight.model_files import ModelFiles, read_model_files
 from cockpit.sglang.preflight.model_fit import fit_findings
 from cockpit.sglang.preflight.preflight import INFO, WARNING, Finding, check_paths, given_flags, on_host
+from cockpit.sglang.preflight.rule_families import Flags
 from cockpit.systemd import gpu_use
 from cockpit.systemd.gpu_use import GpuUse
 from cockpit.systemd.process_facts import Viewpoint
@@ -87,6 +89,9 @@ async def check_model(
     if target.config is None:
         return []  # check_paths says the directory or its config.json is missing
     found = context_findings(target, flags, env or {}, version)
+    if root is not None and CHUNK_PAGE.broken(Flags(flags)) is not None:
+        unsupported = await architectures.without_chunked_prefill(host, root, version)
+        found += chunk_page_findings(target, flags, version, unsupported)
     found += fit_findings(target, flags, env or {}, use, view, host.name, version)
     draft_path = flags.get(DRAFT)
     draft: ModelFiles | None = None

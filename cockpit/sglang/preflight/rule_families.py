@@ -153,6 +153,12 @@ def _nnodes_tp(f: Flags) -> str | None:
     return None
 
 
+def _nnodes_zero(f: Flags) -> str | None:
+    if f.number("--nnodes") == 0 and f.text("--ep-join-mode") != "scale":
+        return "--nnodes 0: the check takes --tp-size x --pp-size modulo the number of nodes"
+    return None
+
+
 def _dp_multinode(f: Flags) -> str | None:
     layout, n = f.attn_dp, f.number("--nnodes", 1)
     if layout is None or n is None:
@@ -423,16 +429,28 @@ def _mxfp8(f: Flags) -> str | None:
     return None
 
 
-def _chunk_page(f: Flags) -> str | None:
-    chunk, page = f.number("--chunked-prefill-size"), f.number("--page-size")
-    if chunk is None or page is None or chunk <= 0 or page <= 0 or f.on("--enable-mis"):
-        return None
-    if f.text("--disaggregation-mode") == "decode":
+def chunk_per_rank(f: Flags) -> tuple[int, int] | None:
+    """(the chunked prefill size check_server_args sees, the attention-DP width it was divided
+    by, as handle_data_parallelism divides it); None where it is not given, or off."""
+    chunk = f.number("--chunked-prefill-size")
+    if chunk is None or chunk <= 0:
         return None
     layout = f.attn_dp
     width = layout[0] if layout and layout[0] > 1 else 1
-    effective = chunk // width
+    return chunk // width, width
+
+
+def _chunk_page(f: Flags) -> str | None:
+    per_rank, page = chunk_per_rank(f), f.number("--page-size")
+    if per_rank is None or page is None or page <= 0 or f.on("--enable-mis"):
+        return None
+    if f.on("--enable-kv-cache-sharding"):
+        return None  # 0.5.23's handle_kv_cache_sharding rounds the chunk up to whole pages
+    if f.text("--disaggregation-mode") == "decode":
+        return None
+    effective, width = per_rank
     if effective % page:
+        chunk = f.number("--chunked-prefill-size")
         per = f" ({chunk} // attention DP {width} = {effective})" if width > 1 else ""
         return f"--chunked-prefill-size {chunk}{per} is not divisible by --page-size {page}"
     return None
@@ -489,6 +507,17 @@ RULES: tuple[Rule, ...] = (
         ("--tp-size", "--pp-size", "--nnodes"),
         _nnodes_tp,
         "Make --tp-size x --pp-size a multiple of --nnodes (each node runs the same number of ranks).",
+    ),
+    Rule(
+        "nnodes-zero",
+        "multi-node",
+        "0.4.6.post5",
+        CHECK,
+        ("(tp_size*pp_size)%nnodes==0",),
+        "ZeroDivisionError",
+        ("--nnodes",),
+        _nnodes_zero,
+        "Give --nnodes the number of machines the server spans (1 for one).",
     ),
     Rule(
         "dp-replicas-multinode",
