@@ -364,7 +364,80 @@ def fourth_sets() -> list[tuple[str, str, list[str]]]:
     ]
 
 
-GROUPS = {"first": flag_sets, "later": later_sets, "third": third_sets, "fourth": fourth_sets}
+def fifth_sets() -> list[tuple[str, str, list[str]]]:
+    """A fifth held-out group, written on 2026-12-04 (stop 42) after the changes made from the
+    fourth group's misses (b79b976: the model's say on chunked prefill, --nnodes 0) and committed
+    before any of them was run: operator-style mistakes and valid sets across the families, none
+    taken from a recorded outcome. `--group fifth` runs them alone."""
+    eagle = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", D]
+    tree = ["--speculative-num-steps", "5", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"]
+    standalone = ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", D]
+    return [
+        ("baseline", "fifth-tp4-ok", ["--tp-size", "4"]),
+        ("baseline", "fifth-max-running-64-ok", ["--max-running-requests", "64"]),
+        ("chunked prefill", "fifth-chunk-3000-page-64", ["--chunked-prefill-size", "3000", "--page-size", "64"]),
+        (
+            "chunked prefill",
+            "fifth-chunk-4096-page-16-dpa2-ok",
+            ["--enable-dp-attention", "--tp-size", "2", "--dp-size", "2", "--chunked-prefill-size", "4096"]
+            + ["--page-size", "16"],
+        ),
+        ("context", "fifth-context-zero", ["--context-length", "0"]),
+        ("context", "fifth-context-2049", ["--context-length", "2049"]),
+        ("speculative", "fifth-eagle-5-4-8-ok", [*eagle, *tree]),
+        ("speculative", "fifth-eagle-no-draft-path", ["--speculative-algorithm", "EAGLE3"]),
+        (
+            "speculative",
+            "fifth-ngram-min-above-max",
+            ["--speculative-algorithm", "NGRAM", "--speculative-ngram-min-match-window-size", "10"]
+            + ["--speculative-ngram-max-match-window-size", "4"],
+        ),
+        ("speculative", "fifth-standalone-tree-page-16", [*standalone, *tree, "--page-size", "16"]),
+        ("speculative", "fifth-algo-lowercase-ngram-ok", ["--speculative-algorithm", "ngram"]),
+        ("dp attention", "fifth-dpa-dp2-tp3", ["--enable-dp-attention", "--tp-size", "3", "--dp-size", "2"]),
+        ("dp attention", "fifth-attn-dp8-tp8-ok", ["--tp-size", "8", "--attn-dp-size", "8"]),
+        ("lora", "fifth-lora-paths-ok", ["--lora-paths", "a=/tmp/a"]),
+        (
+            "lora",
+            "fifth-lora-max-loaded-0",
+            ["--enable-lora", "--max-loaded-loras", "0", "--lora-target-modules", "all"],
+        ),
+        ("lora", "fifth-lora-target-x", ["--enable-lora", "--lora-target-modules", "q_projx"]),
+        ("kv cache", "fifth-kv-fp8-e5m2-ok", ["--kv-cache-dtype", "fp8_e5m2"]),
+        ("kv cache", "fifth-hicache-size-neg", ["--enable-hierarchical-cache", "--hicache-size", "-1"]),
+        ("kv cache", "fifth-swa-ratio-neg", ["--swa-full-tokens-ratio", "-0.5"]),
+        ("memory", "fifth-mem-1.5", ["--mem-fraction-static", "1.5"]),
+        ("memory", "fifth-max-total-tokens-0", ["--max-total-tokens", "0"]),
+        ("multimodal", "fifth-mm-limit-image-ok", ["--limit-mm-data-per-request", '{"image": 4}']),
+        ("pipeline", "fifth-pp3-nnodes2", ["--pp-size", "3", "--nnodes", "2"]),
+        ("pipeline", "fifth-pp2-ok", ["--pp-size", "2"]),
+        ("moe", "fifth-ep3-tp4", ["--tp-size", "4", "--ep-size", "3"]),
+        ("moe", "fifth-moe-a2a-x", ["--moe-a2a-backend", "nccl9"]),
+        ("disaggregation", "fifth-decode-ok", ["--disaggregation-mode", "decode"]),
+        (
+            "disaggregation",
+            "fifth-transfer-x",
+            ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "ucx9"],
+        ),
+        ("process layout", "fifth-nnodes-neg", ["--nnodes", "-1"]),
+        ("process layout", "fifth-node-rank-2-of-2", ["--nnodes", "2", "--node-rank", "2"]),
+        ("scheduling", "fifth-conservativeness-neg", ["--schedule-conservativeness", "-1"]),
+        ("scheduling", "fifth-priority-lpm", ["--enable-priority-scheduling", "--schedule-policy", "lpm"]),
+        ("server", "fifth-port-0", ["--port", "0"]),
+        ("server", "fifth-served-name-colon", ["--served-model-name", "qwen:7b"]),
+        ("logging", "fifth-log-level-http-x", ["--log-level-http", "verbose"]),
+        ("cuda graph", "fifth-cuda-graph-max-bs-0", ["--cuda-graph-max-bs", "0"]),
+        ("cuda graph", "fifth-compile-bs-neg", ["--enable-torch-compile", "--torch-compile-max-bs", "-1"]),
+    ]
+
+
+GROUPS = {
+    "first": flag_sets,
+    "later": later_sets,
+    "third": third_sets,
+    "fourth": fourth_sets,
+    "fifth": fifth_sets,
+}
 
 
 def dry_run_says(python: str, argv: list[str], catalog, work: Path) -> str:
@@ -388,12 +461,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument(
         "--group",
-        choices=("first", "later", "third", "fourth", "all"),
+        choices=(*GROUPS, "all"),
         default="all",
         help="which held-out sets: the first group (written with the hand rules), the later one "
         "(written before the release-check layer), the third (written before the changes of "
         "2026-12-04, which read only the first two groups' misses), the fourth (written in stop 41 before "
-        "any change made from the first three), or all",
+        "any change made from the first three), the fifth (written in stop 42 after the changes made from "
+        "the fourth's misses, before it ran), or all",
     )
     parser.add_argument(
         "--dry-run",
