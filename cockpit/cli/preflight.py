@@ -104,9 +104,13 @@ async def _checked(args: argparse.Namespace, argv: list[str], catalog: Catalog |
         if on_gpus is not None:
             from cockpit.sglang.preflight.architectures import ArchitectureCache
             from cockpit.sglang.preflight.model_preflight import check_before_start
+            from cockpit.sglang.preflight.preflight import settled
 
-            report.findings += await check_before_start(
-                host, argv, catalog, *on_gpus, root=root, architectures=ArchitectureCache(), cwd=cwd
+            report.findings = settled(
+                report.findings
+                + await check_before_start(
+                    host, argv, catalog, *on_gpus, root=root, architectures=ArchitectureCache(), cwd=cwd
+                )
             )
         return report
 
@@ -144,6 +148,7 @@ async def _node(
     from cockpit.sglang.deployments.deployment import read_deployment
     from cockpit.sglang.preflight.model_preflight import check_before_start
     from cockpit.sglang.preflight.nodes_preflight import NodeFacts, host_network, on_node
+    from cockpit.sglang.preflight.preflight import settled
     from cockpit.sglang.preflight.unit_preflight import check_unit
     from cockpit.systemd import gpu_use
     from cockpit.systemd.process_facts import Viewpoint
@@ -157,8 +162,11 @@ async def _node(
     report = await _report(args, argv, found.catalog, host, found.interpreter)
     report.findings += check_unit(found.unit)
     view = Viewpoint(target.unit, found.status.running_invocation)
-    report.findings += await check_before_start(
-        host, argv, found.catalog, view, env, root=found.package_root, architectures=session.architectures, use=use
+    report.findings = settled(
+        report.findings
+        + await check_before_start(
+            host, argv, found.catalog, view, env, root=found.package_root, architectures=session.architectures, use=use
+        )
     )
     gpus = len(use.gpus) if use.gpus else None
     return (

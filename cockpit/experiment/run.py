@@ -200,7 +200,7 @@ class ExperimentRun:
     # -- one variant ------------------------------------------------------------------------
 
     async def _variant(self, variant: Variant, entry: dict[str, Any], original: Unit) -> None:
-        from cockpit.sglang.preflight.preflight import ERROR
+        from cockpit.sglang.preflight.preflight import ERROR, settled
 
         session = self.session
         await session.reload()  # the unit and its running start as they are now, for the checks
@@ -225,7 +225,7 @@ class ExperimentRun:
                 self._save()
                 return
         else:
-            findings = [*await session.write_findings(edited), *await session.host_findings(edited)]
+            findings = settled([*await session.write_findings(edited), *await session.host_findings(edited)])
         entry["findings"] = [f.to_json() for f in findings]
         entry["unit_text"] = {f.path: f.render() for f in edited.files}
         errors = [f for f in findings if f.severity == ERROR]

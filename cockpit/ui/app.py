@@ -26,16 +26,10 @@ from cockpit.attempts import ORIGINAL, Attempt
 from cockpit.config import Config
 from cockpit.errors import CockpitError
 from cockpit.fmt import duration
-from cockpit.load.passive import ThroughputPoint
-from cockpit.load.results import LevelResult
-from cockpit.load.store import SavedRun
 from cockpit.session import FrameView, JournalBatch, Listener, RecordedSession, Session
-from cockpit.sglang.deployments.deployment import Deployment
-from cockpit.sglang.preflight.preflight import WARNING, Finding
 from cockpit.sglang.server.health import Readiness
 from cockpit.systemd.control import END_GRACE_S
 from cockpit.systemd.gpu_use import GpuUse
-from cockpit.systemd.process_end import Holder
 from cockpit.systemd.status import UnitStatus
 from cockpit.targets import Target, all_targets
 from cockpit.timeouts import within
@@ -53,19 +47,26 @@ from cockpit.ui.panes.status import StatusPane
 from cockpit.ui.panes.throughput import ThroughputPane
 from cockpit.ui.panes.tracebacks import TracebackList
 from cockpit.ui.screens.confirm import ConfirmModal
-from cockpit.ui.screens.fleet import FleetScreen
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.screens.picker import PickerScreen
 from cockpit.ui.screens.runs import RunPicker
 from cockpit.ui.screens.stacks import StacksScreen
 from cockpit.ui.screens.startup import StartupScreen
 from cockpit.ui.screens.trust import trust_modal
-from cockpit.ui.screens.write import GroupWriteModal, WriteModal, takes_down
 from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
 
+# What the first screen does not draw (the fleet, the write modals and the pre-flight under
+# them, the load run's records) is imported where it is first opened: the app draws the unit's
+# state before it pays for them.
 if TYPE_CHECKING:
     from cockpit.experiment.run import ExperimentRun
+    from cockpit.load.passive import ThroughputPoint
+    from cockpit.load.results import LevelResult
+    from cockpit.load.store import SavedRun
     from cockpit.remote.mux import MuxHost
+    from cockpit.sglang.deployments.deployment import Deployment
+    from cockpit.sglang.preflight.preflight import Finding
+    from cockpit.systemd.process_end import Holder
 
 GPU_CHECK_S = 8.0  # how long the write modal waits for the host's GPU table
 _ACTION_TEXT = {
@@ -287,7 +288,11 @@ class CockpitApp(App[None]):
         nodes = len(self.session.nodes)
         self.journal_view.set_label(f"journal · {group}: {nodes} nodes merged" if group else f"journal · {target.unit}")
         self.status_pane.watching = self.session.live
-        self.call_after_refresh(self.session.start)  # the panes are on screen before the connection is made
+        if self.session.reader is not None:
+            # the early master's answer, when it is in already, is drawn with the first frame
+            self.session.start()
+        else:
+            self.call_after_refresh(self.session.start)  # the panes are on screen before the connection is made
 
     def check_freshness(self) -> None:
         """The journal's title says when its lines stopped being live: the follower is
@@ -403,6 +408,8 @@ class CockpitApp(App[None]):
         self.push_screen(PickerScreen(self.session, targets, hosts, known=known), picked)
 
     def action_fleet(self) -> None:
+        from cockpit.ui.screens.fleet import FleetScreen
+
         def picked(chosen: Target | str | None) -> None:
             if isinstance(chosen, str):  # a deployment: opened as one, on its node 0
                 if chosen != self.session.group:
@@ -557,6 +564,8 @@ class CockpitApp(App[None]):
     async def open_group_write(self, loaded: Any, edited: Any) -> None:
         """The edit of node 0's flags carried to every node, each node's diff and the checks of
         every node and between them, before anything is written."""
+        from cockpit.ui.screens.write import GroupWriteModal
+
         group = self.session.group
         try:
             writes, findings = await self.session.group_writes(loaded, edited)
@@ -587,6 +596,9 @@ class CockpitApp(App[None]):
     ) -> None:
         """The write modal, with what other processes hold on the unit's GPUs read first (a
         host that does not say within GPU_CHECK_S gets the modal without it)."""
+        from cockpit.sglang.preflight.preflight import WARNING, Finding, settled
+        from cockpit.ui.screens.write import WriteModal
+
         try:
             held = await within(self.session.host_findings(edited), GPU_CHECK_S)
         except (CockpitError, TimeoutError) as e:
@@ -594,7 +606,7 @@ class CockpitApp(App[None]):
         if target != self.target:
             return
         modal = WriteModal(
-            target.host, target.unit, loaded, edited, findings + held, self.config.host(target.host).sudo
+            target.host, target.unit, loaded, edited, settled(findings + held), self.config.host(target.host).sudo
         )
 
         def confirmed(yes: bool | None) -> None:
@@ -608,6 +620,8 @@ class CockpitApp(App[None]):
     def confirm_end(
         self, target: Target, chosen: list[Holder], loaded: Any, edited: Any, findings: list[Finding]
     ) -> None:
+        from cockpit.ui.screens.write import takes_down
+
         listed = "\n".join(f"PID {h.pid} ({h.name}): {h.holds}; owner: {h.owner}" for h in chosen)
         warnings = "".join(f"\n⚠ {takes_down(h)}." for h in chosen if h.other_unit)
         body = (

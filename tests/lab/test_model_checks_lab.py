@@ -68,3 +68,15 @@ def test_a_target_given_as_the_eagle3_draft_is_named(lab: LabHandle) -> None:
     flags = f"{SPEC} --speculative-draft-model-path /models/EAGLE3-LLaMA3.1-Instruct-8B"
     with standin_unit(lab, "sglang-draft-good.service", 30113, flags=flags, start=False) as unit:
         assert model_findings(lab, unit, "draft-fit") == []
+
+
+def test_a_chunk_the_page_does_not_divide_is_an_error_for_a_plain_llama(lab: LabHandle, big_model: str) -> None:
+    """The flags alone leave it to the dry run (a model hook may turn chunked prefill off); the
+    model's config.json (LlamaForCausalLM) and the host's release (its configs/model_config.py)
+    settle it: one finding, an error, that names the architecture."""
+    flags = f"--model-path {big_model} --chunked-prefill-size 1000 --page-size 64"
+    with standin_unit(lab, "sglang-chunk.service", 30112, flags=flags, start=False) as unit:
+        [chunk] = model_findings(lab, unit, "chunked-prefill-page")
+    assert chunk["severity"] == "error", chunk
+    assert chunk["would_raise"] == "AssertionError", chunk
+    assert "Llama-3.1-70B-Instruct is a LlamaForCausalLM, a model no hook of the release" in chunk["message"], chunk

@@ -145,3 +145,20 @@ def test_where_a_model_or_a_backend_may_change_it_nothing_is_said(config, flags)
 def test_without_the_releases_list_nothing_is_said() -> None:
     assert chunk_page_findings(ModelFiles("/m", TINY), CHUNK_1000_PAGE_64, "0.5.23", None) == []
     assert len(chunk_page_findings(ModelFiles("/m", TINY), CHUNK_1000_PAGE_64, "0.5.23", frozenset())) == 1
+
+
+def test_the_models_error_settles_the_flags_info(sglang_root) -> None:
+    """`cockpit preflight` and the write modal show the model's ERROR alone, not also the flags'
+    INFO that the dry run would decide, for the same rule; another rule's INFO stays."""
+    from cockpit.sglang.catalog.flags import load_catalog
+    from cockpit.sglang.preflight.preflight import check_static, given_flags, settled
+
+    catalog = load_catalog(sglang_root("0.5.23"))
+    argv = ["--model-path", "/m", "--chunked-prefill-size", "1000", "--page-size", "64", "--kv-cache-dtype", "mxfp8"]
+    static = check_static(argv, catalog)
+    assert [(f.severity, f.rule) for f in static] == [("info", "kv-mxfp8-blackwell"), ("info", "chunked-prefill-page")]
+    model = chunk_page_findings(ModelFiles("/m", TINY), given_flags(argv, catalog), "0.5.23", frozenset())
+    assert [(f.severity, f.rule) for f in settled(static + model)] == [
+        ("info", "kv-mxfp8-blackwell"),
+        ("error", "chunked-prefill-page"),
+    ]

@@ -1,5 +1,5 @@
 """The pre-flight's release-check layer (cockpit.sglang.preflight.release_checks) against what
-SGLang 0.5.23 itself did with 141 flag sets (tests/data/sglang-0.5.23/static-eval-outcomes.json,
+SGLang 0.5.23 itself did with 178 flag sets (tests/data/sglang-0.5.23/static-eval-outcomes.json,
 recorded by benchmarks/eval_static_rules.py): never an error where the release started, and the
 failures it names are ones the release really had, with the release's own exception."""
 
@@ -26,6 +26,12 @@ def catalog(sglang_root):
     return load_catalog(sglang_root("0.5.23"))
 
 
+# Named with another exception than the release's. 0.5.23 takes --lora-target-modules' choices from
+# utils/common.py's SUPPORTED_LORA_TARGET_MODULES, a file the catalog does not read: argparse
+# refuses `q_projx` (exit 2) before the LoRA check the static layer names.
+WRONG_EXCEPTION = {"fifth-lora-target-x"}
+
+
 def test_no_false_error_and_the_named_share(catalog, sglang_root) -> None:
     """The flags alone, and with the eval model's config.json (model_checks), as the eval counts."""
     from cockpit.sglang.preflight.architectures import MODEL_CONFIG, chunked_prefill_unsupported
@@ -36,7 +42,7 @@ def test_no_false_error_and_the_named_share(catalog, sglang_root) -> None:
     model = ModelFiles("/models/m", TINY)
     unsupported = chunked_prefill_unsupported((sglang_root("0.5.23") / MODEL_CONFIG).read_text())
 
-    groups = ("first", "later", "third", "fourth")
+    groups = ("first", "later", "third", "fourth", "fifth")
     alone, named, failures = dict.fromkeys(groups, 0), dict.fromkeys(groups, 0), dict.fromkeys(groups, 0)
     for case in OUTCOMES["sets"]:
         argv = _argv(case["flags"])
@@ -51,15 +57,19 @@ def test_no_false_error_and_the_named_share(catalog, sglang_root) -> None:
         alone[case["group"]] += bool(flags)
         if errors:
             named[case["group"]] += 1
+            if case["name"] in WRONG_EXCEPTION:
+                assert errors[0].would_raise != case["real"], case["name"]  # mended: take it off the list
+                continue
             assert errors[0].would_raise == case["real"], (case["name"], errors[0].message)
     # Measured when the layer was added: the hand rules alone named 33 of 40 and 10 of 20. The third
     # group was written after the layer and run before any change to it; the fourth was committed
     # before stop 41's rules (made from the first three groups' misses) and named 12 from the flags,
     # 13 with the model, when it ran; the check of JSON flags, --nnodes 0 and the model's say on
-    # chunked prefill came after, from its misses.
-    assert failures == {"first": 40, "later": 20, "third": 7, "fourth": 16}
-    assert alone == {"first": 34, "later": 16, "third": 5, "fourth": 14}
-    assert named == {"first": 35, "later": 19, "third": 6, "fourth": 16}
+    # chunked prefill came after, from its misses (b79b976). The fifth was written after those and
+    # committed before it ran (927e9d0): what it names here is what it named on its one run.
+    assert failures == {"first": 40, "later": 20, "third": 7, "fourth": 16, "fifth": 15}
+    assert alone == {"first": 34, "later": 16, "third": 5, "fourth": 14, "fifth": 12}
+    assert named == {"first": 35, "later": 19, "third": 6, "fourth": 16, "fifth": 14}
 
 
 @pytest.mark.parametrize(

@@ -279,6 +279,14 @@ def given_flags(argv: Sequence[str], catalog: Catalog) -> dict[str, str | None]:
 LOCAL_PATH = ("/", "./", "../", "~")  # a path, not a Hugging Face id (`org/name`)
 
 
+def settled(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings without an INFO that a later layer made sure of: the flags alone say a rule
+    may stop the start (the model may change it), the model's own check then says it will (an
+    ERROR of the same rule and node), and only the error is worth reading."""
+    sure = {(f.rule, f.node) for f in findings if f.severity == ERROR}
+    return [f for f in findings if f.severity != INFO or (f.rule, f.node) not in sure]
+
+
 def on_host(value: str, cwd: str = "/") -> str:
     """Where the server will look for a path flag's value: a relative one from the unit's
     WorkingDirectory (systemd's default `/`), not from the SSH login's home, which the check
