@@ -1,5 +1,5 @@
-"""From typing `cockpit` to a screen, and `cockpit status` against plain ssh (issue 14, item 5).
-Prints JSON.
+"""From typing `cockpit` to the unit's state on screen, against `ssh host systemctl status`, and
+`cockpit status` against plain ssh (issue 14, item 5; issue 29, item 3). Prints JSON.
 
 The real command, as a user starts it, on a terminal: `cockpit --host LAB --unit
 sglang-demo.service` runs in a pseudo-terminal of 160x50 that this process reads as a terminal
@@ -9,15 +9,20 @@ would, so Textual's real driver writes its frames there. Figures, each over `--r
   title). What an engineer waits for before the cockpit is there at all.
 - `state_on_screen_s`: from the fork to the unit's state (`active (running)`) on screen: the
   connection made, the first `systemctl show` read and drawn.
+- `ssh_status_s`: `ssh -F <lab ssh_config> LAB systemctl status UNIT`, what an engineer types
+  instead, run after each launch; `state_over_ssh` is the ratio of the medians.
 - `import_s`: `import cockpit.ui.app` alone, in a fresh interpreter.
 - `status_s` and `ssh_show_s`: `cockpit status --json` and `ssh -F <lab ssh_config> LAB
   systemctl show UNIT`, alternated; `status_over_ssh` is the ratio of their medians.
 
+Each round runs each of these once, in this order, so the machine's load at a moment weighs
+on all of them alike.
+
 Python writes no bytecode here when $PYTHONDONTWRITEBYTECODE is set (this machine sets it), and
 an editable install then compiles every cockpit module at each start, which a wheel install
 (compiled by pip) never does: the launches run without it, after one launch that writes the
-bytecode. The lab is one of its own (`bench-start-<4 hex>`), reused across the launches as a
-user's host is. Needs root (the lab).
+bytecode. The lab is one of its own (`bench-start-<4 hex>`, or `--lab NAME`), reused across the
+launches as a user's host is, and taken down after. Needs root (the lab).
 """
 
 from __future__ import annotations
@@ -109,18 +114,20 @@ def median(values: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=3, help="rounds (default 3)")
+    parser.add_argument("--lab", help="the lab to bring up, use and take down (default: bench-start-<4 hex>)")
     args = parser.parse_args()
-    name = f"bench-start-{secrets.token_hex(2)}"
+    name = args.lab or f"bench-start-{secrets.token_hex(2)}"
     lab = lab_up(name)
     try:
         ssh_config = str(lab.ssh_config)
         launch(name)  # writes the bytecode of an editable install (see the docstring)
-        paints, states, imports, status, plain = [], [], [], [], []
+        paints, states, ssh_status, imports, status, plain = [], [], [], [], [], []
         for _ in range(args.runs):
             painted, state = launch(name)
             paints.append(painted)
             states.append(state)
+            ssh_status.append(timed(["ssh", "-F", ssh_config, name, "systemctl", "status", UNIT]))
             imports.append(timed([sys.executable, "-c", "import cockpit.ui.app"]))
             status.append(timed([COCKPIT, "status", "--host", name, "--unit", UNIT, "--json"]))
             plain.append(timed(["ssh", "-F", ssh_config, name, "systemctl", "show", UNIT]))
@@ -132,11 +139,20 @@ def main() -> None:
                 "first_paint_s_max": round(max(paints), 3),
                 "state_on_screen_s": median(states),
                 "state_on_screen_s_max": round(max(states), 3),
+                "ssh_status_s": median(ssh_status),
+                "state_over_ssh": round(statistics.median(states) / statistics.median(ssh_status), 2),
                 "import_s": median(imports),
                 "status_s": median(status),
                 "ssh_show_s": median(plain),
                 "status_over_ssh": round(statistics.median(status) / statistics.median(plain), 2),
-                "all": {"first_paint_s": paints, "state_on_screen_s": states, "status_s": status, "ssh_show_s": plain},
+                "all": {
+                    "first_paint_s": paints,
+                    "state_on_screen_s": states,
+                    "ssh_status_s": ssh_status,
+                    "import_s": imports,
+                    "status_s": status,
+                    "ssh_show_s": plain,
+                },
                 "cpus": os.cpu_count(),
                 "root": str(ROOT),
             }

@@ -105,15 +105,24 @@ class MuxHost(Host):
         return ssh_client.last_word(Path(self._said).read_bytes()) or NO_WORD
 
     async def _first_answer(self) -> RunResult | None:
-        """The answer to `first`, once, when ssh ran it (None: ask the normal way)."""
+        """The answer to `first`, once, when ssh ran it (None: ask the normal way). One already
+        in (the app's imports outlast the login) is read without handing the loop back, so the
+        app draws it with its first frame; else ssh is waited for in a thread."""
         import asyncio
 
         argv, self._first = self._first, ()
         master = self._master
-        if master is None or await asyncio.to_thread(master.wait) == SSH_FAILED:
+        if master is None:
             return None
-        answer = await asyncio.to_thread(lambda: Path(self._out).read_bytes() + Path(self._said).read_bytes())
-        return RunResult(argv, master.returncode, answer, b"")
+        if master.poll() is None:
+            await asyncio.to_thread(master.wait)
+        if master.returncode == SSH_FAILED:
+            return None
+        return RunResult(argv, master.returncode, self._answered(), b"")
+
+    def _answered(self) -> bytes:
+        """What ssh printed for `first`: two files of a few KB, read at once."""
+        return Path(self._out).read_bytes() + Path(self._said).read_bytes()
 
     async def _process(self, remote: Sequence[str], *, stdin: int) -> asyncio.subprocess.Process:
         import asyncio

@@ -19,6 +19,7 @@ import importlib
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,6 @@ from cockpit.config import Config, HostConfig
 from cockpit.errors import CockpitError
 from cockpit.lab.paths import ssh_configs as lab_ssh_configs
 from cockpit.load.passive import ThroughputPoint, ThroughputSeries
-from cockpit.load.results import LevelResult, RequestResult
 from cockpit.remote.base import CONNECT_TIMEOUT, ConnectionLost, Host, HostError, SshConfigs, TrustPrompt
 from cockpit.remote.pool import HostPool
 from cockpit.remote.source import (
@@ -41,15 +41,7 @@ from cockpit.remote.source import (
 )
 from cockpit.session.feeds import POLL_S, StatusPoll, supervise
 from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed, Source
-from cockpit.sglang.catalog.catalogs import CatalogCache, package_root_of
-from cockpit.sglang.catalog.flags import Catalog
-from cockpit.sglang.deployments.deployment import Deployment, read_deployment
-from cockpit.sglang.deployments.fleet import FleetReader, HostRound, hosts_of
 from cockpit.sglang.deployments.nodes_status import BROKEN, group_readiness
-from cockpit.sglang.deployments.status_read import read_group
-from cockpit.sglang.preflight.architectures import ArchitectureCache
-from cockpit.sglang.preflight.dry_runs import DryRuns, Verdict, replace_static
-from cockpit.sglang.preflight.preflight import Finding, given_flags
 from cockpit.sglang.server.health import DOWN, STARTING, HealthScan, Readiness, assess
 from cockpit.sglang.server.ranks import node_rank, ranks_on_node
 from cockpit.sglang.server.startup import Startup, StartupMemory, StartupScan, under_way
@@ -57,14 +49,11 @@ from cockpit.systemd import gpu_use, processes
 from cockpit.systemd.endings import Endings
 from cockpit.systemd.entry import JournalEntry
 from cockpit.systemd.gpu_use import GpuUse
-from cockpit.systemd.gpu_watch import GpuWatch
 from cockpit.systemd.journal import tail
-from cockpit.systemd.process_end import Ending, Identity
 from cockpit.systemd.process_facts import Viewpoint
 from cockpit.systemd.readiness import LastAnswer
 from cockpit.systemd.status import UnitStatus, exit_words, fetch, list_units, show, with_file_check
 from cockpit.systemd.suppression import Suppression, SuppressionScan
-from cockpit.systemd.unit import Unit
 from cockpit.targets import Target, deployment_targets
 from cockpit.timeouts import within
 from cockpit.traceback.fold import fold_entries, last_with_frames
@@ -72,23 +61,37 @@ from cockpit.traceback.journal_rows import JournalRows
 from cockpit.traceback.model import Traceback
 
 # What only some actions need is imported when they run: `cockpit status` opens a session too,
-# and paid 60 ms for the incident, rollout and load modules it never used.
+# and paid 60 ms for the incident, rollout and load modules it never used. The same for what
+# the app's first screen does not need (the unit's deployment, the release's catalog, the
+# pre-flight, the fleet): the app draws the unit's state before it imports them.
 if TYPE_CHECKING:
     from cockpit.experiment.plan import Plan
     from cockpit.experiment.run import ExperimentRun
     from cockpit.incident import Incident
     from cockpit.load.gpu import NoticeCallback, SamplesCallback
+    from cockpit.load.results import LevelResult, RequestResult
     from cockpit.load.store import Comparison, SavedRun
     from cockpit.remote.mux import MuxHost
     from cockpit.rollout.group import GroupNode
+    from cockpit.sglang.catalog.catalogs import CatalogCache
+    from cockpit.sglang.catalog.flags import Catalog
+    from cockpit.sglang.deployments.deployment import Deployment
+    from cockpit.sglang.deployments.fleet import FleetReader, HostRound
     from cockpit.sglang.explain.explain import Explanation
+    from cockpit.sglang.preflight.architectures import ArchitectureCache
+    from cockpit.sglang.preflight.dry_runs import DryRuns, Verdict
+    from cockpit.sglang.preflight.preflight import Finding
+    from cockpit.systemd.gpu_watch import GpuWatch
     from cockpit.systemd.group_write import NodeWrite
+    from cockpit.systemd.process_end import Ending, Identity
     from cockpit.systemd.stacks import StackCapture
+    from cockpit.systemd.unit import Unit
 
 GATHER_TIMEOUT_S = 120.0
 FIRST_STATUS_WAIT_S = 2.0  # how long the journal and the deployment wait for the first status
-# The app's early master was forked about a second before the session starts, and a login takes
-# 0.25 s: one that is not done a second later goes no faster than asyncssh, which says what is wrong.
+# The app's early master was forked while the app imported and composed its screen (0.2 to 0.6 s
+# before the session starts), and a login takes 0.25 s: one that is not done a second later goes
+# no faster than asyncssh, which says what is wrong.
 EARLY_STATUS_S = 1.0
 NEXT_STATUS_WAIT_S = 3 * POLL_S  # how long a restart watch waits for the poll before asking itself
 METRICS_S = 5.0  # how often /metrics is read where the server has it
@@ -220,10 +223,7 @@ class Session:
             config, trust_prompt=trust_prompt, on_state=self._host_state, ssh_configs=configs, read_only=read_only
         )
         self.sources = SourceCache()
-        self.catalogs = CatalogCache()
-        self.architectures = ArchitectureCache()  # each release's model classes, for the model checks
         self.deployment: Deployment | None = None
-        self.dry_runs = DryRuns()  # the editor's verdicts from SGLang itself, by release and flags
         self.status: UnitStatus | None = None
         self.gpus: GpuUse | None = None
         self.invocations: set[str] = set()  # the unit's starts seen (journal, polls): whose left-overs
@@ -246,6 +246,29 @@ class Session:
         self._fleet: FleetReader | None = None
         self._feeding = False  # started: a restart's watch hears the session's own feeds
         self.experiment: ExperimentRun | None = None  # the app's experiment, running or done
+
+    # The caches of what a unit's release holds, made when first used (after the first status).
+
+    @cached_property
+    def catalogs(self) -> CatalogCache:
+        """Each release's flag catalog, read from its source once."""
+        from cockpit.sglang.catalog.catalogs import CatalogCache
+
+        return CatalogCache()
+
+    @cached_property
+    def architectures(self) -> ArchitectureCache:
+        """Each release's model classes, for the model checks."""
+        from cockpit.sglang.preflight.architectures import ArchitectureCache
+
+        return ArchitectureCache()
+
+    @cached_property
+    def dry_runs(self) -> DryRuns:
+        """The editor's verdicts from SGLang itself, by release and flags."""
+        from cockpit.sglang.preflight.dry_runs import DryRuns
+
+        return DryRuns()
 
     # -- the feeds --------------------------------------------------------------------------
 
@@ -336,11 +359,12 @@ class Session:
         self._spawn(self._start(), "starting the feeds")
 
     async def _start(self) -> None:
-        # A front end draws its first screen before this runs. Without an early master, the
+        # Without an early master, a front end draws its first screen before this runs: the
         # poll's first `host` imports asyncssh (0.37 s, in the pool: in a thread it took twice as
-        # long, sharing the GIL with the drawing). With one, the master reads the first status,
-        # and asyncssh is imported once that is drawn, in a thread: imported on the loop, it held
-        # the screen that was to show that status for the whole import.
+        # long, sharing the GIL with the drawing). With one, this runs as the first screen is
+        # composed and the master reads the first status (drawn with that screen when ssh has
+        # answered by then), and asyncssh is imported once that is drawn, in a thread: imported
+        # on the loop, it held the screen that was to show that status for the whole import.
         target = self.target
         assert target is not None
         shown = self.reader is not None and await self._early_status(target.unit)
@@ -498,6 +522,8 @@ class Session:
         """Every node's status with its readiness (cockpit.sglang.deployments.status_read's read_group), or
         why it could not be read. Read once a second: node 0's /health, which generates a token,
         is asked again only when its last answer is due (at most every 15 s once it answered)."""
+        from cockpit.sglang.deployments.status_read import read_group
+
         targets = [target for _, target in self.nodes]
         answers = await read_group(self.pool.get, targets, self.catalogs, gpus=False, asked=self._node_health)
         read = [str(a) if isinstance(a, CockpitError) else a[0] for a in answers]
@@ -616,6 +642,8 @@ class Session:
         process spawned per read), and a one-shot read at once when a new start is seen; nothing
         more where the host has no nvidia-smi. A stream that fails is said in the table and
         started again a period later."""
+        from cockpit.systemd.gpu_watch import GpuWatch
+
         watch = GpuWatch(self.host, self._show_gpus, GPU_POLL_S)
         self._spawn(self._gpus_on_new_start(watch), "the GPU table of a new start")
         while True:
@@ -753,6 +781,8 @@ class Session:
 
     async def reload(self) -> Deployment | None:
         """Read the deployment's facts again (after a write, or at start)."""
+        from cockpit.sglang.deployments.deployment import read_deployment
+
         target = self.target
         if target is None:
             return None
@@ -903,6 +933,9 @@ class Session:
     async def frame(self, traceback: Traceback, index: int, *, anyway: bool = False) -> FrameView:
         """The frame's file as the host has it now, its statement, and what it checks. Only a
         file under the service's Python roots is read, unless the user asked (`anyway`)."""
+        from cockpit.sglang.catalog.catalogs import package_root_of
+        from cockpit.sglang.preflight.preflight import given_flags
+
         sites = traceback.sites
         site = sites[index]
         view = FrameView(site.file)
@@ -971,6 +1004,7 @@ class Session:
     ) -> Explanation:
         """explain.explain_for_unit reading on the host: the callers' files and the release's modules
         under `roots`, and the config.json of `given`'s --model-path."""
+        from cockpit.sglang.catalog.catalogs import package_root_of
         from cockpit.sglang.explain.explain import explain_for_unit
         from cockpit.sglang.explain.model_reads import module_files
         from cockpit.sglang.preflight.model_files import read_model_files
@@ -994,6 +1028,7 @@ class Session:
     async def caller_sources(self, host: Host, traceback: Traceback, roots: SourceRoots) -> dict[str, str]:
         """The files of the frames above the failing one that lie under `roots` (the release's own),
         read at once; a frame outside them ends explain's walk up the stack there."""
+        from cockpit.sglang.catalog.catalogs import package_root_of
 
         async def one(path: str) -> tuple[str, str | None]:
             try:
@@ -1099,6 +1134,8 @@ class Session:
     async def write_findings(self, edited: Unit) -> list[Finding]:
         """The pre-flight a write runs, SGLang's own dry run included where the host can run it:
         a rollback is checked as any other write (the set it goes back to may be one that crashed)."""
+        from cockpit.sglang.preflight.dry_runs import replace_static
+
         found = self.deployment
         static = self.preflight(edited, found.catalog if found is not None else None)
         try:
@@ -1147,6 +1184,7 @@ class Session:
     ) -> tuple[list[LevelResult], Path]:
         """The target's load profile through a forward to the server; the record is saved."""
         from cockpit.load.runner import LoadConfig, Runner, forwarded, run_record, server_args  # aiohttp: only now
+        from cockpit.sglang.preflight.preflight import given_flags
         from cockpit.systemd.readiness import server_info
 
         target = self.target
@@ -1267,6 +1305,8 @@ class Session:
     async def fleet_round(self) -> list[HostRound]:
         """Every configured host (and the open unit's) once, over the pool's one connection
         each: the fleet view's round (cockpit.sglang.deployments.fleet)."""
+        from cockpit.sglang.deployments.fleet import FleetReader, hosts_of
+
         if self._fleet is None:
             self._fleet = FleetReader(self.pool.get)
         return await self._fleet.round(hosts_of(self.config, [self.target] if self.target else []))
@@ -1431,6 +1471,8 @@ class RecordedSession(Session):
 
     def use_unit(self, unit: Unit, catalog: Catalog | None = None) -> None:
         """A recorded deployment of `unit` (and the release's `catalog`)."""
+        from cockpit.sglang.deployments.deployment import Deployment
+
         assert self.target is not None
         status = self.status or UnitStatus(unit=self.target.unit, host=self.target.host)
         self.use_deployment(Deployment(self.target, status, unit=unit, catalog=catalog))

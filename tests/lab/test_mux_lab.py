@@ -72,6 +72,23 @@ async def test_the_reads_answer_as_the_asyncssh_connection_does(lab: LabHandle) 
     assert _left_running() == ""
 
 
+async def test_a_first_answer_already_in_is_read_in_the_same_turn_of_the_loop(lab: LabHandle) -> None:
+    """The app's imports outlast the login: by the time it asks, ssh has answered, and the status
+    is read without handing the loop back (the app then draws it with its first frame)."""
+    mux = MuxHost(HostConfig(name=lab.name), _files(), first=status.show_argv([UNIT]))
+    try:
+        await mux.ready()
+        assert mux._master is not None
+        await asyncio.to_thread(mux._master.wait)  # ssh has answered and ended
+        asked = status.fetch(mux, UNIT)
+        with pytest.raises(StopIteration) as answered:  # it never suspended
+            asked.send(None)
+        assert answered.value.value.active_state == "active"
+    finally:
+        await mux.close()
+    assert _left_running() == ""
+
+
 async def test_a_file_the_login_may_not_read_is_a_permission_sentence(lab: LabHandle) -> None:
     mux = MuxHost(HostConfig(name=f"{lab.name}-operator"), _files())
     try:

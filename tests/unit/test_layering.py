@@ -207,3 +207,30 @@ def test_what_runs_before_the_early_ssh_imports_no_asyncio() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# What the app's first screen does not draw: imported where it is first opened (the throughput
+# pane's chart, the source pane's highlighting, the flag editor's pre-flight, the fleet, the unit's
+# deployment and its release's catalog), so that the unit's state is on screen before they load.
+NOT_FOR_THE_FIRST_SCREEN = (
+    "plotext",
+    "textual_plotext",
+    "pygments",
+    "cockpit.sglang.preflight",
+    "cockpit.sglang.explain",
+    "cockpit.sglang.catalog",
+    "cockpit.sglang.deployments.deployment",
+    "cockpit.sglang.deployments.fleet",
+    "cockpit.systemd.unit",
+    "cockpit.ui.screens.fleet",
+    "cockpit.ui.screens.write",
+)
+
+
+def test_the_app_imports_nothing_its_first_screen_does_not_draw() -> None:
+    code = (
+        "import sys\nimport cockpit.ui.app\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({NOT_FOR_THE_FIRST_SCREEN!r})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"

@@ -15,6 +15,7 @@ The unit view (`R`) shows the unit file as it would be written; where the pre-fl
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -26,14 +27,17 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from cockpit.errors import CockpitError
-from cockpit.sglang.catalog.flags import Catalog, Flag
-from cockpit.sglang.preflight.dry_runs import Verdict, replace_static
-from cockpit.sglang.preflight.path_completion import completes, shared_start
-from cockpit.sglang.preflight.preflight import ERROR, WARNING, Finding
-from cockpit.sglang.preflight.unit_preflight import SETTINGS
 from cockpit.suggest import closest, score
-from cockpit.systemd.unit import Unit
 from cockpit.ui.failures import said_failure
+
+# The pane is composed, hidden, on the app's first screen; the pre-flight it draws (and the
+# catalog and unit model under it) is imported when a unit is first loaded into it, not
+# before the app has drawn the unit's state.
+if TYPE_CHECKING:
+    from cockpit.sglang.catalog.flags import Catalog, Flag
+    from cockpit.sglang.preflight.dry_runs import Verdict
+    from cockpit.sglang.preflight.preflight import Finding
+    from cockpit.systemd.unit import Unit
 
 FUZZY_CUTOFF = 0.35  # of suggest.score: `memfrac` finds --mem-fraction-static, `zzznotaflag` nothing
 ASK_AFTER_S = 0.6  # a pause in typing this long asks SGLang itself (a dry run of several seconds)
@@ -102,6 +106,8 @@ _MISSING = object()
 
 
 def _items(unit: Unit) -> list[tuple[str, object]]:
+    from cockpit.sglang.preflight.unit_preflight import SETTINGS
+
     items: list[tuple[str, object]] = [(i.name or "", i.value) for i in unit.flags()]
     items += [(f"env:{k}", v) for k, v in unit.environment().items()]
     return items + [(f"setting:{k}", unit.setting(k)) for k in SETTINGS]
@@ -220,6 +226,8 @@ class FlagsPane(Vertical):
 
     def _check(self, unit: Unit) -> None:
         """The static verdict now; SGLang's own once typing pauses (an earlier ask is dropped)."""
+        from cockpit.sglang.preflight.dry_runs import replace_static
+
         same = self.checked is not None and _asked(unit) == _asked(self.checked)
         self.checked = unit
         self._static = self.check(unit, self.catalog)  # the unit's own settings may have changed
@@ -241,6 +249,8 @@ class FlagsPane(Vertical):
         self.run_worker(self._sglang_verdict(unit), group="dry-run", exclusive=True, exit_on_error=False)
 
     async def _sglang_verdict(self, unit: Unit) -> None:
+        from cockpit.sglang.preflight.dry_runs import replace_static
+
         assert self.dry_run is not None
         try:
             verdict = await self.dry_run(unit)
@@ -255,6 +265,8 @@ class FlagsPane(Vertical):
         self._draw(None)
 
     def _draw(self, select: str | None) -> None:
+        from cockpit.sglang.preflight.preflight import ERROR
+
         assert self.edited is not None
         options = self.query_one("#flag-list", OptionList)
         keep = select or (self._selected_name())
@@ -317,6 +329,8 @@ class FlagsPane(Vertical):
         return sum(1 for k in before.keys() | after.keys() if before.get(k, _MISSING) != after.get(k, _MISSING))
 
     def _show_findings(self) -> None:
+        from cockpit.sglang.preflight.preflight import ERROR, WARNING
+
         text = Text()
         errors = [f for f in self.findings if f.severity == ERROR]
         warnings = [f for f in self.findings if f.severity == WARNING]
@@ -532,10 +546,14 @@ class FlagsPane(Vertical):
             value = picked.partition(":")[2] if picked.startswith(("choice:", "path:")) else picked
             field.value, field.cursor_position = value, len(value)
             return
+        from cockpit.sglang.preflight.path_completion import completes
+
         if self.complete is not None and self.edited is not None and completes(field.value):
             self.run_worker(self._completed(field.value), group="complete", exclusive=True, exit_on_error=False)
 
     async def _completed(self, typed: str) -> None:
+        from cockpit.sglang.preflight.path_completion import shared_start
+
         assert self.complete is not None and self.edited is not None
         found = await self.complete(self.edited, typed)
         field = self.query_one("#flag-input", Input)

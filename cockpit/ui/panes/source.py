@@ -10,10 +10,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# Pygments ships no type information and types-Pygments is not a dev dependency (yet); with
-# the stubs installed these imports check clean, hence unused-ignore as well.
-from pygments.lexers import PythonLexer  # type: ignore[import-untyped, unused-ignore]
-from pygments.styles import get_style_by_name  # type: ignore[import-untyped, unused-ignore]
 from rich.segment import Segment
 from rich.style import Style
 from textual import work
@@ -43,7 +39,14 @@ def highlight(text: str, theme: str) -> list[HighlightedLine]:
     file. Going through pygments directly costs half of what rich's Syntax.highlight and
     Text.split cost on a 400 KB file. Token styles carry no background: a theme's background
     would paint over the failing-line and statement marks. A control character in the file
-    (it is the host's) is drawn as its escape, as `SourceView.show` draws the plain lines."""
+    (it is the host's) is drawn as its escape, as `SourceView.show` draws the plain lines.
+    pygments is imported here, in the highlighting thread, not with the app (whose first
+    screen shows no source)."""
+    # Pygments ships no type information and types-Pygments is not a dev dependency (yet); with
+    # the stubs installed these imports check clean, hence unused-ignore as well.
+    from pygments.lexers import PythonLexer  # type: ignore[import-untyped, unused-ignore]
+    from pygments.styles import get_style_by_name  # type: ignore[import-untyped, unused-ignore]
+
     style = get_style_by_name(theme)
     styles: dict[object, Style] = {}
     lines: list[HighlightedLine] = [[]]

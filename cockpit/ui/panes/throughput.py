@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import time
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,14 +19,17 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Label, ProgressBar, Sparkline, Static
-from textual_plotext import PlotextPlot
 
 from cockpit.fmt import duration
 from cockpit.load.eta import sweep_left_s
-from cockpit.load.gpu import GpuSample
-from cockpit.load.passive import ThroughputPoint
-from cockpit.load.results import LevelResult, RequestResult
-from cockpit.load.store import Comparison
+
+if TYPE_CHECKING:
+    from textual_plotext import PlotextPlot
+
+    from cockpit.load.gpu import GpuSample
+    from cockpit.load.passive import ThroughputPoint
+    from cockpit.load.results import LevelResult, RequestResult
+    from cockpit.load.store import Comparison
 
 WINDOW_S = 2.0  # output tok/s of a level: tokens of the requests that ended in the last 2 s
 
@@ -108,6 +112,7 @@ class ThroughputPane(Vertical, can_focus=True):
         self._level_now = 0  # the running level's concurrency
         self._request_times: list[float] = []  # its finished requests' seconds, for the time left
         self._compare: Comparison | None = None
+        self._chart: PlotextPlot | None = None  # mounted when the pane first shows (`on_show`)
         self.clock = time.monotonic  # recorded runs replay with their own clock
 
     def compose(self) -> ComposeResult:
@@ -124,13 +129,23 @@ class ThroughputPane(Vertical, can_focus=True):
                 # (`… accept`) at any width the pane leaves it
                 yield Label("", id="passive-words", classes="spark-note", markup=False)
                 yield Vertical(id="gpu-rows")
-            yield PlotextPlot(id="chart")
+            yield Vertical(id="chart")
         yield Static("", id="compare-table")
 
     def on_mount(self) -> None:
         self.query_one("#run-progress").display = False
         self.query_one("#compare-table").display = False
-        self._draw_chart()
+
+    def on_show(self) -> None:
+        """The chart's plot, mounted the first time the pane shows: textual_plotext and plotext
+        (an eighth of the app's imports) and a first plot are no part of the app's first screen,
+        where the pane is hidden."""
+        if self._chart is None:
+            from textual_plotext import PlotextPlot
+
+            self._chart = PlotextPlot()
+            self.query_one("#chart", Vertical).mount(self._chart)
+            self._draw_chart()
 
     # -- a run ------------------------------------------------------------------------------
 
@@ -249,7 +264,9 @@ class ThroughputPane(Vertical, can_focus=True):
     # -- the chart and the comparison -----------------------------------------------------------
 
     def _draw_chart(self) -> None:
-        chart = self.query_one(PlotextPlot)
+        chart = self._chart
+        if chart is None:
+            return  # drawn when mounted, from what the pane holds by then
         plt = chart.plt
         plt.clear_data()
         plt.clear_figure()
