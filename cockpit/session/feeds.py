@@ -19,6 +19,7 @@ from cockpit.remote.base import Host, HostError
 from cockpit.systemd import processes
 from cockpit.systemd.readiness import GENERATE, HUNG_AFTER_S, RECHECK_S, PortCheck, Probe, owner_check, probe
 from cockpit.systemd.status import UnitNotFound, UnitStatus, fetch, with_file_check
+from cockpit.timeouts import within
 
 POLL_S = 1.0
 # A settled unit (ready, or stopped) is read in full this often; between reads a heartbeat each
@@ -129,8 +130,8 @@ class StatusPoll:
 
     async def _nudge_within(self, seconds: float) -> bool:
         try:
-            await asyncio.wait_for(self._nudged.wait(), seconds)
-        except asyncio.TimeoutError:
+            await within(self._nudged.wait(), seconds)  # wait_for could lose a stop that came with a nudge
+        except TimeoutError:
             return False
         self._nudged.clear()
         return True

@@ -28,6 +28,7 @@ from cockpit.remote.base import Host
 from cockpit.session.feeds import supervise
 from cockpit.systemd import journal
 from cockpit.systemd.entry import JournalEntry
+from cockpit.timeouts import within
 from cockpit.traceback.journal_rows import JournalRows
 
 BACKLOG = 2000  # entries shown at first; older ones are paged from journald on demand
@@ -120,8 +121,8 @@ class MergedStart:
             return
         self._held.setdefault(node, []).extend(entries)
         if len(self._held) < self.nodes:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._released.wait(), MERGE_WAIT_S)
+            with contextlib.suppress(TimeoutError):
+                await within(self._released.wait(), MERGE_WAIT_S)
         self._release()
 
     def _release(self) -> None:
