@@ -131,7 +131,7 @@ class StatusPoll:
     async def _nudge_within(self, seconds: float) -> bool:
         try:
             await within(self._nudged.wait(), seconds)  # wait_for could lose a stop that came with a nudge
-        except TimeoutError:
+        except asyncio.TimeoutError:  # 3.10 raises asyncio's own
             return False
         self._nudged.clear()
         return True

@@ -121,7 +121,7 @@ class MergedStart:
             return
         self._held.setdefault(node, []).extend(entries)
         if len(self._held) < self.nodes:
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(asyncio.TimeoutError):
                 await within(self._released.wait(), MERGE_WAIT_S)
         self._release()
 
