@@ -159,3 +159,44 @@ async def test_the_run_head_says_the_sweeps_time_left_by_its_levels() -> None:
         pane.request_done(1, RequestResult(ok=True, ttft_s=0.1, e2e_s=2.0, output_tokens=16))
         await pilot.pause()
         assert f"about {duration((7 + 2) * 2.0)} left" in str(head.render())  # 7 more at 1, 2 rounds at 4
+
+
+async def test_the_servers_figures_lay_the_screen_out_only_when_their_height_changes() -> None:
+    """Each journal batch of a flood brings new figures; a Label's update laid the whole screen
+    out for each (331 layouts in 10 s at 10k lines/s). Same height: repainted only."""
+    from textual.widgets import Label
+
+    from cockpit.load.passive import ThroughputPoint
+
+    app = recorded_app()
+    async with app.run_test(size=(150, 50)) as pilot:
+        app.action_throughput()
+        await pilot.pause()
+        pane = app.throughput_pane
+        label = app.query_one("#passive-words", Label)
+        layouts: list[bool] = []
+        real = label.refresh
+
+        def counted(*regions, **kwargs):
+            layouts.append(bool(kwargs.get("layout")))
+            return real(*regions, **kwargs)
+
+        label.refresh = counted  # type: ignore[method-assign]
+
+        def point(running: int, hit: float | None = None) -> ThroughputPoint:
+            return ThroughputPoint(0.0, 4000.0, running, None, "metrics", 3, 0.13, None, hit)
+
+        pane.passive([point(32)])
+        await pilot.pause()
+        pane.passive([point(31)])
+        await pilot.pause()
+        assert str(label.render()) == "running 31 · queued 3 · KV 13%"
+        pane.passive([point(31)])  # the same figures: nothing to draw
+        await pilot.pause()
+        assert layouts.count(False) >= 2 and True not in layouts, layouts
+        width = label.content_size.width
+        long = ThroughputPoint(0.0, 4000.0, 31, 2.71, "metrics", 3, 0.13, 0.68, 0.5)
+        assert len(long.words()) > width + len("4,000 tok/s · ")  # two lines now
+        pane.passive([long])
+        await pilot.pause()
+        assert True in layouts and label.size.height == 2, (layouts, label.size)
