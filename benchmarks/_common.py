@@ -25,13 +25,13 @@ def emit(result: dict[str, Any]) -> None:
     print(json.dumps(result, indent=2))
 
 
-def lab_up(name: str):
+def lab_up(name: str, real_sglang: bool = False):
     """The lab, up, and reachable by name from an SSHHost built here (below the session, which
     would hand the labs' ssh_config to its host pool)."""
     from cockpit.lab.lab import Lab
 
     lab = Lab(name)
-    info = lab.up(progress=lambda m: print(m, file=sys.stderr))
+    info = lab.up(progress=lambda m: print(m, file=sys.stderr), real_sglang=real_sglang)
     os.environ["COCKPIT_SSH_CONFIG"] = ":".join(
         p for p in (os.environ.get("COCKPIT_SSH_CONFIG"), str(info.ssh_config)) if p
     )

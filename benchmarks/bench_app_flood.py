@@ -23,12 +23,11 @@ What each figure measures, and why:
   is in the app's journal rows (`app.journal_view.model`, which is `app.session.rows`, polled
   every 5 ms). Zero-ish means the app kept up; seconds mean a backlog queued somewhere
   (journald, SSH, or the app's loop). `lag_journald_to_app_s` starts at journald's receipt stamp.
-- `frame_ms_p50`/`frame_ms_p95`: main-thread time per journal batch: the feed's `deliver` (fold
-  into the rows, then every subscriber: the throughput series, the journal view's `show_added`)
-  plus, for the last batch before each screen update, that update (`Screen._on_timer_update`:
-  layout, the journal view's visible lines rendered, the compositor). A batch that shares its
-  update with later ones carries none of it. `deliver_ms` and `screen_update_ms` are the parts.
-  Above ~16 ms a frame, keys wait and the screen stutters.
+- `frame_ms_p50`/`frame_ms_p95`: main-thread time per screen update: the update itself
+  (`Screen._on_timer_update`: layout, the journal view's visible lines rendered, the compositor)
+  plus the feed's `deliver` of every batch it draws (fold into the rows, then every subscriber:
+  the throughput series, the journal view's `show_added`). `deliver_ms` (per batch) and
+  `screen_update_ms` are the parts. Above ~16 ms a frame, keys wait and the screen stutters.
 - `frame_to_terminal_ms` (with `--terminal`): what a person waits for. The app draws on a
   160x50 pseudo-terminal through Textual's real driver, read by a thread as a terminal reads;
   per batch, from the batch reaching `JournalFeed.deliver` to Textual's writer thread having
@@ -44,6 +43,14 @@ What each figure measures, and why:
   `lines_in_lab_journal` (`journalctl -u UNIT` inside the lab, systemd's lines left out): `lost`
   is what the lab's journal holds and the app never received. `received_per_s` counts arrivals
   in each second after the go.
+
+`--knee R1,R2,...` runs one flood a rate (fresh app, fresh unit, the same lab), lowest first, and
+prints each rate's lag and backlog and `knee_lines_per_s`: the highest rate up to which every
+flood kept up (the marker in the app within KEPT_UP_S of its printing, nothing lost). Its
+anchor is measured in the same run: after each flood, `journalctl -u UNIT` with the follower's
+own output options (cockpit.systemd.journal.OUTPUT) reads the flood's lines in the lab to
+/dev/null, timed there: `journalctl_lines_per_s`, what the host's journalctl sustains with the
+cockpit's fields (the median over the floods), and `knee_over_journalctl`.
 
 `--profile` runs cProfile on the main thread through the flood window (numbers then include its
 overhead) and prints the top functions by cumulative time to stderr. Needs root (the lab).
@@ -79,6 +86,7 @@ from cockpit.ui.app import CockpitApp
 from cockpit.ui.launch import collect_less_often
 
 MARKER = "cockpit-bench flood end"
+KEPT_UP_S = 1.0  # a flood whose marker reaches the app within this of its printing was kept up with
 TRACEBACK_EVERY = 10_000  # lines between two 8-rank crashes in the mixed flood
 POLL_S = 0.005
 
@@ -222,7 +230,7 @@ class Clock:
         self.batch_lines: list[int] = []
         self.received = 0
         self.arrivals: list[tuple[float, int]] = []  # (monotonic, flood lines) per batch
-        self._last_batch: int | None = None  # the frame the next screen update belongs to
+        self._pending_ms = 0.0  # the batches delivered since the last screen update
         # On a terminal (--terminal): when each batch reached the feed, which driver write
         # carried the first frame after it, and when the writer thread had flushed each write.
         self.batch_started: list[float] = []
@@ -244,9 +252,8 @@ class Clock:
                 self.received += flood
                 self.arrivals.append((time.monotonic(), flood))
                 self.deliver_ms.append(took)
-                self.frame_ms.append(took)
+                self._pending_ms += took
                 self.batch_lines.append(len(entries))
-                self._last_batch = len(self.frame_ms) - 1
 
         return timed
 
@@ -264,9 +271,8 @@ class Clock:
                     if self.batch_write[k] is not None:
                         break
                     self.batch_write[k] = self.writes
-                if self._last_batch is not None:
-                    self.frame_ms[self._last_batch] += took
-                    self._last_batch = None
+                self.frame_ms.append(took + self._pending_ms)
+                self._pending_ms = 0.0
 
         return timed
 
@@ -584,9 +590,9 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
         "frame_ms_p95": round(pct(clock.frame_ms, 95), 3),
         "frame_ms_max": round(max(clock.frame_ms), 3),
         "frame_measures": (
-            "main-thread ms per journal batch: JournalFeed.deliver (fold into the rows, the throughput "
-            "series, JournalView.show_added) plus the next Screen._on_timer_update (layout, render_line of "
-            "the visible rows, compositor), that update counted once, with the last batch before it"
+            "main-thread ms per screen update: Screen._on_timer_update (layout, render_line of the visible "
+            "rows, compositor) plus JournalFeed.deliver of every batch it draws (fold into the rows, the "
+            "throughput series, JournalView.show_added)"
         ),
         "frame_to_terminal_ms": summary(to_terminal) if terminal is not None else None,
         "frame_to_terminal_parts_ms": {k: summary(v) for k, v in parts.items() if v} if terminal is not None else None,
@@ -622,12 +628,81 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
     return result
 
 
+def journalctl_rate(lab: Lab, unit: str) -> float:
+    """Lines a second the lab's journalctl reads the unit's journal at, with the follower's own
+    output options, to /dev/null (timed in the lab: no SSH in the figure)."""
+    from cockpit.systemd.journal import OUTPUT
+
+    options = " ".join(f"'{o}'" for o in OUTPUT)
+    script = (
+        f"n=$(journalctl -u {unit} -q -o cat --no-pager | wc -l); b=$(date +%s.%N); "
+        f"journalctl -u {unit} -q {options} > /dev/null; e=$(date +%s.%N); echo $n $b $e"
+    )
+    n, began, ended = ssh(lab, "sh", "-c", script).split()
+    return int(n) / (float(ended) - float(began))
+
+
+async def knee(lab: Lab, lab_name: str, suffix: str, args: argparse.Namespace, site_packages: str) -> dict:
+    """One flood a rate, lowest first; the knee against what journalctl reads in the lab."""
+    rates = sorted(int(r) for r in args.knee.split(","))
+    floods, anchors = [], []
+    for k, rate in enumerate(rates):
+        unit = f"flood-{suffix}-{k}.service"
+        one = argparse.Namespace(**{**vars(args), "rate": rate, "profile": False})
+        try:
+            result = await flood(lab, lab_name, unit, one, site_packages)
+            anchors.append(await asyncio.to_thread(journalctl_rate, lab, unit))
+        finally:
+            await asyncio.to_thread(ssh, lab, "systemctl", "stop", unit, check=False)
+            await asyncio.to_thread(ssh, lab, "systemctl", "reset-failed", unit, check=False)
+        kept = result["lag_s_at_end"] <= KEPT_UP_S and result["lost"] == 0
+        floods.append(
+            {
+                "rate_lines_per_s": rate,
+                "achieved_lines_per_s": result["achieved_lines_per_s"],
+                "lag_s_at_end": result["lag_s_at_end"],
+                "behind_max_lines": result["behind_max_lines"],
+                "cpu_pct_of_one_core": result["cpu_pct_of_one_core"],
+                "frame_ms_p95": result["frame_ms_p95"],
+                "lost": result["lost"],
+                "kept_up": kept,
+                "journalctl_lines_per_s": round(anchors[-1]),
+            }
+        )
+    kept_rates = []
+    for f in floods:
+        if not f["kept_up"]:
+            break
+        kept_rates.append(f["achieved_lines_per_s"])
+    anchor = sorted(anchors)[len(anchors) // 2]
+    knee_rate = max(kept_rates) if kept_rates else 0
+    return {
+        "benchmark": "app_flood_knee",
+        "mix": args.mix,
+        "seconds": args.seconds,
+        "kept_up_means": f"the marker in the app within {KEPT_UP_S:g} s of its printing, 0 lost",
+        "floods": floods,
+        "knee_lines_per_s": knee_rate,
+        "journalctl_lines_per_s": round(anchor),
+        "journalctl_measures": "journalctl -u UNIT with the follower's output options to /dev/null in the lab, "
+        "the median over the floods' units",
+        "knee_over_journalctl": round(knee_rate / anchor, 3),
+        "cpus": os.cpu_count(),
+    }
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=10_000, help="lines a second (default 10000)")
-    parser.add_argument("--seconds", type=float, default=20, help="how long the flood lasts (default 20)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=25,
+        help="how long the flood lasts (default 25: at 10k lines/s past the journal view's 200k-record window)",
+    )
     parser.add_argument("--mix", choices=("decode", "mixed"), default="mixed")
     parser.add_argument("--terminal", action="store_true", help="draw on a pseudo-terminal with the real driver")
+    parser.add_argument("--knee", help="comma-separated rates: one flood each, and the knee (see the docstring)")
     parser.add_argument("--profile", action="store_true", help="cProfile the main thread through the flood")
     parser.add_argument("--profile-top", type=int, default=25, help="functions to print per ordering")
     parser.add_argument("--profile-out", type=Path, help="also write the pstats file here")
@@ -639,7 +714,10 @@ async def main() -> None:
     try:
         info = lab.info()
         assert info is not None
-        result = await flood(lab, lab_name, unit, args, info.site_packages)
+        if args.knee:
+            result = await knee(lab, lab_name, suffix, args, info.site_packages)
+        else:
+            result = await flood(lab, lab_name, unit, args, info.site_packages)
     finally:
         try:
             await asyncio.to_thread(ssh, lab, "systemctl", "stop", unit, check=False)

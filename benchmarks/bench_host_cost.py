@@ -22,7 +22,7 @@ import asyncio
 import secrets
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from _common import emit, lab_up
@@ -48,20 +48,25 @@ async def alone(lab: Lab, seconds: float) -> float:
     return cgroup_cpu_s(lab) - before
 
 
-async def attached(lab: Lab, seconds: float, settle: float) -> dict[str, float]:
-    """The host's and this process's CPU seconds over `seconds` with the app attached, once it has
-    read the unit ready and its GPU table and `settle` seconds have passed."""
+async def attached(
+    lab: Lab, seconds: float, settle: float, target: Target | None = None, during: Callable[[], Any] | None = None
+) -> dict[str, Any]:
+    """The host's and this process's CPU seconds over `seconds` with the app attached to `target`
+    (the demo unit), once it has read the unit ready and its GPU table and `settle` seconds have
+    passed; with `during`'s answer at the window's start and end (`during_before`, `during_after`)."""
     config = demo_config(lab.name)
-    app = CockpitApp(config, Target(lab.name, "sglang-demo.service", url=config.units["demo"].url))
+    app = CockpitApp(config, target or Target(lab.name, "sglang-demo.service", url=config.units["demo"].url))
     async with app.run_test(headless=True, size=(160, 50)):
         session = app.session
         await until(lambda: session.status is not None and session.status.ready is True, 90, "the unit ready")
         await until(lambda: session.gpus is not None, 30, "the GPU table")
         await asyncio.sleep(settle)
+        said = await asyncio.to_thread(during) if during else None
         host_before, jump_before = cgroup_cpu_s(lab), time.process_time()
         await asyncio.sleep(seconds)
         host, jump = cgroup_cpu_s(lab) - host_before, time.process_time() - jump_before
-    return {"host_s": host, "jump_box_s": jump}
+        after = await asyncio.to_thread(during) if during else None
+    return {"host_s": host, "jump_box_s": jump, "during_before": said, "during_after": after}
 
 
 async def measure(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
@@ -93,13 +98,17 @@ async def measure(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+async def windows_main(
+    doc: str, prefix: str, measure: Callable[[Lab, argparse.Namespace], Awaitable[dict[str, Any]]], real: bool = False
+) -> None:
+    """The alternating windows' command line, run on a lab of its own (`prefix-<4 hex>`, a
+    real-SGLang one where `real`), taken down after; prints the JSON."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60, help="each window (default 60)")
     parser.add_argument("--rounds", type=int, default=3, help="attached windows, each between two alone (default 3)")
     parser.add_argument("--settle", type=float, default=10, help="wait after attaching and after leaving (default 10)")
     args = parser.parse_args()
-    lab = await asyncio.to_thread(lab_up, f"bench-host-{secrets.token_hex(2)}")
+    lab = await asyncio.to_thread(lab_up, f"{prefix}-{secrets.token_hex(2)}", real)
     try:
         result = await measure(lab, args)
     finally:
@@ -108,4 +117,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(windows_main(__doc__ or "", "bench-host", measure))
