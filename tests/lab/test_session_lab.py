@@ -97,3 +97,4 @@ async def test_a_settled_unit_is_read_when_systemd_speaks(lab: LabHandle) -> Non
     finally:
         await session.close()
         lab.ssh("systemctl", "start", "sglang-demo")
+        lab.wait_ready()  # the modules after this one find it serving, as they found it before
