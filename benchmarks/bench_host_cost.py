@@ -69,23 +69,37 @@ async def attached(
     return {"host_s": host, "jump_box_s": jump, "during_before": said, "during_after": after}
 
 
+async def alternate(
+    lab: Lab, seconds: float, rounds: int, settle: float, window: Callable[[], Awaitable[dict[str, Any]]]
+) -> tuple[list[tuple[dict[str, Any], float]], list[float]]:
+    """`rounds` windows of `window()` (what the cockpit costs the host over `seconds`), each
+    followed by `settle` seconds and an alone window of `seconds`, after two alone windows (the
+    first, the boot's tail, not counted): each window's answer with the mean of the alone windows
+    on either side of it, and every counted alone window's CPU seconds."""
+    await alone(lab, seconds)  # the boot's tail (units starting, the demo server loading): not counted
+    alone_s = [await alone(lab, seconds)]
+    out = []
+    for _ in range(rounds):
+        said = await window()
+        await asyncio.sleep(settle)  # the cockpit's connection and its remote commands gone
+        alone_s.append(await alone(lab, seconds))
+        out.append((said, (alone_s[-2] + alone_s[-1]) / 2))
+    return out, alone_s
+
+
 async def measure(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
-    await alone(lab, args.seconds)  # the boot's tail (units starting, the demo server loading): not counted
-    alone_s = [await alone(lab, args.seconds)]
-    rounds = []
-    for _ in range(args.rounds):
-        app = await attached(lab, args.seconds, args.settle)
-        await asyncio.sleep(args.settle)  # the app's connection and its remote commands gone
-        alone_s.append(await alone(lab, args.seconds))
-        base = (alone_s[-2] + alone_s[-1]) / 2
-        rounds.append(
-            {
-                "host_alone_s": round(base, 4),
-                "host_with_app_s": round(app["host_s"], 4),
-                "app_host_pct_of_one_core": round(100 * (app["host_s"] - base) / args.seconds, 3),
-                "app_jump_box_pct_of_one_core": round(100 * app["jump_box_s"] / args.seconds, 3),
-            }
-        )
+    windows, alone_s = await alternate(
+        lab, args.seconds, args.rounds, args.settle, lambda: attached(lab, args.seconds, args.settle)
+    )
+    rounds = [
+        {
+            "host_alone_s": round(base, 4),
+            "host_with_app_s": round(app["host_s"], 4),
+            "app_host_pct_of_one_core": round(100 * (app["host_s"] - base) / args.seconds, 3),
+            "app_jump_box_pct_of_one_core": round(100 * app["jump_box_s"] / args.seconds, 3),
+        }
+        for app, base in windows
+    ]
     host = [r["app_host_pct_of_one_core"] for r in rounds]
     return {
         "window_s": args.seconds,
