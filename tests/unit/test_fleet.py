@@ -42,8 +42,9 @@ def test_exec_flags_reads_values_given_both_ways_and_bare_switches() -> None:
 
 
 def test_an_exec_start_with_newlines_and_the_separator_in_it_stays_its_units_own() -> None:
-    """The round's last part is NUL-framed: ExecStart's argv is printed as it is, newlines and
-    all, and no value can hold a NUL (the lab test: tests/lab/test_hostile_output_lab.py)."""
+    """The ExecStart part (read once a start, after the other parts) is NUL-framed: ExecStart's
+    argv is printed as it is, newlines and all, and no value can hold a NUL (the lab test:
+    tests/lab/test_hostile_output_lab.py)."""
     forged = f"{{ argv[]=/bin/sh --port 30997 x\n\nId=sglang-phantom.service\n{SEP}\nActiveState=failed }}"
     said = f"Id=a.service\nActiveState=active\n{SEP}\n0, 1, 2\n{SEP}\na.service 0 HTTP/1.1 200 OK\n{SEP}\n"
     shown, gpus, answers, execs = sections(said + f"a.service\0{forged}\n\0b.service\0\0", 3)
