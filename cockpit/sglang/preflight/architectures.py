@@ -27,6 +27,7 @@ from collections.abc import Iterable
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
+from cockpit.sglang.catalog.pysource import parse
 from cockpit.sglang.preflight.model_files import ModelFiles
 from cockpit.sglang.preflight.preflight import ERROR, WARNING, Finding
 
@@ -67,8 +68,8 @@ def chunked_prefill_unsupported(source: str) -> frozenset[str] | None:
     `is_multimodal_chunked_prefill_supported`, every release the catalog holds); None where the
     source holds no such list."""
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+        tree = parse(source, MODEL_CONFIG)
+    except (SyntaxError, ValueError, RecursionError):
         return None
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "is_multimodal_chunked_prefill_supported":
