@@ -26,11 +26,11 @@ import os
 import re
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
+from bench_app_flood import ssh
 from bench_host_cost import alone, attached, windows_main
-from bench_ssh_transport import cgroup_cpu_s
+from bench_ssh_transport import cgroup_cpu_s, lab_cgroup
 
 from cockpit.lab.lab import REAL_UNITS, Lab, generate
 from cockpit.targets import Target
@@ -63,20 +63,15 @@ GENERATED = re.compile(r"^sglang:generation_tokens_total\{[^}]*\} ([0-9.e+]+)$",
 
 def tokens_now(lab: Lab) -> tuple[float, float]:
     """(monotonic seconds, the server's generation_tokens_total summed over its label sets)."""
-    import subprocess
-
-    out = subprocess.run(
-        lab.ssh_argv("root", ["python3", "-c", METRICS]), capture_output=True, text=True, timeout=60, check=True
-    ).stdout
+    out = ssh(lab, "python3", "-c", METRICS)
     return time.monotonic(), sum(float(v) for v in GENERATED.findall(out))
 
 
 def pin(lab: Lab) -> int:
     """Every process of the lab onto CPU 1 (what it starts later inherits it), this one onto CPU 0;
     the processes pinned."""
-    base = Path("/sys/fs/cgroup/unified") if Path("/sys/fs/cgroup/unified").is_dir() else Path("/sys/fs/cgroup")
     pinned = 0
-    for procs in (base / f"cockpit-lab-{lab.name}").rglob("cgroup.procs"):
+    for procs in lab_cgroup(lab).rglob("cgroup.procs"):
         for pid in procs.read_text().split():
             try:
                 os.sched_setaffinity(int(pid), {1})
@@ -92,8 +87,6 @@ def rate(before: tuple[float, float], after: tuple[float, float]) -> float:
 
 
 async def measure(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
-    from bench_app_flood import ssh
-
     pinned = pin(lab)
     await asyncio.to_thread(ssh, lab, "systemctl", "start", UNIT)
     deadline = time.monotonic() + 300

@@ -119,11 +119,16 @@ def lab_ssh(lab: Lab, command: str, *, input: str | None = None, timeout: float 
     return proc.stdout + proc.stderr
 
 
+def lab_cgroup(lab: Lab) -> Path:
+    """The lab's cgroup in the jump box's unified hierarchy."""
+    base = Path("/sys/fs/cgroup/unified") if Path("/sys/fs/cgroup/unified").is_dir() else Path("/sys/fs/cgroup")
+    return base / f"cockpit-lab-{lab.name}"
+
+
 def cgroup_cpu_s(lab: Lab, sub: str = "") -> float:
     """CPU seconds so far of the lab's cgroup (`sub`: a cgroup below its payload, such as
     `user.slice`), from the jump box's unified hierarchy; NaN where there is none."""
-    base = Path("/sys/fs/cgroup/unified") if Path("/sys/fs/cgroup/unified").is_dir() else Path("/sys/fs/cgroup")
-    path = base / f"cockpit-lab-{lab.name}" / (f"payload/{sub}" if sub else "") / "cpu.stat"
+    path = lab_cgroup(lab) / (f"payload/{sub}" if sub else "") / "cpu.stat"
     try:
         for line in path.read_text().splitlines():
             key, value = line.split()
