@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import threading
+import sys
 from dataclasses import replace
 
 import pytest
@@ -123,31 +123,39 @@ def test_the_shell_reads_nothing_when_nothing_changed() -> None:
     assert head("1", files, marks, "1 2 3", "")[0] == "0 0 0 0 1"
 
 
+# One HTTP answer from a process of its own: on CI's busy machine a thread of the test process did
+# not answer within the 10 s the batch waits (stop 42), and a process does not wait on the GIL.
+ANSWER_ONCE = """
+import socket, sys
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+conn, _ = server.accept()
+conn.recv(1024)
+conn.sendall(b"HTTP/1.1 200 OK\\r\\n\\r\\n")
+conn.close()
+"""
+
+
 def test_the_probes_run_in_one_bash_and_a_timeout_leaves_the_answers_given() -> None:
     """One 200, one refused, one that never answers: the batch ends on HUNG_AFTER_S, and the
     units that answered keep their answers (their lines come before the `124` of every unit)."""
-    ok = socket.create_server(("127.0.0.1", 0))
+    ok = subprocess.Popen([sys.executable, "-c", ANSWER_ONCE], stdout=subprocess.PIPE, text=True)
+    assert ok.stdout is not None
+    ok_port = int(ok.stdout.readline())
     hung = socket.create_server(("127.0.0.1", 0))
     closed = socket.create_server(("127.0.0.1", 0))
     refused_port = closed.getsockname()[1]
     closed.close()
-
-    def answer() -> None:
-        conn, _ = ok.accept()
-        conn.recv(1024)
-        conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
-        conn.close()
-
-    threading.Thread(target=answer, daemon=True).start()
     asked = {
-        "a.service": ("127.0.0.1", ok.getsockname()[1]),
+        "a.service": ("127.0.0.1", ok_port),
         "b.service": ("127.0.0.1", refused_port),
         "c.service": ("127.0.0.1", hung.getsockname()[1]),
     }
     try:
         said = _run("probes", *[str(w) for unit, (addr, port) in asked.items() for w in (unit, addr, port)])
     finally:
-        ok.close()
+        ok.kill()
+        ok.wait()
         hung.close()
     probes = parse_probes(sections(said, 1)[1], asked)
     assert probes["a.service"].ok, said

@@ -162,3 +162,14 @@ def test_the_models_error_settles_the_flags_info(sglang_root) -> None:
         ("info", "kv-mxfp8-blackwell"),
         ("error", "chunked-prefill-page"),
     ]
+
+
+def test_the_dry_runs_verdict_stays_beside_its_errors() -> None:
+    """The dry run's INFO is its verdict, not a guess its errors make sure of: `cockpit preflight`
+    lost "…: failed" on every failing dry run when `settled` dropped it (CI of stop 42)."""
+    from cockpit.sglang.preflight.dry_runs import Verdict
+    from cockpit.sglang.preflight.preflight import ERROR, Finding, settled
+
+    error = Finding(ERROR, "dry-run", ["--chunked-prefill-size"], "The dry run failed: invalid int value")
+    verdict = Verdict("lab", "0.5.23", "failed", (error,))
+    assert settled([verdict.said(), error]) == [verdict.said(), error]

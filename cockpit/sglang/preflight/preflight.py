@@ -282,8 +282,10 @@ LOCAL_PATH = ("/", "./", "../", "~")  # a path, not a Hugging Face id (`org/name
 def settled(findings: Sequence[Finding]) -> list[Finding]:
     """The findings without an INFO that a later layer made sure of: the flags alone say a rule
     may stop the start (the model may change it), the model's own check then says it will (an
-    ERROR of the same rule and node), and only the error is worth reading."""
-    sure = {(f.rule, f.node) for f in findings if f.severity == ERROR}
+    ERROR of the same rule and node), and only the error is worth reading. The dry run's INFO is
+    no guess but its verdict (where it ran, passed or failed), the heading its errors stand under:
+    it stays."""
+    sure = {(f.rule, f.node) for f in findings if f.severity == ERROR and f.rule != "dry-run"}
     return [f for f in findings if f.severity != INFO or (f.rule, f.node) not in sure]
 
 
