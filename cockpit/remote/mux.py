@@ -120,6 +120,22 @@ class MuxHost(Host):
             return None
         return RunResult(argv, master.returncode, self._answered(), b"")
 
+    def first_answer_in(self, timeout: float) -> RunResult | None:
+        """The answer to `first`, waited for up to `timeout` s in the calling thread (not the
+        loop's), and left for `query` to take as well: the early state line (cockpit/ui/
+        early_state.py) draws it while the app is still importing. None: not in by then, or
+        ssh failed."""
+        master, argv = self._master, self._first
+        if master is None or not argv:
+            return None
+        try:
+            master.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        if master.returncode == SSH_FAILED:
+            return None
+        return RunResult(argv, master.returncode, self._answered(), b"")
+
     def _answered(self) -> bytes:
         """What ssh printed for `first`: two files of a few KB, read at once."""
         return Path(self._out).read_bytes() + Path(self._said).read_bytes()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from cockpit.config import Config
 from cockpit.errors import UsageError
 from cockpit.targets import Target, all_targets
+from cockpit.ui.early_state import EarlyState
 
 if TYPE_CHECKING:
     from cockpit.remote.mux import MuxHost
@@ -26,13 +27,22 @@ def open_app(
     """The app on `target`; with none given, on the config's one unit, or the picker for several;
     with `group`, on that deployment's node 0 with the group watched."""
     collect_less_often()  # before the app's imports: the collector ran 94 times in them, 3 times at these
-    from cockpit.ui.app import CockpitApp
-
-    if target is None:
-        targets = all_targets(cfg)
-        target = targets[0] if len(targets) == 1 else None
     use_the_terminal()
-    CockpitApp(cfg, target, read_only=read_only, reader=reader, group=group).run()
+    early = EarlyState(reader, sys.stdout.fileno()) if reader is not None else None
+    try:
+        from cockpit.ui.app import CockpitApp
+
+        if target is None:
+            targets = all_targets(cfg)
+            target = targets[0] if len(targets) == 1 else None
+        app = CockpitApp(cfg, target, read_only=read_only, reader=reader, group=group)
+    except BaseException:
+        if early is not None:
+            early.give_back()
+        raise
+    if early is not None:
+        early.hand_over()
+    app.run()
     return 0
 
 

@@ -166,3 +166,28 @@ def test_cockpit_status_needs_no_asyncssh_when_openssh_logs_in(lab: LabHandle, t
         b["invocation_id"],
         b["ready"],
     )
+
+
+async def test_the_early_state_line_draws_the_masters_first_answer_and_leaves_it_to_query(lab: LabHandle) -> None:
+    """The line the terminal gets before the app is imported (cockpit/ui/early_state.py) holds
+    what `systemctl show` says of the unit, drawn from the master's own first answer; the
+    session's first `query` still gets that answer, and no second login is made for it."""
+    from cockpit.ui.early_state import BACK, ENTER, EarlyState
+
+    mux = MuxHost(HostConfig(name=lab.name), _files(), first=status.show_argv([UNIT]))
+    root = SSHHost(HostConfig(name=lab.name))
+    read, write = os.pipe()
+    try:
+        early = EarlyState(mux, write)
+        await asyncio.to_thread(early._thread.join, 30)
+        assert early.drawn
+        drawn = os.read(read, 1 << 16).decode()
+        truth = await status.fetch(root, UNIT)
+        assert drawn.startswith(ENTER) and drawn.endswith(BACK), drawn
+        assert f"{truth.active_state} ({truth.sub_state})" in drawn and f"{UNIT}\x1b[0m" in drawn, drawn
+        assert (await status.fetch(mux, UNIT)).invocation_id == truth.invocation_id
+    finally:
+        os.close(read)
+        os.close(write)
+        await mux.close()
+        await root.close()
