@@ -20,6 +20,7 @@ import asyncio
 import collections
 import contextlib
 import functools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ class Lag:
 
     def __init__(self) -> None:
         self.base_s: float | None = None
+        self.late_s = 0.0  # how late the last batch came, beyond the link's own delay
         self.received = 0
         self._marks: collections.deque[tuple[float, int]] = collections.deque()  # (stamp s, received)
 
@@ -78,7 +80,7 @@ class Lag:
             marks.append((last, self.received))
         while len(marks) > 2 and marks[1][0] <= last - self.RATE_SPAN_S:
             marks.popleft()
-        behind_s = late - self.base_s
+        behind_s = self.late_s = late - self.base_s
         return two_figures(behind_s * self.rate) if behind_s > BEHIND_S else 0
 
 
@@ -160,6 +162,7 @@ class JournalFeed:
         self._on_skipped = on_skipped
         self._clock = clock
         self.lag = Lag()
+        self._delivered_at = -math.inf
         self.behind = 0
         self._caught_up: asyncio.TimerHandle | None = None
 
@@ -180,7 +183,8 @@ class JournalFeed:
             return
         before = len(self.rows.rows)
         if self.host_of is not None:  # a recorded journal's stamps say nothing of this moment
-            self._set_behind(self.lag.update(entries, self._clock()))
+            self._delivered_at = self._clock()
+            self._set_behind(self.lag.update(entries, self._delivered_at))
         batch = JournalBatch(entries, self.rows.add(entries), before, self.behind)
         for subscriber in list(self._subscribers):
             try:
@@ -188,6 +192,13 @@ class JournalFeed:
             except Exception as e:  # noqa: BLE001 - one subscriber's failure is reported, not spread
                 if self._on_subscriber_failed is not None:
                     self._on_subscriber_failed(f"{getattr(subscriber, '__qualname__', subscriber)}: {e}")
+
+    def late_s(self) -> float:
+        """How late the journal arrives, beyond the link's own delay: 0 when nothing came for
+        CAUGHT_UP_S (the stream ran dry, so nothing waits) or the journal is a recorded one."""
+        if self.host_of is None or self._clock() - self._delivered_at > CAUGHT_UP_S:
+            return 0.0
+        return self.lag.late_s
 
     def _set_behind(self, lines: int) -> None:
         if self._caught_up is not None:

@@ -10,6 +10,7 @@ and the app keeps running. Tests and snapshots hand the app a `RecordedSession`.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.notifications import SeverityLevel
-from textual.screen import Screen
+from textual.screen import UPDATE_PERIOD, Screen
 from textual.widgets import ContentSwitcher, Footer, Input
 
 from cockpit.attempts import ORIGINAL, Attempt
@@ -38,7 +39,7 @@ from cockpit.traceback.model import Traceback
 from cockpit.traceback.render import site_title
 from cockpit.ui import inert
 from cockpit.ui.failures import said_failure
-from cockpit.ui.pacing import PacedScreen
+from cockpit.ui.pacing import FLOOD_HOLD_S, FLOOD_LATE_S, FLOOD_PERIOD, PacedScreen
 from cockpit.ui.panes.attempts import AttemptsPane
 from cockpit.ui.panes.flags import FlagsPane
 from cockpit.ui.panes.journal import JournalView
@@ -143,6 +144,7 @@ class _Panes(Listener):
 class CockpitApp(App[None]):
     CSS_PATH = "cockpit.tcss"
     TITLE = "SGLang cockpit"
+    _flooded_at = -math.inf  # when the journal last came late enough to slow the frames (monotonic)
     # The footer shows what a new operator reaches for first and fits 160 columns beside any pane's
     # own keys; `?` and the palette list every key, the hidden ones too.
     BINDINGS = [
@@ -218,7 +220,17 @@ class CockpitApp(App[None]):
     # -- layout ---------------------------------------------------------------------------
 
     def get_default_screen(self) -> Screen:
-        return PacedScreen(id="_default")
+        return PacedScreen(id="_default", period=self._frame_period)
+
+    def _frame_period(self) -> float:
+        """Frames FLOOD_PERIOD apart while the journal arrives late: under a flood the cores go to
+        reading it rather than to frames of lines that scroll by unread. At 25,000 lines/s on a
+        2-core machine that also ran the host, 60 frames a second left the app 4 s behind, 10
+        kept it up (benchmarks/bench_app_flood.py --knee, docs/facts.md)."""
+        now = time.monotonic()
+        if self.session.journal.late_s() > FLOOD_LATE_S:
+            self._flooded_at = now
+        return FLOOD_PERIOD if now - self._flooded_at < FLOOD_HOLD_S else UPDATE_PERIOD
 
     @property
     def target(self) -> Target | None:

@@ -16,22 +16,33 @@ This reaches into two private parts of Textual (the screen's `_update_timer` and
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from textual import _time
 from textual.screen import UPDATE_PERIOD, Screen
 from textual.timer import EventTargetGone, Timer
 
+# The journal this late, beyond the link's own delay: the app is not keeping up with it, and its
+# frames go down to FLOOD_PERIOD apart until it has been on time for FLOOD_HOLD_S
+# (CockpitApp._frame_period): frames back at 60 a second at once put it behind again.
+FLOOD_LATE_S = 0.25
+FLOOD_PERIOD = 0.1
+FLOOD_HOLD_S = 2.0
+
 
 class FrameTimer(Timer):
-    """A repeating timer that ticks when resumed, never twice within one interval."""
+    """A repeating timer that ticks when resumed, never twice within one interval; `period`,
+    when given, is asked for the interval before each tick."""
 
     last_tick = -math.inf
+    period: Callable[[], float] | None = None
 
     async def _run(self) -> None:
         count = 0
         while True:
             await self._active.wait()
-            wait = self.last_tick + self._interval - _time.get_time()
+            interval = self._interval if self.period is None else self.period()
+            wait = self.last_tick + interval - _time.get_time()
             if wait > 0:
                 await _time.sleep(wait)
                 continue  # paused meanwhile (a layout drew the screen): wait to be resumed again
@@ -44,14 +55,19 @@ class FrameTimer(Timer):
 
 
 class PacedScreen(Screen):
-    """A screen whose updates come from a FrameTimer."""
+    """A screen whose updates come from a FrameTimer, `period` apart when given (else 60 a second)."""
 
     _frame_timer: FrameTimer | None = None
+
+    def __init__(self, *, period: Callable[[], float] | None = None, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._period = period
 
     @property
     def _update_timer(self) -> Timer:
         if self._frame_timer is None:
             timer = FrameTimer(self, UPDATE_PERIOD, name="screen_update", callback=self._on_timer_update, pause=True)
+            timer.period = self._period
             timer._start()
             self._timers.add(timer)
             self._frame_timer = timer

@@ -126,3 +126,39 @@ async def test_the_apps_screen_is_drawn_by_the_frame_timer() -> None:
         assert updates, "the repaint asked for no update from the frame timer"
         assert isinstance(screen._update_timer, FrameTimer)
         assert screen._update_timer in screen._timers  # stopped with the screen
+
+
+async def test_the_frames_slow_down_while_the_journal_comes_late_and_for_a_while_after() -> None:
+    """Under a flood the app draws FLOOD_PERIOD apart from the moment the journal arrives more
+    than FLOOD_LATE_S late, until it has been on time for FLOOD_HOLD_S; the frame timer asks
+    for the period before each tick."""
+    from cockpit.ui import app as app_module
+    from cockpit.ui.pacing import FLOOD_HOLD_S, FLOOD_LATE_S, FLOOD_PERIOD
+
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    late = [0.0]
+    now = [1000.0]
+    app.session.journal.late_s = lambda: late[0]  # type: ignore[method-assign]
+    real = app_module.time.monotonic
+    app_module.time.monotonic = lambda: now[0]  # type: ignore[assignment]
+    try:
+        assert app._frame_period() == UPDATE_PERIOD
+        late[0] = FLOOD_LATE_S + 0.01
+        assert app._frame_period() == FLOOD_PERIOD
+        late[0] = 0.0
+        now[0] += FLOOD_HOLD_S - 0.1
+        assert app._frame_period() == FLOOD_PERIOD  # on time, but not for long enough yet
+        now[0] += 0.2
+        assert app._frame_period() == UPDATE_PERIOD
+    finally:
+        app_module.time.monotonic = real  # type: ignore[assignment]
+    async with app.run_test(size=(120, 30)):
+        assert app.screen._update_timer.period == app._frame_period  # type: ignore[attr-defined]
+
+
+async def test_the_frame_timer_waits_the_period_it_is_given(clock: Clock) -> None:
+    class Slow(FrameTimer):
+        period = staticmethod(lambda: 0.1)
+
+    ticks = await _ticks_of(Slow, clock, [100.0, 100.002])
+    assert ticks == [100.0, pytest.approx(100.1)]

@@ -85,3 +85,20 @@ def test_the_estimate_has_two_figures() -> None:
         13_000,
         990_000,
     ]
+
+
+def test_how_late_the_journal_comes_paces_the_frames_and_ends_when_it_runs_dry() -> None:
+    """`late_s` (what the app's frame pacing reads): the last batch's delay beyond the link's own,
+    0 once nothing came for CAUGHT_UP_S, and always 0 for a recorded journal."""
+    now = [T0 + 0.12]
+    feed = JournalFeed(LocalHost, "flood.service", clock=lambda: now[0])
+    feed.deliver(burst(T0, 1000, 10_000))  # on time: 0.02 s of link beyond the batch's last stamp
+    assert feed.late_s() == 0.0
+    now[0] = T0 + 0.2 + 0.02 + 0.4
+    feed.deliver(burst(T0 + 0.1, 1000, 10_000))
+    assert round(feed.late_s(), 3) == 0.4
+    now[0] += journal_feed.CAUGHT_UP_S + 0.01
+    assert feed.late_s() == 0.0
+    recorded = JournalFeed(None, "sglang-demo.service", clock=lambda: T0 + 86_400)
+    recorded.deliver(burst(T0, 10, 10))
+    assert recorded.late_s() == 0.0
