@@ -50,7 +50,11 @@ flood kept up (the marker in the app within KEPT_UP_S of its printing, nothing l
 anchor is measured in the same run: after each flood, `journalctl -u UNIT` with the follower's
 own output options (cockpit.systemd.journal.OUTPUT) reads the flood's lines in the lab to
 /dev/null, timed there: `journalctl_lines_per_s`, what the host's journalctl sustains with the
-cockpit's fields (the median over the floods), and `knee_over_journalctl`.
+cockpit's fields (the median over the floods), and `knee_over_journalctl`. That anchor reads a
+journal already written, with no flood running; the live one: each rate is flooded once more, a
+fresh unit read by OpenSSH running the follower's very command with `--follow` from this machine
+(`ssh LAB journalctl -u UNIT ... -f`, nothing of the cockpit), and `openssh_knee_lines_per_s` is
+the highest rate that kept up with (the marker within KEPT_UP_S), `knee_over_openssh` the ratio.
 
 `--profile` runs cProfile on the main thread through the flood window (numbers then include its
 overhead) and prints the top functions by cumulative time to stderr. Needs root (the lab).
@@ -89,6 +93,7 @@ MARKER = "cockpit-bench flood end"
 KEPT_UP_S = 1.0  # a flood whose marker reaches the app within this of its printing was kept up with
 TRACEBACK_EVERY = 10_000  # lines between two 8-rank crashes in the mixed flood
 POLL_S = 0.005
+SLOW_UPDATE_MS = 16  # an update over this misses a 60 Hz frame
 
 # Runs in the lab under Debian's python3: `flood.py RATE SECONDS MIX GO_FILE SUMMARY_FILE SITE_PACKAGES`.
 FLOOD = r'''
@@ -239,6 +244,8 @@ class Clock:
         self.writes = 0  # the driver's writes so far (each screen update writes one frame)
         self.flushed: list[tuple[int, float]] = []  # (writes done, perf_counter) at each flush
         self.update_at: dict[int, tuple[float, float]] = {}  # write -> (start, end) of the update that made it
+        self.slow: dict[str, int] = {}  # updates over SLOW_UPDATE_MS, by what they drew
+        self.update_cpu_ms: list[float] = []  # the main thread's CPU time in each update
 
     def timed_deliver(self, deliver: Callable[[list[JournalEntry]], None]) -> Callable[[list[JournalEntry]], None]:
         def timed(entries: list[JournalEntry]) -> None:
@@ -259,9 +266,16 @@ class Clock:
 
     def timed_update(self, update: Callable[[Screen], None]) -> Callable[[Screen], None]:
         def timed(screen: Screen) -> None:
-            t = time.perf_counter()
+            # What the update has to draw (Textual's own bookkeeping), said for each slow one.
+            kind = "layout" if screen._layout_required else "scroll" if screen._scroll_required else "paint"
+            dirty = ",".join(sorted({type(w).__name__ for w in screen._dirty_widgets}))
+            t, cpu = time.perf_counter(), time.thread_time()
             update(screen)
             took = (time.perf_counter() - t) * 1000
+            if self.active:
+                self.update_cpu_ms.append((time.thread_time() - cpu) * 1000)
+            if self.active and took > SLOW_UPDATE_MS:
+                self.slow[f"{kind}: {dirty}"] = self.slow.get(f"{kind}: {dirty}", 0) + 1
             if self.first_update is None:
                 self.first_update = time.perf_counter()
             if self.active:
@@ -297,6 +311,20 @@ class Clock:
                 parts["update"].append((update[1] - update[0]) * 1000)
                 parts["write"].append((flushed[j][1] - update[1]) * 1000)
         return out, parts
+
+    def update_to_terminal_ms(self) -> list[float]:
+        """Per screen update: from its start to the writer thread having flushed the frame it
+        wrote. The frame itself, drawn and on the terminal, without the wait for its turn."""
+        out: list[float] = []
+        flushed = self.flushed
+        j = 0
+        for write, (start, _end) in sorted(self.update_at.items()):
+            while j < len(flushed) and flushed[j][0] < write:
+                j += 1
+            if j == len(flushed):
+                break
+            out.append((flushed[j][1] - start) * 1000)
+        return out
 
 
 class Terminal:
@@ -457,13 +485,27 @@ def read_summary(lab: Lab, path: str, timeout: float = 10) -> dict[str, Any]:
         time.sleep(0.1)
 
 
+def machine_cpu() -> tuple[int, int]:
+    """(busy, all) clock ticks of every core of this machine so far (/proc/stat): the lab runs on
+    them too, so this is the flood's whole cost, both ends."""
+    ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def machine_busy_pct(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """How busy all the machine's cores were between two `machine_cpu` readings, in percent."""
+    return round(100 * (after[0] - before[0]) / max(1, after[1] - before[1]), 1)
+
+
 def summary(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
     return {"p50": round(pct(values, 50), 3), "p95": round(pct(values, 95), 3), "max": round(max(values), 3)}
 
 
-async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, site_packages: str) -> dict[str, Any]:
+async def start_flood(lab: Lab, unit: str, args: argparse.Namespace, site_packages: str) -> tuple[str, str]:
+    """The flood's unit, started and waiting for its go file: (the go file, its summary file)."""
     tag = unit.removesuffix(".service")
     go, summary_file = f"/tmp/{tag}.go", f"/tmp/{tag}.json"
     await asyncio.to_thread(ssh, lab, "systemctl", "stop", "sglang-demo.service")  # its lines are not ours
@@ -489,7 +531,11 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
         str(TRACEBACK_EVERY),
         MARKER,
     )
+    return go, summary_file
 
+
+async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, site_packages: str) -> dict[str, Any]:
+    go, summary_file = await start_flood(lab, unit, args, site_packages)
     clock = Clock()
     original_update = Screen._on_timer_update
     Screen._on_timer_update = clock.timed_update(original_update)  # type: ignore[method-assign]
@@ -526,7 +572,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             clock.active = True
             if profiler is not None:
                 profiler.enable()
-            cpu0, wall0 = time.process_time(), time.monotonic()
+            cpu0, wall0, machine0 = time.process_time(), time.monotonic(), machine_cpu()
             await asyncio.to_thread(ssh, lab, "touch", go)
             progress = asyncio.create_task(report_progress(clock, app, terminal.log if terminal else sys.stderr))
             behind_watch = asyncio.create_task(watch_behind(app, behind_seen))
@@ -545,7 +591,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
                 await asyncio.sleep(0.05)
                 if clock.received != last:
                     last, still = clock.received, time.monotonic()
-            cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+            cpu, wall, machine = time.process_time() - cpu0, time.monotonic() - wall0, machine_cpu()
             if profiler is not None:
                 profiler.disable()
             clock.active = False
@@ -582,6 +628,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
         "cpu_s": round(cpu, 3),
         "window_s": round(wall, 3),
         "cpu_pct_of_one_core": round(100 * cpu / wall, 1),
+        "machine_busy_pct": machine_busy_pct(machine0, machine),
         "lag_s_at_end": round(seen_at - sent["marker_at"], 3),
         "lag_journald_to_app_s": round(seen_at - (marker.realtime_us or 0) / 1e6, 3),
         "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -594,6 +641,11 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             "rows, compositor) plus JournalFeed.deliver of every batch it draws (fold into the rows, the "
             "throughput series, JournalView.show_added)"
         ),
+        "update_to_terminal_ms": summary(clock.update_to_terminal_ms()) if terminal is not None else None,
+        "update_to_terminal_measures": (
+            "per screen update, on a pseudo-terminal through Textual's real driver: from the update's start "
+            "to the writer thread having flushed the frame it wrote (the frame's cost, not its wait)"
+        ),
         "frame_to_terminal_ms": summary(to_terminal) if terminal is not None else None,
         "frame_to_terminal_parts_ms": {k: summary(v) for k, v in parts.items() if v} if terminal is not None else None,
         "frame_to_terminal_measures": (
@@ -603,8 +655,19 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
         "behind_max_lines": behind_seen[0],
         "deliver_ms": summary(clock.deliver_ms),
         "screen_update_ms": summary(clock.update_ms) if clock.update_ms else None,
+        "screen_update_cpu_ms": summary(clock.update_cpu_ms),
+        "screen_update_cpu_measures": (
+            "the main thread's CPU time (time.thread_time) in each screen update: what the update itself "
+            "costs; screen_update_ms minus it is the time the thread waited for a core (the lab's flood, "
+            "journald, sshd and this process's other threads share this machine's cores)"
+        ),
         "batches": len(clock.deliver_ms),
         "screen_updates": len(clock.update_ms),
+        "slow_updates": dict(sorted(clock.slow.items(), key=lambda kv: -kv[1])[:10]),
+        "slow_updates_measures": (
+            f"screen updates over {SLOW_UPDATE_MS} ms, by what Textual had to do (a layout, a scroll or a "
+            "paint) and the classes of the widgets it had marked dirty"
+        ),
         "batch_lines": {"p50": pct(clock.batch_lines, 50), "max": max(clock.batch_lines)},
         "lines_sent": sent["lines_sent"],
         "lines_received": received,
@@ -642,6 +705,46 @@ def journalctl_rate(lab: Lab, unit: str) -> float:
     return int(n) / (float(ended) - float(began))
 
 
+async def openssh_flood(lab: Lab, unit: str, args: argparse.Namespace, site_packages: str) -> dict[str, Any]:
+    """The same flood read by OpenSSH running the follower's very command (`journal_argv`, with
+    `--follow`), as `ssh host journalctl -f ...` would, this process only looking for the marker
+    in what arrives: what the host, its journald, journalctl and sshd sustain live, on this same
+    machine, with nothing of the cockpit in the way."""
+    go, summary_file = await start_flood(lab, unit, args, site_packages)
+    before = machine_cpu()
+    seen_at, lines = await asyncio.to_thread(follow_until_marker, lab, unit, go, args.seconds * 10 + 60)
+    busy = machine_busy_pct(before, machine_cpu())
+    sent = await asyncio.to_thread(read_summary, lab, summary_file)
+    return {
+        "achieved_lines_per_s": round((sent["lines_sent"] - 1) / sent["flood_s"]),
+        "lag_s_at_end": round(seen_at - sent["marker_at"], 3),
+        "lines_before_the_marker": lines,
+        "machine_busy_pct": busy,
+    }
+
+
+def follow_until_marker(lab: Lab, unit: str, go: str, timeout: float) -> tuple[float, int]:
+    """Follow `unit` through OpenSSH, give the flood its go, and read until its marker: the
+    moment (this clock, the flood's clock) it arrived, and the lines up to it."""
+    from cockpit.systemd.journal import journal_argv
+
+    argv = lab.ssh_argv("root", journal_argv(unit, "-n", "all", "--follow"))
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL) as reader:
+        assert reader.stdout is not None
+        try:
+            time.sleep(1)  # journalctl is following
+            ssh(lab, "touch", go)
+            deadline, lines, tail, mark = time.monotonic() + timeout, 0, b"", MARKER.encode()
+            while time.monotonic() < deadline and (chunk := reader.stdout.read1(1 << 20)):
+                lines += chunk.count(b"\n")
+                if mark in tail + chunk:
+                    return time.time(), lines
+                tail = chunk[-len(mark) :]
+            raise RuntimeError("OpenSSH's journalctl gave no marker")
+        finally:
+            reader.kill()
+
+
 async def knee(lab: Lab, lab_name: str, suffix: str, args: argparse.Namespace, site_packages: str) -> dict:
     """One flood a rate, lowest first; the knee against what journalctl reads in the lab."""
     rates = sorted(int(r) for r in args.knee.split(","))
@@ -649,13 +752,17 @@ async def knee(lab: Lab, lab_name: str, suffix: str, args: argparse.Namespace, s
     for k, rate in enumerate(rates):
         unit = f"flood-{suffix}-{k}.service"
         one = argparse.Namespace(**{**vars(args), "rate": rate, "profile": False})
+        live = f"flood-{suffix}-{k}-openssh.service"
         try:
             result = await flood(lab, lab_name, unit, one, site_packages)
             anchors.append(await asyncio.to_thread(journalctl_rate, lab, unit))
+            plain = await openssh_flood(lab, live, one, site_packages)
         finally:
-            await asyncio.to_thread(ssh, lab, "systemctl", "stop", unit, check=False)
-            await asyncio.to_thread(ssh, lab, "systemctl", "reset-failed", unit, check=False)
+            for each in (unit, live):
+                await asyncio.to_thread(ssh, lab, "systemctl", "stop", each, check=False)
+                await asyncio.to_thread(ssh, lab, "systemctl", "reset-failed", each, check=False)
         kept = result["lag_s_at_end"] <= KEPT_UP_S and result["lost"] == 0
+        plain["kept_up"] = plain["lag_s_at_end"] <= KEPT_UP_S
         floods.append(
             {
                 "rate_lines_per_s": rate,
@@ -663,19 +770,28 @@ async def knee(lab: Lab, lab_name: str, suffix: str, args: argparse.Namespace, s
                 "lag_s_at_end": result["lag_s_at_end"],
                 "behind_max_lines": result["behind_max_lines"],
                 "cpu_pct_of_one_core": result["cpu_pct_of_one_core"],
+                "machine_busy_pct": result["machine_busy_pct"],
                 "frame_ms_p95": result["frame_ms_p95"],
                 "lost": result["lost"],
                 "kept_up": kept,
                 "journalctl_lines_per_s": round(anchors[-1]),
+                "openssh_journalctl_follow": plain,
             }
         )
-    kept_rates = []
-    for f in floods:
-        if not f["kept_up"]:
-            break
-        kept_rates.append(f["achieved_lines_per_s"])
+
+    def highest(kept: list[tuple[bool, int]]) -> int:
+        """The highest rate up to which every flood was kept up with."""
+        rates = []
+        for ok, rate in kept:
+            if not ok:
+                break
+            rates.append(rate)
+        return max(rates, default=0)
+
+    knee_rate = highest([(f["kept_up"], f["achieved_lines_per_s"]) for f in floods])
+    plain = [f["openssh_journalctl_follow"] for f in floods]
+    plain_knee = highest([(p["kept_up"], p["achieved_lines_per_s"]) for p in plain])
     anchor = sorted(anchors)[len(anchors) // 2]
-    knee_rate = max(kept_rates) if kept_rates else 0
     return {
         "benchmark": "app_flood_knee",
         "mix": args.mix,
@@ -687,6 +803,10 @@ async def knee(lab: Lab, lab_name: str, suffix: str, args: argparse.Namespace, s
         "journalctl_measures": "journalctl -u UNIT with the follower's output options to /dev/null in the lab, "
         "the median over the floods' units",
         "knee_over_journalctl": round(knee_rate / anchor, 3),
+        "openssh_knee_lines_per_s": plain_knee,
+        "openssh_knee_measures": "the same floods, each read live by OpenSSH running the follower's own "
+        "journalctl command with --follow (nothing of the cockpit): the highest rate it kept up with",
+        "knee_over_openssh": round(knee_rate / plain_knee, 3) if plain_knee else None,
         "cpus": os.cpu_count(),
     }
 

@@ -5,10 +5,13 @@ The real command, as a user starts it, on a terminal: `cockpit --host LAB --unit
 sglang-demo.service` runs in a pseudo-terminal of 160x50 that this process reads as a terminal
 would, so Textual's real driver writes its frames there. Figures, each over `--runs` launches:
 
-- `first_paint_s`: from the fork to the first frame that names the unit (the status pane's
-  title). What an engineer waits for before the cockpit is there at all.
+- `first_paint_s`: from the fork to the first thing drawn that names the unit: the early state
+  line (cockpit/ui/early_state.py) when the master's answer beats the app's imports, else the
+  app's first frame.
 - `state_on_screen_s`: from the fork to the unit's state (`active (running)`) on screen: the
-  connection made, the first `systemctl show` read and drawn.
+  connection made, the first `systemctl show` read and drawn (by the early line or the app).
+- `app_frame_s`: from the fork to the app's first frame (the journal pane's title): Textual and
+  the app imported, the screen composed and drawn. The whole cockpit is there from then on.
 - `ssh_status_s`: `ssh -F <lab ssh_config> LAB systemctl status UNIT`, what an engineer types
   instead, run after each launch; `state_over_ssh` is the ratio of the medians.
 - `import_s`: `import cockpit.ui.app` alone, in a fresh interpreter.
@@ -48,6 +51,7 @@ from _common import ROOT, emit, lab_up
 UNIT = "sglang-demo.service"
 ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 COCKPIT = str(Path(sys.executable).with_name("cockpit"))
+APP_FRAME = f"journal · {UNIT}".encode()  # the journal pane's title: only the app draws it
 
 
 def environment() -> dict[str, str]:
@@ -56,17 +60,18 @@ def environment() -> dict[str, str]:
     return env
 
 
-def launch(lab: str, timeout: float = 30) -> tuple[float, float]:
-    """(first paint, state on screen) in seconds from the fork, of one launch in a pty."""
+def launch(lab: str, timeout: float = 30) -> tuple[float, float, float]:
+    """(first paint, state on screen, the app's first frame) in seconds from the fork, of one
+    launch in a pty."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: the cockpit on this terminal
         os.execve(COCKPIT, [COCKPIT, "--host", lab, "--unit", UNIT], environment())
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
     start = time.perf_counter()
     seen = b""
-    painted = state = None
+    painted = state = frame = None
     try:
-        while state is None and time.perf_counter() - start < timeout:
+        while (state is None or frame is None) and time.perf_counter() - start < timeout:
             ready, _, _ = select.select([fd], [], [], 0.05)
             if not ready:
                 continue
@@ -80,8 +85,10 @@ def launch(lab: str, timeout: float = 30) -> tuple[float, float]:
             now = time.perf_counter() - start
             if painted is None and UNIT.encode() in seen:
                 painted = now
-            if painted is not None and b"active (running)" in seen:
+            if state is None and painted is not None and b"active (running)" in seen:
                 state = now
+            if frame is None and APP_FRAME in seen:
+                frame = now
     finally:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 5
@@ -97,9 +104,10 @@ def launch(lab: str, timeout: float = 30) -> tuple[float, float]:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         os.close(fd)
-    if painted is None or state is None:
-        raise RuntimeError(f"the cockpit drew no {'unit' if painted is None else 'state'} within {timeout:.0f} s")
-    return painted, state
+    if painted is None or state is None or frame is None:
+        missing = "unit" if painted is None else "state" if state is None else "frame of its own"
+        raise RuntimeError(f"the cockpit drew no {missing} within {timeout:.0f} s")
+    return painted, state, frame
 
 
 def timed(argv: list[str]) -> float:
@@ -122,11 +130,12 @@ def main() -> None:
     try:
         ssh_config = str(lab.ssh_config)
         launch(name)  # writes the bytecode of an editable install (see the docstring)
-        paints, states, ssh_status, imports, status, plain = [], [], [], [], [], []
+        paints, states, frames, ssh_status, imports, status, plain = [], [], [], [], [], [], []
         for _ in range(args.runs):
-            painted, state = launch(name)
+            painted, state, frame = launch(name)
             paints.append(painted)
             states.append(state)
+            frames.append(frame)
             ssh_status.append(timed(["ssh", "-F", ssh_config, name, "systemctl", "status", UNIT]))
             imports.append(timed([sys.executable, "-c", "import cockpit.ui.app"]))
             status.append(timed([COCKPIT, "status", "--host", name, "--unit", UNIT, "--json"]))
@@ -139,8 +148,10 @@ def main() -> None:
                 "first_paint_s_max": round(max(paints), 3),
                 "state_on_screen_s": median(states),
                 "state_on_screen_s_max": round(max(states), 3),
+                "app_frame_s": median(frames),
                 "ssh_status_s": median(ssh_status),
                 "state_over_ssh": round(statistics.median(states) / statistics.median(ssh_status), 2),
+                "app_frame_over_ssh": round(statistics.median(frames) / statistics.median(ssh_status), 2),
                 "import_s": median(imports),
                 "status_s": median(status),
                 "ssh_show_s": median(plain),
@@ -148,6 +159,7 @@ def main() -> None:
                 "all": {
                     "first_paint_s": paints,
                     "state_on_screen_s": states,
+                    "app_frame_s": frames,
                     "ssh_status_s": ssh_status,
                     "import_s": imports,
                     "status_s": status,
