@@ -25,11 +25,11 @@ from cockpit.printable import printable
 if TYPE_CHECKING:
     from cockpit.remote.mux import MuxHost
 
-# The alternate screen, cursor hidden, cleared. Its cursor is put back where it came in (DECSC,
-# DECRC): xterm saves the cursor again at Textual's own `?1049h`, and puts the shell's prompt
-# there when the app ends.
-ENTER = "\x1b[?1049h\x1b[?25l\x1b7\x1b[H\x1b[2J"
-BACK = "\x1b8"
+# The alternate screen, cursor hidden, cleared. Its cursor is put back where it came in (CSI s,
+# CSI u: control sequences only, as everything else the app writes): xterm saves the cursor
+# again at Textual's own `?1049h`, and puts the shell's prompt there when the app ends.
+ENTER = "\x1b[?1049h\x1b[?25l\x1b[s\x1b[H\x1b[2J"
+BACK = "\x1b[u"
 LEAVE = "\x1b[?25h\x1b[?1049l"
 WAIT_S = 5.0  # the app's first frame comes well before: past it, the line is not worth drawing
 # SGR of the status pane's state styles (cockpit/ui/panes/status.py, the theme's colours).
