@@ -20,8 +20,6 @@ Prints JSON.
 from __future__ import annotations
 
 import asyncio
-import os
-import shlex
 import statistics
 import subprocess
 import time
@@ -29,6 +27,7 @@ import time
 from _common import emit, lab_up, pct
 
 from cockpit.config import HostConfig
+from cockpit.lab.lab import Lab
 from cockpit.remote.ssh import SSHHost
 from cockpit.systemd import journal, status
 
@@ -63,7 +62,7 @@ async def status_latency(host: SSHHost) -> dict:
     }
 
 
-async def follow_throughput(host: SSHHost) -> dict:
+async def follow_throughput(host: SSHHost, lab: Lab) -> dict:
     await host.run(["tee", "/tmp/flood.py"], input=FLOOD.encode())
     await host.run(["systemctl", "reset-failed", "flood"], timeout=10)
     result = await host.run(
@@ -94,7 +93,7 @@ async def follow_throughput(host: SSHHost) -> dict:
     follower, openssh = [], []
     for _ in range(ROUNDS):
         follower.append(await follower_rate(host, int(count)))
-        openssh.append(await asyncio.to_thread(openssh_rate, host.name, int(count)))
+        openssh.append(await asyncio.to_thread(openssh_rate, lab, int(count)))
     # Each round's pair ran back to back, under the machine's load of that moment: their ratio.
     ratio = statistics.median(f / o for f, o in zip(follower, openssh, strict=True))
     return {
@@ -131,16 +130,11 @@ async def follower_rate(host: SSHHost, count: int) -> float:
     return got / elapsed
 
 
-def openssh_rate(name: str, count: int) -> float:
+def openssh_rate(lab: Lab, count: int) -> float:
     """Lines a second OpenSSH delivers the follower's own command's output at, counted here."""
-    configs = [c for c in os.environ.get("COCKPIT_SSH_CONFIG", "").split(":") if c]
-    argv = journal.journal_argv("flood.service", "-n", "all", "--follow")
+    argv = lab.ssh_argv("root", journal.journal_argv("flood.service", "-n", "all", "--follow"))
     t = time.perf_counter()
-    with subprocess.Popen(
-        ["ssh", "-F", configs[-1], "-o", "ControlMaster=no", "-o", "ControlPath=none", name, "--", shlex.join(argv)],
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    ) as ssh:
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL) as ssh:
         assert ssh.stdout is not None
         got = 0
         while got < count and (chunk := ssh.stdout.read1(1 << 20)):
@@ -164,7 +158,7 @@ async def main() -> None:
             {
                 "benchmark": "remote",
                 "status_refresh": await status_latency(host),
-                "journal_follow": await follow_throughput(host),
+                "journal_follow": await follow_throughput(host, lab),
             }
         )
     finally:

@@ -116,9 +116,7 @@ class MuxHost(Host):
             return None
         if master.poll() is None:
             await asyncio.to_thread(master.wait)
-        if master.returncode == SSH_FAILED:
-            return None
-        return RunResult(argv, master.returncode, self._answered(), b"")
+        return self._answer(argv, master.returncode)
 
     def first_answer_in(self, timeout: float) -> RunResult | None:
         """The answer to `first`, waited for up to `timeout` s in the calling thread (not the
@@ -129,16 +127,16 @@ class MuxHost(Host):
         if master is None or not argv:
             return None
         try:
-            master.wait(timeout)
+            return self._answer(argv, master.wait(timeout))
         except subprocess.TimeoutExpired:
             return None
-        if master.returncode == SSH_FAILED:
-            return None
-        return RunResult(argv, master.returncode, self._answered(), b"")
 
-    def _answered(self) -> bytes:
-        """What ssh printed for `first`: two files of a few KB, read at once."""
-        return Path(self._out).read_bytes() + Path(self._said).read_bytes()
+    def _answer(self, argv: tuple[str, ...], returncode: int) -> RunResult | None:
+        """What ssh printed for `first` (two files of a few KB, read at once); None when ssh
+        itself failed, not the command."""
+        if returncode == SSH_FAILED:
+            return None
+        return RunResult(argv, returncode, Path(self._out).read_bytes() + Path(self._said).read_bytes(), b"")
 
     async def _process(self, remote: Sequence[str], *, stdin: int) -> asyncio.subprocess.Process:
         import asyncio
