@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import contextlib
 import cProfile
 import io
@@ -290,41 +291,42 @@ class Clock:
 
         return timed
 
+    def flushed_at(self) -> Callable[[int], float | None]:
+        """When the writer thread had flushed driver write number `write` (None: not by the end)."""
+        done = [count for count, _ in self.flushed]
+
+        def at(write: int) -> float | None:
+            j = bisect.bisect_left(done, write)
+            return self.flushed[j][1] if j < len(done) else None
+
+        return at
+
     def to_terminal_ms(self) -> tuple[list[float], dict[str, list[float]]]:
         """Per batch: from reaching the feed to the terminal holding the frame drawn after it;
         and that time's parts: the wait for the screen update that drew it (`wait`), that
         update (`update`), and from its end to the writer thread's flush (`write`)."""
         out: list[float] = []
         parts: dict[str, list[float]] = {"wait": [], "update": [], "write": []}
-        flushed = self.flushed
-        j = 0
+        flushed_at = self.flushed_at()
         for started, write in zip(self.batch_started, self.batch_write, strict=True):
-            if not write:
+            if not write or (flushed := flushed_at(write)) is None:
                 continue
-            while j < len(flushed) and flushed[j][0] < write:
-                j += 1
-            if j == len(flushed):
-                break
-            out.append((flushed[j][1] - started) * 1000)
+            out.append((flushed - started) * 1000)
             if (update := self.update_at.get(write)) is not None:
                 parts["wait"].append((update[0] - started) * 1000)
                 parts["update"].append((update[1] - update[0]) * 1000)
-                parts["write"].append((flushed[j][1] - update[1]) * 1000)
+                parts["write"].append((flushed - update[1]) * 1000)
         return out, parts
 
     def update_to_terminal_ms(self) -> list[float]:
         """Per screen update: from its start to the writer thread having flushed the frame it
         wrote. The frame itself, drawn and on the terminal, without the wait for its turn."""
-        out: list[float] = []
-        flushed = self.flushed
-        j = 0
-        for write, (start, _end) in sorted(self.update_at.items()):
-            while j < len(flushed) and flushed[j][0] < write:
-                j += 1
-            if j == len(flushed):
-                break
-            out.append((flushed[j][1] - start) * 1000)
-        return out
+        flushed_at = self.flushed_at()
+        return [
+            (flushed - start) * 1000
+            for write, (start, _end) in self.update_at.items()
+            if (flushed := flushed_at(write)) is not None
+        ]
 
 
 class Terminal:
