@@ -22,6 +22,8 @@ from textual import _time
 from textual.screen import UPDATE_PERIOD, Screen
 from textual.timer import EventTargetGone, Timer
 
+from cockpit.ui.compositor import CroppedCompositor
+
 # The journal this late, beyond the link's own delay: the app is not keeping up with it, and its
 # frames go down to FLOOD_PERIOD apart until it has been on time for FLOOD_HOLD_S
 # (CockpitApp._frame_period): frames back at 60 a second at once put it behind again.
@@ -55,13 +57,15 @@ class FrameTimer(Timer):
 
 
 class PacedScreen(Screen):
-    """A screen whose updates come from a FrameTimer, `period` apart when given (else 60 a second)."""
+    """A screen whose updates come from a FrameTimer, `period` apart when given (else 60 a second),
+    each rendering only what it draws (cockpit.ui.compositor)."""
 
     _frame_timer: FrameTimer | None = None
 
     def __init__(self, *, period: Callable[[], float] | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
         self._period = period
+        self._compositor = CroppedCompositor()
 
     @property
     def _update_timer(self) -> Timer:

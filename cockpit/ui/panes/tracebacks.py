@@ -7,7 +7,9 @@ import time
 
 from rich.text import Text
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.message import Message
+from textual.strip import Strip
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -31,6 +33,7 @@ class TracebackList(OptionList):
     BINDINGS = [Binding("enter", "select", "Jump", id="tracebacks.jump")]
     _drawn: list[str] | None = None  # the label of each row shown
     _targets: list[int] = []  # the record each row jumps to
+    _blank: Strip | None = None  # a row past the last option, this frame
 
     class Jump(Message):
         def __init__(self, record_index: int) -> None:
@@ -64,6 +67,21 @@ class TracebackList(OptionList):
             if total == len(groups)
             else f"tracebacks ({total}, {len(groups)} kind{'s' * (len(groups) != 1)})"
         )
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._blank = None
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        """A row past the last option is one blank made once a frame: OptionList makes each anew,
+        reading `scrollable_content_region` (44 us a call) and its line cache, which took half of
+        an update that redrew this list beside the journal in a flood (docs/facts.md)."""
+        if self.scroll_offset.y + y < len(self._line_cache.lines):  # OptionList.render_lines updated it
+            return super().render_line(y)
+        if self._blank is None:
+            style = self.get_visual_style("option-list--option").rich_style
+            self._blank = Strip.blank(self.scrollable_content_region.width, style)
+        return self._blank
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

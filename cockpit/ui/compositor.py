@@ -1,0 +1,62 @@
+"""A screen update renders the rows it draws, of the widgets it draws on, and nothing else.
+
+Textual's compositor (8.2, `Compositor._get_renders`) picks the widgets of a partial update by
+their clip, not by where they are: every widget whose container is the screen (the status pane,
+the footer, a toast) overlaps every update. And each widget it picks renders all its rows, to
+have all but the updated ones thrown away (`_render_chops` keeps the rows the update spans). At
+10k journal lines/s nearly every update is the journal view's 43 rows, and the compositor also
+rendered the status pane, the footer and all 45 to 50 rows of the screen and the two containers
+under the view (docs/facts.md). `CroppedCompositor` picks a widget when its visible part meets
+the update and no widget in front of it covers that part, and asks it for the update's rows
+alone. What the terminal gets is the same: a row outside the update, a widget wholly outside it
+and a widget wholly behind another were never written.
+
+Like cockpit.ui.pacing, this overrides a private method of Textual, pinned by constraints.txt;
+tests/ui/test_compositor.py holds it to Textual's own output.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+
+from textual._compositor import Compositor
+from textual.geometry import Region
+from textual.strip import Strip
+
+
+class CroppedCompositor(Compositor):
+    def _get_renders(self, crop: Region | None = None) -> Iterable[tuple[Region, Region, list[Strip]]]:
+        """(the widget's region cut to the update's rows, its clip, those rows' strips), front
+        first, leaving out a widget that one in front of it covers there: the compositor keeps
+        the front one's cells (`_render_chops`: the first strip for a cut wins)."""
+        if crop is None:  # a whole screen: Textual's own
+            yield from super()._get_renders(None)
+            return
+        drawn: list[Region] = []
+        for widget, (region, clip) in self.visible_widgets.items():
+            shown = region.intersection(clip)
+            here = crop.intersection(shown)  # the cells of it the update writes
+            if not here or covered(here, drawn):
+                continue
+            drawn.append(here)
+            rows = Region(shown.x - region.x, here.y - region.y, shown.width, here.height)
+            yield Region(region.x, here.y, region.width, here.height), clip, widget.render_lines(rows)
+
+
+def covered(area: Region, fronts: list[Region]) -> bool:
+    """Whether `fronts` together cover every cell of `area`: each band of rows between their
+    top and bottom edges covered from side to side by the fronts that span the band."""
+    over = [f for f in fronts if f.overlaps(area)]
+    edges = sorted({area.y, area.bottom, *(f.y for f in over), *(f.bottom for f in over)})
+    for top, bottom in itertools.pairwise(edges):
+        if bottom <= area.y or top >= area.bottom:
+            continue
+        x = area.x
+        for left, right in sorted((f.x, f.right) for f in over if f.y <= top and f.bottom >= bottom):
+            if left > x:
+                break
+            x = max(x, right)
+        if x < area.right:
+            return False
+    return True

@@ -1,0 +1,68 @@
+"""cockpit.ui.compositor held to Textual's own compositor: for an update of any part of the
+cockpit's screen (each widget, the journal with the status pane, a toast over the journal), the
+cells the terminal is sent are the same, and the journal's update renders fewer widgets."""
+
+from __future__ import annotations
+
+import pytest
+from textual._compositor import Compositor
+from textual.geometry import Region
+from textual.widget import Widget
+
+from cockpit.config import Config
+from cockpit.targets import Target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.compositor import CroppedCompositor
+from tests.unit.test_journal_rows import entries
+
+
+def _sent(comp: Compositor, crop: Region, monkeypatch: pytest.MonkeyPatch, textuals: bool) -> dict:
+    """What a partial update of `crop` writes: each cut of each row within it, as (text, style)
+    pairs (ChopsUpdate writes a row's cuts that meet the update and nothing else)."""
+    with monkeypatch.context() as m:
+        if textuals:
+            m.setattr(CroppedCompositor, "_get_renders", Compositor._get_renders)
+        chops = comp._render_chops(crop, lambda y: crop.y <= y < crop.bottom)
+    sent = {}
+    for y in range(crop.y, crop.bottom):
+        ends = comp.cuts[y][1:]
+        for end, (x, strip) in zip(ends, chops[y].items(), strict=True):
+            if x >= crop.right or end <= crop.x:
+                continue  # outside the update: never written
+            assert strip is not None, f"row {y}, cut {x}: nothing drawn"
+            sent[y, x] = [(s.text, s.style) for s in strip]
+    return sent
+
+
+async def test_every_update_sends_what_textuals_compositor_sends(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    async with app.run_test(size=(120, 34)) as pilot:
+        app.journal_view.append_entries(entries("journal-crash8.jsonl"))
+        app.notify("a toast over the journal", timeout=30)
+        await pilot.pause()
+        comp = app.screen._compositor
+        assert isinstance(comp, CroppedCompositor)
+        shown = {w: region.intersection(clip) for w, (region, clip) in comp.visible_widgets.items()}
+        journal = shown[app.journal_view]
+        crops = [r for r in shown.values() if r] + [
+            journal.union(shown[app.status_pane]),  # one rectangle over both, as Textual makes it
+            Region(journal.x + 3, journal.y + 2, 20, 5),  # a few cells in the middle of the rows
+            app.screen.region,
+        ]
+        assert len(crops) > 10
+        for crop in crops:
+            ours = _sent(comp, crop, monkeypatch, textuals=False)
+            assert ours and ours == _sent(comp, crop, monkeypatch, textuals=True), crop
+
+        # The journal's update: the widgets behind the view and those beside it are not rendered.
+        rendered: list[str] = []
+        for widget in comp.visible_widgets:
+
+            def counted(crop: Region, w: Widget = widget) -> list:
+                rendered.append(type(w).__name__)
+                return type(w).render_lines(w, crop)
+
+            monkeypatch.setattr(widget, "render_lines", counted)
+        comp._render_chops(journal, lambda y: True)
+        assert "JournalView" in rendered
+        assert not {"StatusPane", "Footer", "TracebackList", "PacedScreen", "Horizontal"} & set(rendered), rendered
