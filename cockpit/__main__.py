@@ -1,3 +1,3 @@
-from cockpit.cli import console
+from cockpit.command import console
 
 console()

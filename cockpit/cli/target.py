@@ -50,8 +50,11 @@ def target_of(args: argparse.Namespace, *, unit: bool = True) -> tuple[Config, T
 def early_reader(cfg: Config, target: Target) -> MuxHost | None:
     """An OpenSSH master for the target's host, logging in from now on and asking the unit's
     status first (cockpit.remote.mux); None for the jump box itself."""
-    from cockpit.lab.paths import ssh_configs
+    from cockpit.config.reader import config_candidates
+    from cockpit.lab.paths import ssh_configs, state_root
+    from cockpit.remote import early_master
     from cockpit.remote.mux import MuxHost
+    from cockpit.remote.ssh_client import config_candidates as ssh_candidates
     from cockpit.remote.ssh_client import config_paths
     from cockpit.systemd.status import show_argv
 
@@ -59,7 +62,13 @@ def early_reader(cfg: Config, target: Target) -> MuxHost | None:
     if host.local:
         return None
     jump = cfg.host(host.jump) if host.jump else None
-    return MuxHost(host, config_paths([str(p) for p in ssh_configs()]), jump, first=show_argv([target.unit]))
+    labs = [str(p) for p in ssh_configs()]
+    reader = MuxHost(host, config_paths(labs), jump, first=show_argv([target.unit]))
+    # what chose that command line: the config (or where one would be), the ssh_config files
+    # and the labs' directory (a lab made since brings its own)
+    chose = [*([cfg.path] if cfg.path else []), *config_candidates(), *ssh_candidates(labs), state_root()]
+    early_master.remember(reader.master, reader.conf, [str(p) for p in (*chose, "/etc/ssh/ssh_config")])
+    return reader
 
 
 @contextlib.asynccontextmanager

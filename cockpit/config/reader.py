@@ -323,10 +323,15 @@ def find_config_path(explicit: str | None = None) -> Path | None:
     env = os.environ.get("COCKPIT_CONFIG")
     if env:
         return Path(env).expanduser()
-    for candidate in (Path("~/.config/cockpit/config.toml").expanduser(), Path("cockpit.toml")):
+    for candidate in config_candidates():
         if candidate.is_file():
             return candidate
     return None
+
+
+def config_candidates() -> tuple[Path, Path]:
+    """Where a config is looked for when neither `--config` nor `$COCKPIT_CONFIG` names one."""
+    return Path("~/.config/cockpit/config.toml").expanduser(), Path("cockpit.toml")
 
 
 def load(explicit: str | None = None) -> Config:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.config import HostConfig
-from cockpit.remote import ssh_client
+from cockpit.remote import early_master, ssh_client
 from cockpit.remote.base import (
     CONNECT_TIMEOUT,
     ConnectionLost,
@@ -40,6 +40,7 @@ from cockpit.remote.base import (
     LineStream,
     RunResult,
 )
+from cockpit.remote.early_master import DIR, SOCKET, SSH_CONFIG, STDERR, STDOUT
 from cockpit.timeouts import within
 
 if TYPE_CHECKING:
@@ -64,22 +65,31 @@ class MuxHost(Host):
         self, config: HostConfig, files: Sequence[str], jump: HostConfig | None = None, first: Sequence[str] = ()
     ) -> None:
         self.name = config.name
-        self._dir = tempfile.mkdtemp(prefix="cockpit-mux-")
-        self._socket = os.path.join(self._dir, "ctl")  # short: a socket path has ~100 bytes
-        conf = os.path.join(self._dir, "ssh_config")
-        with open(conf, "w") as f:
-            f.write(ssh_client.config_text(files))
+        conf = os.path.join(DIR, SSH_CONFIG)
+        self.conf = ssh_client.config_text(files)
         base = ssh_client.options(config, conf, jump)
-        self._client = [*base, "-S", self._socket, "-o", "ControlMaster=no", config.destination]
-        self._out, self._said = os.path.join(self._dir, "stdout"), os.path.join(self._dir, "stderr")  # files:
-        self._first = tuple(first)  # a pipe that nobody reads would stall ssh once full
+        socket = os.path.join(DIR, SOCKET)
+        client = [*base, "-S", socket, "-o", "ControlMaster=no", config.destination]
+        command = ["--", shlex.join(first)] if first else ["-N"]
+        # the master's command line, DIR for its directory (cockpit/remote/early_master.py remembers it)
+        self.master = [*base, "-M", "-S", socket, "-o", f"ControlPersist={PERSIST_S}", "-T", client[-1], *command]
+        self._first = tuple(first)
         self._master: subprocess.Popen[bytes] | None = None
-        if shutil.which("ssh") is not None:
-            master = [*base, "-M", "-S", self._socket, "-o", f"ControlPersist={PERSIST_S}", "-T"]
-            command = ["--", shlex.join(first)] if first else ["-N"]
+        early = early_master.take(self.master, self.conf)
+        if early is not None:
+            self._dir, self._master = early
+        else:
+            self._dir = tempfile.mkdtemp(prefix="cockpit-mux-")
+        self._socket = os.path.join(self._dir, SOCKET)  # short: a socket path has ~100 bytes
+        self._client = early_master.filled(client, self._dir)
+        # files: a pipe that nobody reads would stall ssh once full
+        self._out, self._said = os.path.join(self._dir, STDOUT), os.path.join(self._dir, STDERR)
+        if early is None and shutil.which("ssh") is not None:
+            with open(os.path.join(self._dir, SSH_CONFIG), "w") as f:
+                f.write(self.conf)
             with open(self._out, "wb") as out, open(self._said, "wb") as said:
                 self._master = subprocess.Popen(
-                    [*master, self._client[-1], *command], stdin=subprocess.DEVNULL, stdout=out, stderr=said
+                    early_master.filled(self.master, self._dir), stdin=subprocess.DEVNULL, stdout=out, stderr=said
                 )
 
     async def ready(self, timeout: float = CONNECT_TIMEOUT) -> None:

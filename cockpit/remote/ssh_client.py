@@ -17,9 +17,14 @@ from cockpit.config import HostConfig
 def config_paths(extra: Sequence[str] = ()) -> list[str]:
     """Any in $COCKPIT_SSH_CONFIG (colon-separated), ~/.ssh/config, then `extra`: the files the
     caller knows of (the session adds the running labs' ssh_config; this layer knows no lab)."""
-    given = [Path(p).expanduser() for p in os.environ.get("COCKPIT_SSH_CONFIG", "").split(":") if p]
-    paths = [p for p in (*given, Path("~/.ssh/config").expanduser(), *map(Path, extra)) if p.is_file()]
+    paths = [p for p in config_candidates(extra) if p.is_file()]
     return [str(p) for p in dict.fromkeys(paths)]
+
+
+def config_candidates(extra: Sequence[str] = ()) -> list[Path]:
+    """Every file `config_paths` looks at, there or not."""
+    given = [Path(p).expanduser() for p in os.environ.get("COCKPIT_SSH_CONFIG", "").split(":") if p]
+    return [*given, Path("~/.ssh/config").expanduser(), *map(Path, extra)]
 
 
 def config_text(files: Sequence[str]) -> str:

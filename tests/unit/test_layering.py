@@ -115,7 +115,7 @@ def test_every_concern_of_the_sglang_package_has_one_layer() -> None:
 
 def test_the_textual_contract_names_every_part_below_the_ui() -> None:
     textual = next(c for c in _contracts() if c["type"] == "forbidden")
-    assert set(textual["source_modules"]) == _top_parts() - {"cockpit.ui", "cockpit.cli"}
+    assert set(textual["source_modules"]) == _top_parts() - {"cockpit.ui", "cockpit.cli", "cockpit.command"}
 
 
 def test_import_linter_contracts_hold() -> None:
