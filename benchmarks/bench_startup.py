@@ -12,6 +12,10 @@ would, so Textual's real driver writes its frames there. Figures, each over `--r
   connection made, the first `systemctl show` read and drawn (by the early line or the app).
 - `app_frame_s`: from the fork to the app's first frame (the journal pane's title): Textual and
   the app imported, the screen composed and drawn. The whole cockpit is there from then on.
+- The launches after the first find the OpenSSH master the first one ran remembered, as a user's
+  second launch of a unit does (cockpit/remote/early_master.py: the command forks it before it
+  imports the cockpit). `first_launch_state_s` and `first_launch_app_frame_s` are the same
+  command with a state directory of its own, as the first launch on a new unit is.
 - `ssh_status_s`: `ssh -F <lab ssh_config> LAB systemctl status UNIT`, what an engineer types
   instead, run after each launch; `state_over_ssh` is the ratio of the medians.
 - `import_s`: `import cockpit.ui.app` alone, in a fresh interpreter.
@@ -46,6 +50,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
 import time
 from pathlib import Path
@@ -58,18 +63,21 @@ COCKPIT = str(Path(sys.executable).with_name("cockpit"))
 APP_FRAME = f"journal · {UNIT}".encode()  # the journal pane's title: only the app draws it
 
 
-def environment() -> dict[str, str]:
+def environment(state: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(TERM="xterm-256color", COLORTERM="truecolor", COLUMNS="160", LINES="50")
+    if state is not None:
+        env["XDG_STATE_HOME"] = state
     return env
 
 
-def launch(lab: str, timeout: float = 30) -> tuple[float, float, float]:
+def launch(lab: str, timeout: float = 30, *, state: str | None = None) -> tuple[float, float, float]:
     """(first paint, state on screen, the app's first frame) in seconds from the fork, of one
-    launch in a pty."""
+    launch in a pty; with `state`, a state directory of its own (a first launch: no master
+    remembered)."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: the cockpit on this terminal
-        os.execve(COCKPIT, [COCKPIT, "--host", lab, "--unit", UNIT], environment())
+        os.execve(COCKPIT, [COCKPIT, "--host", lab, "--unit", UNIT], environment(state))
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
     start = time.perf_counter()
     seen = b""
@@ -142,11 +150,16 @@ def main() -> None:
         ssh_config = str(lab.ssh_config)
         launch(name)  # writes the bytecode of an editable install (see the docstring)
         paints, states, frames, ssh_status, imports, status, plain = [], [], [], [], [], [], []
+        first_states, first_frames = [], []
         for _ in range(args.runs):
             painted, state, frame = launch(name)
             paints.append(painted)
             states.append(state)
             frames.append(frame)
+            with tempfile.TemporaryDirectory() as fresh:
+                _, state, frame = launch(name, state=fresh)
+            first_states.append(state)
+            first_frames.append(frame)
             ssh_status.append(timed(["ssh", "-F", ssh_config, name, "systemctl", "status", UNIT]))
             imports.append(timed([sys.executable, "-c", "import cockpit.ui.app"]))
             status.append(timed([COCKPIT, "status", "--host", name, "--unit", UNIT, "--json"]))
@@ -163,6 +176,11 @@ def main() -> None:
                 "ssh_status_s": median(ssh_status),
                 "state_over_ssh": round(statistics.median(states) / statistics.median(ssh_status), 2),
                 "app_frame_over_ssh": round(statistics.median(frames) / statistics.median(ssh_status), 2),
+                "first_launch_state_s": median(first_states),
+                "first_launch_state_over_ssh": round(
+                    statistics.median(first_states) / statistics.median(ssh_status), 2
+                ),
+                "first_launch_app_frame_s": median(first_frames),
                 "import_s": median(imports),
                 "status_s": median(status),
                 "ssh_show_s": median(plain),
@@ -171,6 +189,8 @@ def main() -> None:
                     "first_paint_s": paints,
                     "state_on_screen_s": states,
                     "app_frame_s": frames,
+                    "first_launch_state_s": first_states,
+                    "first_launch_app_frame_s": first_frames,
                     "ssh_status_s": ssh_status,
                     "import_s": imports,
                     "status_s": status,

@@ -7,10 +7,11 @@ fork is on screen too. Building the master's command line takes `import cockpit.
 parser and the config: the fork came 0.14 s after the command started, where this module forks
 at about 0.05 s (docs/facts.md, "Start-up").
 
-It runs only an `ssh` this user's cockpit itself ran before for the same words (a memory
-file another user could write is not read), in the same directory and environment, and only
-while none of the files that chose that command line (the config, the ssh_config files it
-includes, the labs' directory) has changed since. The cockpit then builds its command line as
+It runs only what this user's cockpit itself ran before for the same words (a memory file
+another user could have written is not read: that is the boundary, as the command line and the
+ssh_config it holds say what runs), in the same directory and environment, and only while none
+of the files that chose that command line (the config, the ssh_config files it includes, the
+labs' directories) has changed since. The cockpit then builds its command line as
 always and keeps the early master only when the two are the same (`take`); otherwise, or when
 nothing takes it before the command ends, it is ended.
 """
@@ -24,6 +25,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from typing import TYPE_CHECKING
 
 from cockpit.statedir import state_dir
@@ -48,7 +50,8 @@ class Forked:
         self.process: subprocess.Popen[bytes] | None = None
 
 
-_words: list[str] | None = None  # the command's words, when the `cockpit` command forked
+_key: str | None = None  # this command's words, directory and environment, when `fork` ran
+_began_ns = 0  # when `fork` ran: a file changed since then is not vouched for
 _forked: Forked | None = None
 
 
@@ -56,16 +59,14 @@ def _file() -> str:
     return str(state_dir("launch.json"))
 
 
-def _key(words: Sequence[str]) -> str:
-    return json.dumps([list(words), os.getcwd(), [os.environ.get(name) for name in ENVIRONMENT]])
-
-
 def _stamp(path: str) -> list[int] | None:
+    """What a change to the file changes: its content's time and size, and which file it is (a
+    link pointed elsewhere, a file put in its place) with when that last changed."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return [st.st_mtime_ns, st.st_size]
+    return [st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size]
 
 
 def filled(argv: Sequence[str], directory: str) -> list[str]:
@@ -73,37 +74,56 @@ def filled(argv: Sequence[str], directory: str) -> list[str]:
     return [directory + word[len(DIR) :] if word.startswith(DIR + "/") else word for word in argv]
 
 
+def start(argv: Sequence[str], conf: str, directory: str) -> subprocess.Popen[bytes]:
+    """The master `argv` (DIR for `directory`) with `conf` as its ssh_config, its output in
+    files (a pipe that nobody reads would stall ssh once full)."""
+    with open(os.path.join(directory, SSH_CONFIG), "w") as f:
+        f.write(conf)
+    out, said = os.path.join(directory, STDOUT), os.path.join(directory, STDERR)
+    with open(out, "wb") as out_file, open(said, "wb") as said_file:
+        return subprocess.Popen(filled(argv, directory), stdin=subprocess.DEVNULL, stdout=out_file, stderr=said_file)
+
+
+def _entry_of(entry: object) -> tuple[list[str], str, list[tuple[str, object]]] | None:
+    """A remembered entry's command line, ssh_config and watched files, if it has that shape."""
+    if not isinstance(entry, dict):
+        return None
+    argv, conf, watched = entry.get("argv"), entry.get("conf"), entry.get("watched")
+    if not (isinstance(argv, list) and argv and all(isinstance(w, str) and "\0" not in w for w in argv)):
+        return None
+    if not isinstance(conf, str) or not isinstance(watched, list):
+        return None
+    if not all(isinstance(w, list) and len(w) == 2 and isinstance(w[0], str) for w in watched):
+        return None
+    return argv, conf, [(path, stamp) for path, stamp in watched]
+
+
 def fork(words: Sequence[str]) -> None:
-    """Start the master remembered for `words`, if any and its files are unchanged, and
-    remember this command's master for `words` (`remember`). Whatever goes wrong here (no
-    state yet, a file half written) only means no early master."""
-    global _forked, _words
-    _words = list(words)
+    """Start the master remembered for `words`, if any, its files unchanged, and note the words
+    for `remember`. Whatever goes wrong here (no state yet, a file half written or not this
+    user's) only means no early master."""
+    global _forked, _key, _began_ns
     try:
+        _began_ns = time.time_ns()
+        _key = json.dumps([list(words), os.getcwd(), [os.environ.get(name) for name in ENVIRONMENT]])
         with open(_file(), encoding="utf-8") as f:
             mine = os.fstat(f.fileno())
-            entry = json.load(f)[_key(words)]
-        argv, conf, watched = entry["argv"], entry["conf"], entry["watched"]
-        if mine.st_uid != os.getuid() or mine.st_mode & 0o022 or os.path.basename(argv[0]) != "ssh":
-            return  # only this user's own memory, and only ever an ssh
+            if mine.st_uid != os.getuid() or mine.st_mode & 0o022:
+                return  # the boundary: a file only this user can have written (it names what runs)
+            memory = json.load(f)
+        found = _entry_of(memory.get(_key)) if isinstance(memory, dict) else None
+        if found is None or os.path.basename(found[0][0]) != "ssh":
+            return
+        argv, conf, watched = found
         if any(_stamp(path) != stamp for path, stamp in watched):
             return
-        directory = tempfile.mkdtemp(prefix="cockpit-mux-")
-    except (OSError, ValueError, KeyError, TypeError):
+        forked = Forked(tempfile.mkdtemp(prefix="cockpit-mux-"), argv, conf)
+    except Exception:  # noqa: BLE001 -- no early master, and the cockpit goes on as without one
         return
-    forked = Forked(directory, argv, conf)
     _forked = forked
     atexit.register(_end_untaken)
-    try:
-        with open(os.path.join(directory, SSH_CONFIG), "w") as f:
-            f.write(conf)
-        out, said = os.path.join(directory, STDOUT), os.path.join(directory, STDERR)
-        with open(out, "wb") as out_file, open(said, "wb") as said_file:
-            forked.process = subprocess.Popen(
-                filled(argv, directory), stdin=subprocess.DEVNULL, stdout=out_file, stderr=said_file
-            )
-    except OSError:
-        return
+    with contextlib.suppress(Exception):
+        forked.process = start(argv, conf, forked.dir)
 
 
 def take(argv: Sequence[str], conf: str) -> tuple[str, subprocess.Popen[bytes]] | None:
@@ -123,8 +143,12 @@ def take(argv: Sequence[str], conf: str) -> tuple[str, subprocess.Popen[bytes]] 
 def remember(argv: Sequence[str], conf: str, watched: Sequence[str]) -> None:
     """Keep the master's command line for the next launch with this command's words, with the
     state of the files that chose it (`watched`). Nothing when `fork` was not called (the
-    cockpit run other than as the `cockpit` command: tests, `main()`)."""
-    if _words is None:
+    cockpit run other than as the `cockpit` command: tests, `main()`), or when one of those
+    files changed while this command ran (read before the change or after, it cannot say)."""
+    if _key is None:
+        return
+    stamps = {p: _stamp(p) for p in watched}
+    if any(stamp is not None and max(stamp[2], stamp[3]) >= _began_ns for stamp in stamps.values()):
         return
     path = _file()
     try:
@@ -132,21 +156,24 @@ def remember(argv: Sequence[str], conf: str, watched: Sequence[str]) -> None:
             entries = json.load(f)
         if not isinstance(entries, dict):
             entries = {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         entries = {}
-    key = _key(_words)
-    entry = {"argv": list(argv), "conf": conf, "watched": [[p, _stamp(p)] for p in watched]}
-    if entries.get(key) == entry:
+    entry = {"argv": list(argv), "conf": conf, "watched": [[p, stamp] for p, stamp in stamps.items()]}
+    if list(entries)[-1:] == [_key] and entries[_key] == entry:
         return
-    entries.pop(key, None)
-    entries[key] = entry
+    entries.pop(_key, None)
+    entries[_key] = entry  # the most recent last: the oldest are forgotten first
     kept = dict(list(entries.items())[-REMEMBERED:])
     with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = f"{path}.{os.getpid()}"
-        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
-            json.dump(kept, f)  # this user's alone, whatever the umask (`fork` reads no other)
-        os.replace(temporary, path)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".launch-")  # 0600, a new file
+        try:
+            with open(fd, "w", encoding="utf-8") as f:
+                json.dump(kept, f)
+            os.replace(temporary, path)
+        except OSError:
+            os.unlink(temporary)
+            raise
 
 
 def _end_untaken() -> None:
@@ -164,8 +191,8 @@ def _end(forked: Forked) -> None:
     socket = os.path.join(forked.dir, SOCKET)
     if os.path.exists(socket):
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(
-                ["ssh", "-S", socket, "-O", "exit", "early"],
+            subprocess.run(  # the socket is all it needs: no config of the user's is read
+                ["ssh", "-F", "/dev/null", "-S", socket, "-O", "exit", "early"],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -82,15 +82,9 @@ class MuxHost(Host):
             self._dir = tempfile.mkdtemp(prefix="cockpit-mux-")
         self._socket = os.path.join(self._dir, SOCKET)  # short: a socket path has ~100 bytes
         self._client = early_master.filled(client, self._dir)
-        # files: a pipe that nobody reads would stall ssh once full
         self._out, self._said = os.path.join(self._dir, STDOUT), os.path.join(self._dir, STDERR)
         if early is None and shutil.which("ssh") is not None:
-            with open(os.path.join(self._dir, SSH_CONFIG), "w") as f:
-                f.write(self.conf)
-            with open(self._out, "wb") as out, open(self._said, "wb") as said:
-                self._master = subprocess.Popen(
-                    early_master.filled(self.master, self._dir), stdin=subprocess.DEVNULL, stdout=out, stderr=said
-                )
+            self._master = early_master.start(self.master, self.conf, self._dir)
 
     async def ready(self, timeout: float = CONNECT_TIMEOUT) -> None:
         """Once the master has logged in (its control socket exists); HostError with ssh's

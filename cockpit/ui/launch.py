@@ -55,18 +55,19 @@ YIELDING_NICE = 19
 
 
 def import_yielding_to_ssh(module: str) -> None:
-    """Import `module` in a thread that yields the CPU to every other process: the app's imports
-    (0.3 to 0.4 s of one core) ran beside the early OpenSSH master's login, and on a 2-core jump
-    box they took the core ssh, and the sshd of a host on the same machine, were waiting for
-    (ssh took 0.33 s alone and 0.38 to 0.41 s beside them, docs/facts.md). The nice value of a
-    Linux thread is its own, so the main thread, and the app it runs, keep theirs; a process
-    may always lower its threads' priority, so this needs no privilege. The import's errors
-    are raised here, in the caller's thread."""
+    """Import `module` in a thread that yields the CPU to the early OpenSSH master: the app's
+    imports (0.3 to 0.4 s of one core) ran beside that master's login, and on a 2-core jump box
+    they took the core ssh was waiting for (ssh took 0.33 s alone and 0.38 to 0.41 s beside
+    them, docs/facts.md). The nice value of a Linux thread is its own, so the main thread, and
+    the app it runs, keep theirs, and a process may always lower its threads' priority. It
+    weighs against the processes of the same session (the kernel's autogroups): the ssh this
+    command forked, not other users' work. The import's errors are raised in the caller."""
     failed: list[BaseException] = []
 
     def run() -> None:
-        with contextlib.suppress(OSError):  # not Linux, or a sandbox that refuses it: the usual priority
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), YIELDING_NICE)
+        if sys.platform == "linux":  # elsewhere a thread's id is no process's, and nice is per process
+            with contextlib.suppress(OSError):  # a sandbox that refuses it: the usual priority
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), YIELDING_NICE)
         try:
             importlib.import_module(module)
         except BaseException as e:  # noqa: BLE001 -- raised again in the caller

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -198,54 +199,69 @@ def _now(lab: LabHandle) -> str:
     return "@" + lab.ssh("date", "+%s.%N").stdout.strip()
 
 
-def _logins(lab: LabHandle, since: str, until: str) -> int:
-    """Logins sshd accepted in the lab between two `_now`s, less the one the second made."""
-    said = lab.ssh("journalctl", "--since", since, "--until", until, "-o", "cat", "--no-pager").stdout
-    return sum("Accepted publickey" in line for line in said.splitlines()) - 1
+def _connections(lab: LabHandle, since: str, until: str) -> tuple[int, int]:
+    """Between two `_now`s: the logins sshd accepted (less the one the second `_now` made), and
+    the connections it saw closed before a login (an ssh ended while it logged in)."""
+    said = lab.ssh("journalctl", "--since", since, "--until", until, "-o", "cat", "--no-pager").stdout.splitlines()
+    logins = sum("Accepted publickey" in line for line in said) - 1
+    return logins, sum("[preauth]" in line and "Connection" in line for line in said)
 
 
 def test_a_second_launch_logs_in_once_with_the_master_forked_before_the_cockpit_imports(
     lab: LabHandle, tmp_path: Path
 ) -> None:
     """`cockpit status` remembers its master's command line; the next launch with the same words
-    forks it first (cockpit/remote/early_master.py) and the cockpit takes it: one login, the
-    same answer. A remembered line the cockpit would no longer run is started and ended: no
-    process nor directory of it left behind, and the cockpit's own line remembered again."""
+    forks it first (cockpit/remote/early_master.py) and the cockpit takes it: one connection,
+    the same answer. A remembered line the cockpit would no longer run is started and ended (a
+    second connection, closed), with no process nor directory of it left behind, and the
+    cockpit's own line remembered again."""
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path))
     argv = [COCKPIT, "status", "--host", lab.name, "--unit", UNIT, "--json"]
     mux_dirs = lambda: {p.name for p in Path(tempfile.gettempdir()).glob("cockpit-mux-*")}  # noqa: E731
     before = mux_dirs()
 
-    def launch() -> tuple[dict, int]:
+    def launch() -> tuple[dict, tuple[int, int]]:
         since = _now(lab)
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
         assert out.returncode == 0, out.stderr[-2000:]
         until = _now(lab)
-        lab.wait_for(lambda: _logins(lab, since, until) >= 1, timeout=10, what="the login in sshd's journal")
-        return json.loads(out.stdout), _logins(lab, since, until)
+        lab.wait_for(lambda: _connections(lab, since, until)[0] >= 1, timeout=10, what="the login in sshd's journal")
+        time.sleep(0.5)  # a closed connection's line, if any, after the login's
+        return json.loads(out.stdout), _connections(lab, since, until)
 
-    first, logins = launch()
-    assert logins == 1 and first["active_state"] == "active"
+    first, connections = launch()
+    assert connections == (1, 0) and first["active_state"] == "active"
     memory = tmp_path / "cockpit" / "launch.json"
     remembered = json.loads(memory.read_text())
     assert [entry["argv"][-3] for entry in remembered.values()] == [lab.name]
 
-    second, logins = launch()
-    assert logins == 1
+    second, connections = launch()
+    assert connections == (1, 0)  # the early master's login was the cockpit's
     assert (second["main_pid"], second["invocation_id"]) == (first["main_pid"], first["invocation_id"])
+
+    def remember(argv: list[str]) -> None:
+        memory.write_text(json.dumps({key: {**entry, "argv": argv} for key, entry in remembered.items()}))
+
+    # what an older cockpit ran: forked, unlike, ended (so the count above can see one)
+    (real,) = [entry["argv"] for entry in remembered.values()]
+    remember([word.replace("ControlPersist=", "ControlPersist=4") for word in real])
+    _, (logins, closed) = launch()
+    assert logins + closed == 2, (logins, closed)
 
     marker = tmp_path / "forked"
     program = tmp_path / "bin" / "ssh"  # the early master runs nothing but an ssh
     program.parent.mkdir()
     program.write_text(f"#!/bin/sh\necho early > {marker}\nexec sleep 60\n")
     program.chmod(0o755)
-    for entry in remembered.values():  # a line this cockpit no longer runs: shows it was forked
-        entry["argv"] = [str(program), "-M"]
-    memory.write_text(json.dumps(remembered))
-    third, logins = launch()
-    assert marker.read_text() == "early\n"  # forked for these words, ended once found unlike
-    assert logins == 1 and third["invocation_id"] == first["invocation_id"]
+    for _ in range(3):  # the cockpit may end it before the shell has written
+        remember([str(program), "-M"])
+        third, connections = launch()
+        if marker.exists():
+            break
+    assert marker.read_text() == "early\n"
+    assert connections == (1, 0) and third["invocation_id"] == first["invocation_id"]
     assert not subprocess.run(["pgrep", "-f", "^sleep 60$"], capture_output=True).stdout
     assert _left_running() == ""
     assert mux_dirs() <= before
-    assert "exec sleep" not in memory.read_text()  # this launch's own line, remembered again
+    lines = lambda memory: [(e["argv"], e["conf"]) for e in memory.values()]  # noqa: E731
+    assert lines(json.loads(memory.read_text())) == lines(remembered)  # this launch's own, remembered again

@@ -4,7 +4,9 @@ chose it are unchanged, kept only when the cockpit would run the same, ended oth
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -37,7 +39,7 @@ def _master(tmp_path: Path, marker: str) -> list[str]:
 def launches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A state directory of its own, and the module as a fresh command finds it."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setattr(early_master, "_words", None)
+    monkeypatch.setattr(early_master, "_key", None)
     monkeypatch.setattr(early_master, "_forked", None)
     config = tmp_path / "config.toml"
     config.write_text("[hosts.gpu1]\n")
@@ -57,7 +59,7 @@ def _launch_remembering(argv: list[str], conf: str, watched: list[str]) -> None:
 def test_a_second_launch_forks_what_the_first_ran_and_the_cockpit_takes_it(launches: Path) -> None:
     argv, conf = _master(launches.parent, "early"), "Include /etc/ssh/ssh_config\n"
     _launch_remembering(argv, conf, [str(launches), str(launches.parent / "absent")])
-    early_master._words = None
+    early_master._key = None
 
     early_master.fork(WORDS)
     taken = early_master.take(argv, conf)
@@ -66,6 +68,7 @@ def test_a_second_launch_forks_what_the_first_ran_and_the_cockpit_takes_it(launc
     assert process.wait(10) == 0
     assert Path(directory, STDOUT).read_text() == f"early {conf}"  # its own directory, its ssh_config
     assert early_master.take(argv, conf) is None  # once
+    shutil.rmtree(directory)  # the taker's to remove (MuxHost.close)
 
 
 def test_other_words_or_a_changed_file_fork_nothing(launches: Path) -> None:
@@ -87,7 +90,7 @@ def test_a_master_unlike_the_cockpits_is_ended_with_its_directory(launches: Path
     text): the early one is ended and its directory removed, and the new one is remembered."""
     sleeper = [_program(launches.parent / "old", "time.sleep(60)"), f"{DIR}/{SSH_CONFIG}"]
     _launch_remembering(sleeper, "", [str(launches)])
-    early_master._words = None
+    early_master._key = None
     early_master.fork(WORDS)
     forked = early_master._forked
     assert forked is not None and forked.process is not None and forked.process.poll() is None
@@ -107,7 +110,7 @@ def test_an_untaken_master_is_ended_when_the_command_ends(tmp_path: Path) -> Non
     code = (
         "import sys\nfrom cockpit.remote import early_master as e\n"
         f"argv = [{sleeper!r}, e.DIR + '/x']\n"
-        "e.fork(['w']); e.remember(argv, '', []); e._words = None\n"
+        "e.fork(['w']); e.remember(argv, '', []); e._key = None\n"
         "e.fork(['w']); print(e._forked.dir, e._forked.process.pid)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, cwd=ROOT)
@@ -117,18 +120,22 @@ def test_an_untaken_master_is_ended_when_the_command_ends(tmp_path: Path) -> Non
 
 
 def test_a_memory_others_may_write_or_naming_another_program_forks_nothing(launches: Path) -> None:
+    argv = _master(launches.parent, "early")
     old = os.umask(0o002)  # Ubuntu's, for a user with a group of their own
     try:
-        _launch_remembering(_master(launches.parent, "early"), "", [])
+        _launch_remembering(argv, "", [])
     finally:
         os.umask(old)
-    argv = _master(launches.parent, "early")
     memory = Path(os.environ["XDG_STATE_HOME"], "cockpit", "launch.json")
     assert memory.stat().st_mode & 0o777 == 0o600  # whatever the umask
-    memory.chmod(0o660)
+    memory.chmod(0o660)  # the group could have written it
     early_master.fork(WORDS)
     assert early_master._forked is None
-    memory.chmod(0o644)
+    memory.chmod(0o600)
+    early_master.fork(WORDS)  # the same memory, this user's alone: forked
+    taken = early_master.take(argv, "")
+    assert taken is not None
+    shutil.rmtree(taken[0])
     early_master.remember([sys.executable, *argv[1:]], "", [])  # a Python, not an ssh
     early_master.fork(WORDS)
     assert early_master._forked is None
@@ -142,7 +149,7 @@ def test_a_broken_memory_is_no_early_master(launches: Path) -> None:
         early_master.fork(WORDS)
         assert early_master._forked is None
     early_master.remember(_master(launches.parent, "early"), "", [])  # and a broken file is replaced
-    early_master._words = None
+    early_master._key = None
     early_master.fork(WORDS)
     assert early_master._forked is not None
 
@@ -156,3 +163,55 @@ def test_the_command_forks_before_importing_the_cockpit() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == str(["cockpit", "cockpit.remote", "cockpit.remote.early_master", "cockpit.statedir"])
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"argv": [], "conf": "", "watched": []},
+        {"argv": ["ssh", 1], "conf": "", "watched": []},
+        {"argv": ["ssh", "a\u0000b"], "conf": "", "watched": []},
+        {"argv": ["ssh"], "conf": 7, "watched": []},
+        {"argv": ["ssh"], "conf": "", "watched": [["/etc", 1, 2]]},
+        {"argv": ["ssh"], "conf": ""},
+        "ssh",
+    ],
+)
+def test_a_memory_of_another_shape_is_no_early_master(launches: Path, entry: object) -> None:
+    """A memory that is not what `remember` writes (a bug of an older cockpit, a hand's edit)
+    forks nothing and raises nothing: the command goes on as on its first launch."""
+    early_master.fork(WORDS)
+    key = early_master._key
+    memory = Path(os.environ["XDG_STATE_HOME"], "cockpit", "launch.json")
+    memory.parent.mkdir(parents=True)
+    memory.write_text(json.dumps({key: entry}))
+    memory.chmod(0o600)
+    early_master.fork(WORDS)
+    assert early_master._forked is None
+    memory.write_text("[" * 100_000)  # deeper than the parser goes
+    early_master.fork(WORDS)
+    assert early_master._forked is None
+
+
+def test_a_file_changed_while_the_command_ran_is_not_vouched_for(launches: Path) -> None:
+    """The config edited between the fork and the config's read: which text chose the command
+    line cannot be said, so nothing is remembered."""
+    early_master.fork(WORDS)
+    launches.write_text("[hosts.gpu1]\nuser = 'ops'\n")
+    early_master.remember(_master(launches.parent, "early"), "", [str(launches)])
+    assert not Path(os.environ["XDG_STATE_HOME"], "cockpit", "launch.json").exists()
+
+
+def test_a_command_run_from_a_removed_directory_still_runs(tmp_path: Path) -> None:
+    """No working directory, no key for the memory: no early master, and no error either."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = (
+        "import os\nfrom cockpit.remote import early_master as e\n"
+        f"os.chdir({str(gone)!r}); os.rmdir({str(gone)!r})\n"
+        "e.fork(['w']); e.remember(['ssh'], '', []); print(e._forked, e._key)\n"
+    )
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["None", "None"]
