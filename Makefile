@@ -34,12 +34,13 @@ lint: venv
 	$(VENV)/bin/mypy cockpit
 	$(VENV)/bin/lint-imports
 
-# The whole suite on a bookworm lab, then the lab tests again on a trixie lab (systemd 257,
-# Python 3.13, OpenSSH 10), as GPU hosts run both generations. The real-SGLang lab runs once:
-# SGLang's wheels are for bookworm's Python 3.11.
+# The whole suite on a bookworm lab, then the lab tests of what differs between releases again
+# on a trixie lab (systemd 257, Python 3.13, OpenSSH 10), as GPU hosts run both generations
+# (tests/lab/conftest.py, EVERY_RELEASE). The real-SGLang lab runs once: SGLang's wheels are for
+# bookworm's Python 3.11.
 test: venv lint
 	$(PY) -m pytest -p no:cacheprovider
-	COCKPIT_LAB_RELEASE=trixie $(PY) -m pytest -p no:cacheprovider -m "lab and not real_sglang"
+	COCKPIT_LAB_RELEASE=trixie $(PY) -m pytest -p no:cacheprovider -m "every_release"
 
 lab-up: venv
 	$(VENV)/bin/cockpit lab up

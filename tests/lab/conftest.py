@@ -52,7 +52,37 @@ def real_lab() -> Iterator[LabHandle]:
         handle.down()
 
 
+# The lab tests whose subject is what differs between Debian's releases, run on each release
+# the lab boots (`make test`'s second pass, on trixie: systemd 257, OpenSSH 10, Python 3.13 on
+# the host): the journal followed, paged and lost by journald; systemd's units, edits, reloads,
+# stops and cgroups; sshd's logins, keys, limits and faults; the host's /proc and sudo. The
+# others test the cockpit's own logic over a host (experiments, rollouts, the fleet, the fold,
+# the pre-flight, the stand-in's conformance) and run on bookworm alone, where the real SGLang
+# lab runs too: both passes of all of them took 91 minutes, past CI's 90.
+EVERY_RELEASE = (
+    "faults/test_early_ssh_faults.py",
+    "faults/test_key_faults.py",
+    "faults/test_network_faults.py",
+    "faults/test_write_faults.py",
+    "test_gpu_hygiene_lab.py",
+    "test_group_write_lab.py",
+    "test_hostile_journalctl_lab.py",
+    "test_journal_opens_at_the_tail.py",
+    "test_journal_pane_lab.py",
+    "test_journald_losses_lab.py",
+    "test_lab.py",
+    "test_mux_lab.py",
+    "test_remote_lab.py",
+    "test_session_lab.py",
+    "test_survivors_lab.py",
+    "test_unit_file_lab.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    every_release = {HERE / name for name in EVERY_RELEASE}
     for item in items:
         if HERE in item.path.parents:
             item.add_marker(pytest.mark.lab)
+            if item.path in every_release:
+                item.add_marker(pytest.mark.every_release)

@@ -550,10 +550,6 @@ async def test_the_preflight_warns_of_the_kill_mode_and_its_edit_makes_a_stop_cl
     try:
         [warned] = kill_mode_findings()
         assert warned["severity"] == "warning" and warned["fix"].startswith("KillMode=mixed in [Service]"), warned
-        before = []
-        for _ in range(2):
-            start_ready(lab, unit)
-            before.append(stop(lab, unit))
         app = CockpitApp(Config(), Target(lab.name, unit))
         async with app.run_test(size=(150, 50)) as pilot:
             await until(lambda: app.session.unit is not None and app.session.deployment is not None, 60)
@@ -572,13 +568,12 @@ async def test_the_preflight_warns_of_the_kill_mode_and_its_edit_makes_a_stop_cl
             assert list(attempt.texts.values()) == [written], attempt.texts
         assert lab.ssh("systemctl", "show", "-p", "KillMode", "--value", unit).stdout.strip() == "mixed"
         assert kill_mode_findings() == []
+        # Under the default KillMode 13 of 13 stops ended `failed` (docs/facts.md): under mixed,
+        # the stop after the app's restart and one after a start of its own end clean.
         after = [stop(lab, unit)]
-        for _ in range(2):
-            start_ready(lab, unit)
-            after.append(stop(lab, unit))
-        failed = sum(state == "failed" for state, _ in before)
-        print(f"stops that ended failed: {failed} of {len(before)} before KillMode=mixed, 0 of {len(after)} after")
-        assert after == [("inactive", "success")] * 3, after
+        start_ready(lab, unit)
+        after.append(stop(lab, unit))
+        assert after == [("inactive", "success")] * 2, after
     finally:
         lab.ssh("tee", TP1_FILE, input=original)
         lab.ssh("sh", "-c", f"rm -f {TP1_FILE}.cockpit-bak.*")

@@ -196,6 +196,17 @@ def test_not_lab_selects_no_test_that_needs_a_lab() -> None:
     assert not_lab and not [i for i in not_lab if i.startswith("tests/lab/") or "_lab.py::" in i or "in_the_lab" in i]
 
 
+def test_the_tests_run_on_every_release_are_the_modules_named() -> None:
+    """`make test`'s trixie pass (`-m every_release`) runs the modules EVERY_RELEASE names, each
+    one there, and no real-SGLang test (SGLang's wheels are for bookworm's Python)."""
+    from tests.lab.conftest import EVERY_RELEASE
+
+    every = collected("every_release")
+    modules = {line.split("::")[0].removeprefix("tests/lab/") for line in every}
+    assert modules == set(EVERY_RELEASE), modules ^ set(EVERY_RELEASE)
+    assert not set(every) & set(collected("real_sglang"))
+
+
 def test_what_runs_before_the_early_ssh_imports_no_asyncio() -> None:
     """`cockpit status` and the app fork their OpenSSH master after parsing the arguments and
     building its command (cockpit.cli.target.early_reader), and import asyncio (23 ms) only
