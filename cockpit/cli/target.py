@@ -17,8 +17,6 @@ from cockpit.errors import UsageError
 from cockpit.targets import Target, resolve
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from cockpit.remote.mux import MuxHost
     from cockpit.session import Session
 
@@ -53,7 +51,7 @@ def early_reader(cfg: Config, target: Target) -> MuxHost | None:
     """An OpenSSH master for the target's host, logging in from now on and asking the unit's
     status first (cockpit.remote.mux); None for the jump box itself."""
     from cockpit.config.reader import config_candidates
-    from cockpit.lab.paths import ssh_configs
+    from cockpit.lab.paths import lab_dirs, ssh_configs
     from cockpit.remote import early_master
     from cockpit.remote.mux import MuxHost
     from cockpit.remote.ssh_client import config_candidates as ssh_candidates
@@ -68,19 +66,9 @@ def early_reader(cfg: Config, target: Target) -> MuxHost | None:
     reader = MuxHost(host, config_paths(labs), jump, first=show_argv([target.unit]))
     # what chose that command line: the config (or where one would be), the ssh_config files,
     # and the labs' directories (a lab made since, or given its ssh_config, brings its own)
-    chose = [*([cfg.path] if cfg.path else []), *config_candidates(), *ssh_candidates(labs), *_lab_dirs()]
+    chose = [*([cfg.path] if cfg.path else []), *config_candidates(), *ssh_candidates(labs), *lab_dirs()]
     early_master.remember(reader.master, reader.conf, [str(p) for p in (*chose, "/etc/ssh/ssh_config")])
     return reader
-
-
-def _lab_dirs() -> list[Path]:
-    from cockpit.lab.paths import state_root
-
-    root = state_root()
-    try:
-        return [root, *sorted(p for p in root.iterdir() if p.is_dir())]
-    except OSError:
-        return [root]
 
 
 @contextlib.asynccontextmanager

@@ -18,6 +18,16 @@ def state_root() -> Path:
     return Path(os.environ.get("COCKPIT_LAB_STATE", "/var/lib/cockpit-lab"))
 
 
+def lab_dirs() -> list[Path]:
+    """The labs' state root and each lab's directory in it: what a lab made, or given its
+    ssh_config, changes (the early master's memory watches them, cockpit/remote/early_master.py)."""
+    root = state_root()
+    try:
+        return [root, *sorted(p for p in root.iterdir() if p.is_dir())]
+    except OSError:
+        return [root]
+
+
 def ssh_configs() -> list[Path]:
     """The ssh_config files of labs that are up, so `--host cockpit-lab` needs no setup."""
     root = state_root()
