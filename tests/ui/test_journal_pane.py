@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from msgspec.structs import replace
+from textual.geometry import Region
 from textual.scrollbar import ScrollBarRender
 
 from cockpit.config import Config
@@ -163,6 +164,13 @@ async def test_the_same_failure_again_relabels_its_row_without_a_layout(monkeypa
         monkeypatch.setattr(
             Screen, "_refresh_layout", lambda self, *a, **k: (layouts.append(1), refresh_layout(self, *a, **k))[1]
         )
+        drawn_before = [strip.text for strip in side.render_lines(Region(0, 0, *side.outer_size))]
+        whole: list[int] = []
+        rows: list[Region] = []
+        refresh = side.refresh
+        monkeypatch.setattr(
+            side, "refresh", lambda *r, **k: (rows.extend(r) if r else whole.append(1), refresh(*r, **k))[1]
+        )
         again = entries("journal-crash8.jsonl")
         # the unit started again and failed the same way: a restart loop, a longer label
         view.append_entries([replace(e, cursor=f"again-{k}", invocation_id="start-2") for k, e in enumerate(again)])
@@ -171,8 +179,12 @@ async def test_the_same_failure_again_relabels_its_row_without_a_layout(monkeypa
         after = [str(side.get_option_at_index(i).prompt) for i in range(side.option_count)]
         assert side.option_count == len(before) and after != before  # the counts grew, in the same rows
         assert layouts == []
-        assert max(len(row) for row in after) > side.scrollable_content_region.width  # too long for a row:
-        assert side.virtual_size.height == side.option_count  # cut with an ellipsis, never wrapped
+        # Only the relabelled rows and the title's row were repainted, and what the list's rows
+        # now hold (its styles cache: what the screen was sent) is what a whole repaint draws.
+        assert whole == [] and {r.y for r in rows} == {-1} | {i for i in range(len(after)) if after[i] != before[i]}
+        drawn = [strip.text for strip in side.render_lines(Region(0, 0, *side.outer_size))]
+        side._clear_caches()  # what a whole repaint draws, from the options themselves
+        assert drawn != drawn_before and drawn == [s.text for s in side.render_lines(Region(0, 0, *side.outer_size))]
         side.focus()
         side.highlighted = 0
         await pilot.press("enter")
