@@ -8,8 +8,11 @@ have all but the updated ones thrown away (`_render_chops` keeps the rows the up
 rendered the status pane, the footer and all 45 to 50 rows of the screen and the two containers
 under the view (docs/facts.md). `CroppedCompositor` picks a widget when its visible part meets
 the update and no widget in front of it covers that part, and asks it for the update's rows
-alone. What the terminal gets is the same: a row outside the update, a widget wholly outside it
-and a widget wholly behind another were never written.
+alone. An update of several parts (the journal and the status pane) is one rectangle around
+them in Textual, and everything in it rendered (the side list of tracebacks, beside the journal
+and under the pane); here each widget renders only where a changed part meets it. What the
+terminal gets is the same: a row outside the update, a cell outside every changed part, a widget
+wholly outside them and a widget wholly behind another were never written.
 
 Like cockpit.ui.pacing, this overrides a private method of Textual, pinned by constraints.txt;
 tests/ui/test_compositor.py holds it to Textual's own output.
@@ -20,12 +23,23 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from textual._compositor import Compositor
+from textual._compositor import ChopsUpdate, Compositor
 from textual.geometry import Region
 from textual.strip import Strip
 
 
 class CroppedCompositor(Compositor):
+    _parts: list[Region] | None = None  # the changed parts of the partial update being drawn
+
+    def render_partial_update(self) -> ChopsUpdate | None:
+        """Textual's, with its changed parts kept for `_get_renders`: the update writes those
+        parts' cells only (`ChopsUpdate`'s spans)."""
+        self._parts = list(self._dirty_regions)
+        try:
+            return super().render_partial_update()
+        finally:
+            self._parts = None
+
     def _get_renders(self, crop: Region | None = None) -> Iterable[tuple[Region, Region, list[Strip]]]:
         """(the widget's region cut to the update's rows, its clip, those rows' strips), front
         first, leaving out a widget that one in front of it covers there: the compositor keeps
@@ -34,9 +48,12 @@ class CroppedCompositor(Compositor):
             yield from super()._get_renders(None)
             return
         drawn: list[Region] = []
+        parts = self._parts
         for widget, (region, clip) in self.visible_widgets.items():
             shown = region.intersection(clip)
             here = crop.intersection(shown)  # the cells of it the update writes
+            if here and parts is not None:  # around the cells of it in a changed part
+                here = Region.from_union([cells for part in parts if (cells := here.intersection(part))] or [Region()])
             if not here or covered(here, drawn):
                 continue
             drawn.append(here)

@@ -66,3 +66,43 @@ async def test_every_update_sends_what_textuals_compositor_sends(monkeypatch: py
         comp._render_chops(journal, lambda y: True)
         assert "JournalView" in rendered
         assert not {"StatusPane", "Footer", "TracebackList", "PacedScreen", "Horizontal"} & set(rendered), rendered
+
+
+async def test_an_update_of_several_parts_writes_what_textual_writes_and_renders_only_those_parts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Textual draws the journal and the status pane changed together as one rectangle around
+    both, rendering the side list of tracebacks within it too; the terminal must get the same."""
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    async with app.run_test(size=(120, 34)) as pilot:
+        app.journal_view.append_entries(entries("journal-crash8.jsonl"))
+        await pilot.pause()
+        comp = app.screen._compositor
+        shown = {w: region.intersection(clip) for w, (region, clip) in comp.visible_widgets.items()}
+        side = next(w for w in shown if type(w).__name__ == "TracebackList")
+        parts = {shown[app.journal_view], shown[app.status_pane]}
+        assert Region.from_union(list(parts)).overlaps(shown[side])  # the rectangle spans the side list
+
+        def update(textuals: bool) -> tuple[str, list[str]]:
+            rendered: list[str] = []
+            with monkeypatch.context() as m:
+                if textuals:
+                    m.setattr(CroppedCompositor, "_get_renders", Compositor._get_renders)
+                    m.setattr(CroppedCompositor, "render_partial_update", Compositor.render_partial_update)
+                for widget in comp.visible_widgets:
+
+                    def counted(crop: Region, w: Widget = widget) -> list:
+                        rendered.append(type(w).__name__)
+                        return type(w).render_lines(w, crop)
+
+                    m.setattr(widget, "render_lines", counted)
+                comp._dirty_regions.update(parts)
+                chops = comp.render_partial_update()
+                assert chops is not None
+                return chops.render_segments(app.console), rendered
+
+        ours, ours_rendered = update(textuals=False)
+        textuals, textuals_rendered = update(textuals=True)
+        assert ours == textuals and len(ours) > 1000
+        assert "TracebackList" in textuals_rendered and "TracebackList" not in ours_rendered
+        assert {"JournalView", "StatusPane"} <= set(ours_rendered)
