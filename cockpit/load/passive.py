@@ -119,8 +119,7 @@ class ThroughputSeries:
         """A journal entry; only decode lines add a point."""
         if "Decode batch" not in entry.message:  # one C search: most lines of a flood are not decode lines
             return None
-        when = entry.realtime_us / 1e6 if entry.realtime_us is not None else time.time()
-        return self.add_line(entry.message, when)
+        return self.add_line(entry.message, entry.logged_at())
 
     def add_line(self, line: str, when: float) -> ThroughputPoint | None:
         event = parse(line)

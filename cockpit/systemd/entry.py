@@ -16,6 +16,7 @@ systemd's own messages about a unit, take the slower general path.
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -40,6 +41,11 @@ class JournalEntry(msgspec.Struct, gc=False):
     identifier: str | None = None  # SYSLOG_IDENTIFIER
     binary: bool = False  # MESSAGE came as bytes (invalid UTF-8 or control characters)
     node: int = 0  # the node rank of the host it came from, where a deployment's journals are merged
+
+    def logged_at(self) -> float:
+        """When the line was logged, in seconds since the epoch: now, for a line without
+        journald's stamp (one just read from a live stream that lacked it)."""
+        return self.realtime_us / 1e6 if self.realtime_us is not None else time.time()
 
     def to_json(self) -> dict[str, Any]:
         return {

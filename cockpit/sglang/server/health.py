@@ -94,20 +94,25 @@ class HealthScan:
         return Signals() if invocation is None else self.starts.of(invocation)
 
     def feed(self, entries: list[JournalEntry]) -> None:
+        """A start's last line is stamped once for each run of its lines, and a line's time read
+        only for a line it watches (a flood's lines cost this scan more than their fold did)."""
         last: Signals | None = None
         last_id: str | None = None
+        newest: JournalEntry | None = None  # the last line of the run of `last`'s lines
         for entry in entries:
             if entry.invocation_id is None or entry.pid == 1:  # systemd's own lines about the unit
                 continue
             if entry.invocation_id != last_id:
+                if last is not None and newest is not None:
+                    last.last_line_at = newest.logged_at()
                 last, last_id = self.of(entry.invocation_id), entry.invocation_id
             assert last is not None
-            at = entry.realtime_us / 1e6 if entry.realtime_us is not None else time.time()
-            last.last_line_at = at
+            newest = entry
             message = entry.message
             end = message.find("] ")
             if end < 0 or not message.startswith(_WATCHED, end + 2):
                 continue
+            at = entry.logged_at()
             event = parse(message)
             if isinstance(event, Ready):
                 last.ready_at = at
@@ -123,6 +128,8 @@ class HealthScan:
                     last.init_failed_at = at
                 elif ends_server(event):
                     _ending(last, event, at)
+        if last is not None and newest is not None:
+            last.last_line_at = newest.logged_at()
 
     def saw(self, invocation: str | None, processes: UnitProcesses, schedulers: int | None = None) -> None:
         """The unit's processes now: SGLang's titled ones are remembered for this start. A census

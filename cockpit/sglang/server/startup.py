@@ -252,12 +252,18 @@ class StartupScan:
             timeline.unit_started(shown=exec_main_start)
 
     def feed(self, entries: list[JournalEntry]) -> None:
+        """A line is looked at only as far as it can matter: its start's timeline is found once
+        for a run of lines of that start, and its time read only for a line that is kept (a
+        flood's lines cost this scan more than their fold did)."""
+        last: Timeline | None = None
+        last_id: str | None = None
         for entry in entries:
             invocation = entry.invocation_id
             if invocation is None:
                 continue
-            at = entry.realtime_us / 1e6 if entry.realtime_us is not None else time.time()
             if entry.pid == 1:  # systemd's own lines: when the main process started, how it ended
+                last_id = None  # a new start may begin here
+                at = entry.logged_at()
                 if entry.message.startswith(_STARTED):
                     self.starts.of(invocation).unit_started(line=at)
                     continue
@@ -266,14 +272,16 @@ class StartupScan:
                 if how is not None and line is not None and line.ready_at is None and line.failed_at is None:
                     line.failed_at, line.failure = at, f"the main process {how}"
                 continue
+            if invocation != last_id:
+                last, last_id = self.starts.of(invocation), invocation
+                if last.first_at is None:
+                    last.first_at = entry.logged_at()
+            assert last is not None
             message = entry.message
             end = message.find("] ")
-            timeline = self.starts.of(invocation)
-            if timeline.first_at is None:
-                timeline.first_at = at
             if end < 0 or not message.startswith(_WATCHED, end + 2):
                 continue
-            self._read(timeline, parse(message), at)
+            self._read(last, parse(message), entry.logged_at())
 
     @staticmethod
     def _read(timeline: Timeline, event: object, at: float) -> None:
