@@ -40,6 +40,7 @@ SSH_CONFIG, SOCKET, STDOUT, STDERR = "ssh_config", "ctl", "stdout", "stderr"
 # files ($COCKPIT_SSH_CONFIG, the labs'), the ssh found on $PATH, the state kept in $XDG_STATE_HOME.
 ENVIRONMENT = ("HOME", "PATH", "COCKPIT_CONFIG", "COCKPIT_SSH_CONFIG", "COCKPIT_LAB_STATE", "XDG_STATE_HOME")
 REMEMBERED = 16  # launches remembered (the words of each, and what they ran)
+DIR_PREFIX = "cockpit-mux-"  # then the cockpit's PID and a dash: cockpit/remote/mux.py sweeps the dead's
 
 
 class Forked:
@@ -53,6 +54,12 @@ class Forked:
 _key: str | None = None  # this command's words, directory and environment, when `fork` ran
 _began_ns = 0  # when `fork` ran: a file changed since then is not vouched for
 _forked: Forked | None = None
+
+
+def new_dir() -> str:
+    """A master's directory, named for this process: one left by a cockpit that was killed
+    (a signal, a dropped session) is known as such and removed by the next (`mux.sweep`)."""
+    return tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")
 
 
 def _file() -> str:
@@ -117,7 +124,7 @@ def fork(words: Sequence[str]) -> None:
         argv, conf, watched = found
         if any(_stamp(path) != stamp for path, stamp in watched):
             return
-        forked = Forked(tempfile.mkdtemp(prefix="cockpit-mux-"), argv, conf)
+        forked = Forked(new_dir(), argv, conf)
     except Exception:  # noqa: BLE001 -- no early master, and the cockpit goes on as without one
         return
     _forked = forked

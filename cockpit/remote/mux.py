@@ -40,7 +40,7 @@ from cockpit.remote.base import (
     LineStream,
     RunResult,
 )
-from cockpit.remote.early_master import DIR, SOCKET, SSH_CONFIG, STDERR, STDOUT
+from cockpit.remote.early_master import DIR, DIR_PREFIX, SOCKET, SSH_CONFIG, STDERR, STDOUT
 from cockpit.timeouts import within
 
 if TYPE_CHECKING:
@@ -49,6 +49,40 @@ if TYPE_CHECKING:
 PERSIST_S = 30  # how long a master whose cockpit died stays, idle, before it ends itself
 SSH_FAILED = 255  # ssh's own exit status when the connection, not the command, failed
 NO_WORD = "no word from ssh"
+
+
+def sweep(root: str | None = None) -> list[str]:
+    """Remove the master directories of this user's cockpits that are gone: `close` removes its
+    own, but a cockpit ended by a signal or a dropped session cannot, and hundreds piled up in
+    /tmp on a machine that runs it often. A directory is removed when the PID in its name runs
+    no process and no master holds its socket (a master outlives its cockpit by PERSIST_S, and
+    removes its socket when it ends). A reused PID only keeps a directory until a later sweep.
+    What was removed, for the tests."""
+    root = root or tempfile.gettempdir()
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(root) as entries:
+        for entry in entries:
+            pid = entry.name[len(DIR_PREFIX) :].partition("-")[0]
+            if not entry.name.startswith(DIR_PREFIX) or not pid.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                    continue
+                if _alive(int(pid)) or os.path.lexists(os.path.join(entry.path, SOCKET)):
+                    continue
+                shutil.rmtree(entry.path)
+                removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: not this user's cockpit, but alive all the same
+    return True
 
 
 class MuxHost(Host):
@@ -79,7 +113,7 @@ class MuxHost(Host):
         if early is not None:
             self._dir, self._master = early
         else:
-            self._dir = tempfile.mkdtemp(prefix="cockpit-mux-")
+            self._dir = early_master.new_dir()
         self._socket = os.path.join(self._dir, SOCKET)  # short: a socket path has ~100 bytes
         self._client = early_master.filled(client, self._dir)
         self._out, self._said = os.path.join(self._dir, STDOUT), os.path.join(self._dir, STDERR)
@@ -243,3 +277,4 @@ class MuxHost(Host):
             with contextlib.suppress(HostError):
                 await self._ssh([*self._client[:-1], "-O", "exit", self._client[-1]], ["ssh", "-O", "exit"], None, 5)
         shutil.rmtree(self._dir, ignore_errors=True)
+        sweep()
