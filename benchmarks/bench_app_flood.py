@@ -58,6 +58,12 @@ fresh unit read by OpenSSH running the follower's very command with `--follow` f
 (`ssh LAB journalctl -u UNIT ... -f`, nothing of the cockpit), and `openssh_knee_lines_per_s` is
 the highest rate that kept up with (the marker within KEPT_UP_S), `knee_over_openssh` the ratio.
 
+`--pin` puts the lab's processes on CPU 1 and this process (its threads, the `cat` reading its
+terminal, OpenSSH's reader in `--knee`) on CPU 0 once the lab is up: the GPU host's journald,
+sshd and the flood are then not on the app's core, as on a jump box whose host is elsewhere.
+Unpinned, about half of the update's p95 to the terminal is the main thread waiting for a core
+they hold (docs/facts.md); `pinned` in the JSON says which it was.
+
 `--profile` runs cProfile on the main thread through the flood window (numbers then include its
 overhead) and prints the top functions by cumulative time to stderr. Needs root (the lab).
 """
@@ -83,6 +89,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit, lab_up, pct
+from bench_ssh_transport import pin
 from textual.screen import Screen
 
 from cockpit.config import Config
@@ -825,6 +832,11 @@ async def main() -> None:
     parser.add_argument("--mix", choices=("decode", "mixed"), default="mixed")
     parser.add_argument("--terminal", action="store_true", help="draw on a pseudo-terminal with the real driver")
     parser.add_argument("--knee", help="comma-separated rates: one flood each, and the knee (see the docstring)")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the lab's processes on CPU 1, the app (its threads, its terminal's reader) on CPU 0: see the docstring",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the main thread through the flood")
     parser.add_argument("--profile-top", type=int, default=25, help="functions to print per ordering")
     parser.add_argument("--profile-out", type=Path, help="also write the pstats file here")
@@ -836,6 +848,7 @@ async def main() -> None:
     try:
         info = lab.info()
         assert info is not None
+        pinned = pin(lab) if args.pin else None
         if args.knee:
             result = await knee(lab, lab_name, suffix, args, info.site_packages)
         else:
@@ -846,6 +859,7 @@ async def main() -> None:
             await asyncio.to_thread(ssh, lab, "systemctl", "reset-failed", unit, check=False)
         finally:
             await asyncio.to_thread(lab.down)
+    result["pinned"] = None if pinned is None else {"lab_cpu": 1, "app_cpu": 0, "lab_processes": pinned}
     emit(result)
 
 

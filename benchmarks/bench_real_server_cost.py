@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import statistics
 import time
@@ -30,7 +29,7 @@ from typing import Any
 
 from bench_app_flood import ssh
 from bench_host_cost import alone, attached, windows_main
-from bench_ssh_transport import cgroup_cpu_s, lab_cgroup
+from bench_ssh_transport import cgroup_cpu_s, pin
 
 from cockpit.lab.lab import REAL_UNITS, Lab, generate
 from cockpit.targets import Target
@@ -65,21 +64,6 @@ def tokens_now(lab: Lab) -> tuple[float, float]:
     """(monotonic seconds, the server's generation_tokens_total summed over its label sets)."""
     out = ssh(lab, "python3", "-c", METRICS)
     return time.monotonic(), sum(float(v) for v in GENERATED.findall(out))
-
-
-def pin(lab: Lab) -> int:
-    """Every process of the lab onto CPU 1 (what it starts later inherits it), this one onto CPU 0;
-    the processes pinned."""
-    pinned = 0
-    for procs in lab_cgroup(lab).rglob("cgroup.procs"):
-        for pid in procs.read_text().split():
-            try:
-                os.sched_setaffinity(int(pid), {1})
-                pinned += 1
-            except OSError:
-                pass  # gone meanwhile
-    os.sched_setaffinity(0, {0})
-    return pinned
 
 
 def rate(before: tuple[float, float], after: tuple[float, float]) -> float:

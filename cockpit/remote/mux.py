@@ -276,5 +276,7 @@ class MuxHost(Host):
         if self._logged_in():
             with contextlib.suppress(HostError):
                 await self._ssh([*self._client[:-1], "-O", "exit", self._client[-1]], ["ssh", "-O", "exit"], None, 5)
+        import asyncio
+
         shutil.rmtree(self._dir, ignore_errors=True)
-        sweep()
+        await asyncio.to_thread(sweep)  # /tmp may hold hundreds of entries: off the app's loop
