@@ -40,7 +40,7 @@ SSH_CONFIG, SOCKET, STDOUT, STDERR = "ssh_config", "ctl", "stdout", "stderr"
 # files ($COCKPIT_SSH_CONFIG, the labs'), the ssh found on $PATH, the state kept in $XDG_STATE_HOME.
 ENVIRONMENT = ("HOME", "PATH", "COCKPIT_CONFIG", "COCKPIT_SSH_CONFIG", "COCKPIT_LAB_STATE", "XDG_STATE_HOME")
 REMEMBERED = 16  # launches remembered (the words of each, and what they ran)
-DIR_PREFIX = "cockpit-mux-"  # then the cockpit's PID and a dash: cockpit/remote/mux.py sweeps the dead's
+DIR_PREFIX = "cockpit-mux-"  # then `owner()` and a dash: cockpit/remote/mux.py sweeps the dead's
 
 
 class Forked:
@@ -59,7 +59,22 @@ _forked: Forked | None = None
 def new_dir() -> str:
     """A master's directory, named for this process: one left by a cockpit that was killed
     (a signal, a dropped session) is known as such and removed by the next (`mux.sweep`)."""
-    return tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")
+    return tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}.{where()}-")
+
+
+def where() -> str:
+    """This host and PID namespace, as 8 hex digits (FNV-1a of the host name and the namespace's
+    inode): a PID means a process only there. A temporary directory shared with a container or
+    with other hosts (a TMPDIR on a shared home) holds other cockpits' directories, whose PIDs
+    this process cannot see."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    digest = 0x811C9DC5
+    for byte in f"{os.uname().nodename}/{namespace}".encode():
+        digest = ((digest ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return f"{digest:08x}"
 
 
 def _file() -> str:

@@ -54,18 +54,20 @@ NO_WORD = "no word from ssh"
 def sweep(root: str | None = None) -> list[str]:
     """Remove the master directories of this user's cockpits that are gone: `close` removes its
     own, but a cockpit ended by a signal or a dropped session cannot, and hundreds piled up in
-    /tmp on a machine that runs it often. A directory is removed when the PID in its name runs
-    no process and no master holds its socket (a master outlives its cockpit by PERSIST_S, and
-    removes its socket when it ends). A reused PID only keeps a directory until a later sweep.
-    What was removed, for the tests."""
+    /tmp on a machine that runs it often. A directory is removed when it was made on this host
+    and in this PID namespace (`early_master.where`), the PID in its name runs no process there,
+    and no master holds its socket (a master outlives its cockpit by PERSIST_S, and removes its
+    socket when it ends; one killed leaves it, and its directory stays). A reused PID only keeps
+    a directory until a later sweep. What was removed, for the tests."""
     root = root or tempfile.gettempdir()
+    here = early_master.where()
     removed = []
     with contextlib.suppress(OSError), os.scandir(root) as entries:
         for entry in entries:
-            pid = entry.name[len(DIR_PREFIX) :].partition("-")[0]
-            if not entry.name.startswith(DIR_PREFIX) or not pid.isdigit():
+            pid, _, made = entry.name[len(DIR_PREFIX) :].partition("-")[0].partition(".")
+            if not entry.name.startswith(DIR_PREFIX) or made != here or not (pid.isascii() and pid.isdecimal()):
                 continue
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, OverflowError):
                 if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
                     continue
                 if _alive(int(pid)) or os.path.lexists(os.path.join(entry.path, SOCKET)):

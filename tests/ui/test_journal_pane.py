@@ -179,6 +179,8 @@ async def test_the_same_failure_again_relabels_its_row_without_a_layout(monkeypa
         after = [str(side.get_option_at_index(i).prompt) for i in range(side.option_count)]
         assert side.option_count == len(before) and after != before  # the counts grew, in the same rows
         assert layouts == []
+        assert max(len(row) for row in after) > side.scrollable_content_region.width  # too long for a row:
+        assert side.virtual_size.height == side.option_count  # cut with an ellipsis, never wrapped
         # Only the relabelled rows and the title's row were repainted, and what the list's rows
         # now hold (its styles cache: what the screen was sent) is what a whole repaint draws.
         assert whole == [] and {r.y for r in rows} == {-1} | {i for i in range(len(after)) if after[i] != before[i]}

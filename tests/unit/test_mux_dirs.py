@@ -28,19 +28,23 @@ def _master_dir(root: Path, name: str, *files: str) -> Path:
 
 
 def test_a_killed_cockpits_directory_goes_and_everything_else_stays(tmp_path: Path) -> None:
-    dead = _dead_pid()
-    gone = _master_dir(tmp_path, f"cockpit-mux-{dead}-ab12", "ssh_config", "stdout", "stderr")
-    running = _master_dir(tmp_path, f"cockpit-mux-{os.getpid()}-cd34", "ssh_config")
-    persisting = _master_dir(tmp_path, f"cockpit-mux-{dead}-ef56", "ssh_config", early_master.SOCKET)
+    dead, here = _dead_pid(), early_master.where()
+    gone = _master_dir(tmp_path, f"cockpit-mux-{dead}.{here}-ab12", "ssh_config", "stdout", "stderr")
+    running = _master_dir(tmp_path, f"cockpit-mux-{os.getpid()}.{here}-cd34", "ssh_config")
+    persisting = _master_dir(tmp_path, f"cockpit-mux-{dead}.{here}-ef56", "ssh_config", early_master.SOCKET)
+    # made on another host or in another container sharing this directory: its PID is not ours to ask
+    elsewhere_made = _master_dir(tmp_path, f"cockpit-mux-{dead}.0badf00d-gh78", "ssh_config")
     older_name = _master_dir(tmp_path, "cockpit-mux-q9z8", "ssh_config")  # before names held a PID
+    odd = [_master_dir(tmp_path, f"cockpit-mux-{pid}.{here}-x") for pid in ("²", "9" * 40, "", "-1")]
     elsewhere = _master_dir(tmp_path, "keep", "precious")
-    (tmp_path / f"cockpit-mux-{dead}-link").symlink_to(elsewhere)
-    (tmp_path / f"cockpit-mux-{dead}-file").write_text("not a directory")
+    (tmp_path / f"cockpit-mux-{dead}.{here}-link").symlink_to(elsewhere)
+    (tmp_path / f"cockpit-mux-{dead}.{here}-file").write_text("not a directory")
 
     assert sweep(str(tmp_path)) == [str(gone)]
     assert not gone.exists()
-    assert running.is_dir() and persisting.is_dir() and older_name.is_dir()
-    assert (elsewhere / "precious").exists() and (tmp_path / f"cockpit-mux-{dead}-file").exists()
+    assert running.is_dir() and persisting.is_dir() and elsewhere_made.is_dir() and older_name.is_dir()
+    assert all(path.is_dir() for path in odd)
+    assert (elsewhere / "precious").exists() and (tmp_path / f"cockpit-mux-{dead}.{here}-file").exists()
 
 
 def test_a_new_directory_is_named_for_its_cockpit_and_kept_while_it_runs(
@@ -48,6 +52,6 @@ def test_a_new_directory_is_named_for_its_cockpit_and_kept_while_it_runs(
 ) -> None:
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     made = Path(early_master.new_dir())
-    assert made.parent == tmp_path and made.name.startswith(f"cockpit-mux-{os.getpid()}-")
+    assert made.parent == tmp_path and made.name.startswith(f"cockpit-mux-{os.getpid()}.{early_master.where()}-")
     assert made.stat().st_mode & 0o777 == 0o700
     assert sweep() == [] and made.is_dir()
