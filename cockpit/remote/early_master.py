@@ -40,7 +40,6 @@ SSH_CONFIG, SOCKET, STDOUT, STDERR = "ssh_config", "ctl", "stdout", "stderr"
 # files ($COCKPIT_SSH_CONFIG, the labs'), the ssh found on $PATH, the state kept in $XDG_STATE_HOME.
 ENVIRONMENT = ("HOME", "PATH", "COCKPIT_CONFIG", "COCKPIT_SSH_CONFIG", "COCKPIT_LAB_STATE", "XDG_STATE_HOME")
 REMEMBERED = 16  # launches remembered (the words of each, and what they ran)
-DIR_PREFIX = "cockpit-mux-"  # then `owner()` and a dash: cockpit/remote/mux.py sweeps the dead's
 
 
 class Forked:
@@ -56,10 +55,22 @@ _began_ns = 0  # when `fork` ran: a file changed since then is not vouched for
 _forked: Forked | None = None
 
 
+_DIR_PREFIX = "cockpit-mux-"  # then `<PID>.<where()>-` and mkdtemp's random part
+
+
 def new_dir() -> str:
     """A master's directory, named for this process: one left by a cockpit that was killed
     (a signal, a dropped session) is known as such and removed by the next (`mux.sweep`)."""
-    return tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}.{where()}-")
+    return tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}.{where()}-")
+
+
+def maker(name: str, here: str) -> int | None:
+    """The PID of the cockpit that made the directory `name` with `new_dir` where `where()` is
+    `here`; None for any other name (another host's, an older cockpit's, not a master's)."""
+    if not name.startswith(_DIR_PREFIX):
+        return None
+    pid, _, made = name[len(_DIR_PREFIX) :].partition("-")[0].partition(".")
+    return int(pid) if made == here and pid.isascii() and pid.isdecimal() else None
 
 
 def where() -> str:

@@ -40,7 +40,7 @@ from cockpit.remote.base import (
     LineStream,
     RunResult,
 )
-from cockpit.remote.early_master import DIR, DIR_PREFIX, SOCKET, SSH_CONFIG, STDERR, STDOUT
+from cockpit.remote.early_master import DIR, SOCKET, SSH_CONFIG, STDERR, STDOUT
 from cockpit.timeouts import within
 
 if TYPE_CHECKING:
@@ -64,13 +64,13 @@ def sweep(root: str | None = None) -> list[str]:
     removed = []
     with contextlib.suppress(OSError), os.scandir(root) as entries:
         for entry in entries:
-            pid, _, made = entry.name[len(DIR_PREFIX) :].partition("-")[0].partition(".")
-            if not entry.name.startswith(DIR_PREFIX) or made != here or not (pid.isascii() and pid.isdecimal()):
+            pid = early_master.maker(entry.name, here)
+            if pid is None:
                 continue
             with contextlib.suppress(OSError, OverflowError):
                 if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
                     continue
-                if _alive(int(pid)) or os.path.lexists(os.path.join(entry.path, SOCKET)):
+                if _alive(pid) or os.path.lexists(os.path.join(entry.path, SOCKET)):
                     continue
                 shutil.rmtree(entry.path)
                 removed.append(entry.path)
@@ -273,12 +273,12 @@ class MuxHost(Host):
             await proc.wait()
 
     async def close(self) -> None:
+        import asyncio
+
         if self._master is not None and self._master.poll() is None:
             self._master.kill()  # only before its login (or while `first` ran): ssh, not the master
         if self._logged_in():
             with contextlib.suppress(HostError):
                 await self._ssh([*self._client[:-1], "-O", "exit", self._client[-1]], ["ssh", "-O", "exit"], None, 5)
-        import asyncio
-
         shutil.rmtree(self._dir, ignore_errors=True)
         await asyncio.to_thread(sweep)  # /tmp may hold hundreds of entries: off the app's loop

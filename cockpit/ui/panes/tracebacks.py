@@ -71,7 +71,8 @@ class TracebackList(OptionList):
     def _relabel(self, indexes: list[int], labels: list[Text]) -> None:
         """Repaint only the rows relabelled: `replace_option_prompt_at_index` drops the line
         cache and repaints the whole list (45 rows, 3.5 ms, in the updates a flood's tracebacks
-        made slowest). A label is one row (`no_wrap`), so the lines stay where they were; the
+        made slowest). A label is one row (no newline, and the stylesheet's `text-wrap: nowrap`:
+        OptionList drops the Text's own `no_wrap`), so the lines stay where they were; the
         rendered options are dropped, and only the rows repainted render again."""
         for i in indexes:
             self.get_option_at_index(i)._set_prompt(labels[i])
