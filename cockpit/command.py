@@ -11,9 +11,10 @@ import sys
 
 
 def console() -> None:
-    from cockpit.remote.early_master import fork
+    from cockpit.remote.early_master import fork, import_yielding
 
-    fork(sys.argv[1:])
+    if fork(sys.argv[1:]):
+        import_yielding("cockpit.cli")  # while the master logs in: its 60 ms at nice 19
     from cockpit.cli import console as run
 
     run()

@@ -5,7 +5,7 @@ The app shows the unit's state once the host has answered the master's first com
 (cockpit/remote/mux.py, cockpit/ui/early_state.py), so every hundredth of a second before the
 fork is on screen too. Building the master's command line takes `import cockpit.cli`, its
 parser and the config: the fork came 0.14 s after the command started, where this module forks
-at about 0.05 s (docs/facts.md, "Start-up").
+at about 0.03 s (docs/facts.md, "Start-up").
 
 It runs only what this user's cockpit itself ran before for the same words (a memory file
 another user could have written is not read: that is the boundary, as the command line and the
@@ -14,17 +14,19 @@ of the files that chose that command line (the config, the ssh_config files it i
 labs' directories) has changed since. The cockpit then builds its command line as
 always and keeps the early master only when the two are the same (`take`); otherwise, or when
 nothing takes it before the command ends, it is ended.
+
+Before the fork it imports only what the fork needs: the memory is `marshal`'s (built into
+the interpreter; `json` brings `re`, 6 ms), its key a `repr`, and `tempfile`, `shutil` and
+`typing` wait until after it. A wheel install forks about 25 ms after the interpreter starts.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import json
+import marshal
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 
 from cockpit.statedir import state_path
@@ -60,8 +62,25 @@ _DIR_PREFIX = "cockpit-mux-"  # then `<PID>.<where()>-` and mkdtemp's random par
 
 def new_dir() -> str:
     """A master's directory, named for this process: one left by a cockpit that was killed
-    (a signal, a dropped session) is known as such and removed by the next (`mux.sweep`)."""
-    return tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}.{where()}-")
+    (a signal, a dropped session) is known as such and removed by the next (`mux.sweep`).
+
+    Made here in $TMPDIR or /tmp, where `tempfile.gettempdir()` (the sweep's) finds them too:
+    `tempfile` brings `shutil`, `fnmatch` and `re` (5 ms before the fork). A place it would
+    pass over (not writable) is left to `tempfile.mkdtemp`."""
+    prefix = f"{_DIR_PREFIX}{os.getpid()}.{where()}-"
+    root = os.environ.get("TMPDIR") or "/tmp"
+    for _ in range(100):
+        path = os.path.join(root, prefix + os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        except OSError:
+            break
+        return os.path.abspath(path)
+    import tempfile
+
+    return tempfile.mkdtemp(prefix=prefix)
 
 
 def maker(name: str, here: str) -> int | None:
@@ -89,7 +108,7 @@ def where() -> str:
 
 
 def _file() -> str:
-    return state_path("launch.json")
+    return state_path("launch.marshal")
 
 
 def _stamp(path: str) -> list[int] | None:
@@ -131,32 +150,67 @@ def _entry_of(entry: object) -> tuple[list[str], str, list[tuple[str, object]]] 
     return argv, conf, [(path, stamp) for path, stamp in watched]
 
 
-def fork(words: Sequence[str]) -> None:
+def fork(words: Sequence[str]) -> bool:
     """Start the master remembered for `words`, if any, its files unchanged, and note the words
-    for `remember`. Whatever goes wrong here (no state yet, a file half written or not this
-    user's) only means no early master."""
+    for `remember`; whether one was started. Whatever goes wrong here (no state yet, a file
+    half written or not this user's) only means no early master."""
     global _forked, _key, _began_ns
     try:
         _began_ns = time.time_ns()
-        _key = json.dumps([list(words), os.getcwd(), [os.environ.get(name) for name in ENVIRONMENT]])
-        with open(_file(), encoding="utf-8") as f:
+        _key = repr([list(words), os.getcwd(), [os.environ.get(name) for name in ENVIRONMENT]])
+        with open(_file(), "rb") as f:
             mine = os.fstat(f.fileno())
             if mine.st_uid != os.getuid() or mine.st_mode & 0o022:
-                return  # the boundary: a file only this user can have written (it names what runs)
-            memory = json.load(f)
+                return False  # the boundary: a file only this user can have written (it names what runs)
+            memory = marshal.load(f)
         found = _entry_of(memory.get(_key)) if isinstance(memory, dict) else None
         if found is None or os.path.basename(found[0][0]) != "ssh":
-            return
+            return False
         argv, conf, watched = found
         if any(_stamp(path) != stamp for path, stamp in watched):
-            return
+            return False
         forked = Forked(new_dir(), argv, conf)
     except Exception:  # noqa: BLE001 -- no early master, and the cockpit goes on as without one
-        return
+        return False
     _forked = forked
     atexit.register(_end_untaken)
     with contextlib.suppress(Exception):
         forked.process = start(argv, conf, forked.dir)
+    return forked.process is not None
+
+
+YIELDING_NICE = 19
+
+
+def import_yielding(module: str) -> None:
+    """Import `module` in a thread that yields the CPU to the early master: the cockpit's
+    imports beside its login took the core ssh was waiting for (`ssh -M ... systemctl show`
+    took 246 to 304 ms alone, 261 to 408 beside `import cockpit.ui.app`, 254 to 324 beside it
+    at nice 19, docs/facts.md). The nice value of a Linux thread is its own, so the main
+    thread, and the app it runs, keep theirs, and a process may always lower its threads'
+    priority. It weighs against the processes of the same session (the kernel's autogroups):
+    the ssh this command forked, not other users' work. The import's errors are raised in the
+    caller."""
+    import importlib
+    import sys
+    import threading
+
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        if sys.platform == "linux":  # elsewhere a thread's id is no process's, and nice is per process
+            with contextlib.suppress(OSError):  # a sandbox that refuses it: the usual priority
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), YIELDING_NICE)
+        try:
+            importlib.import_module(module)
+        except BaseException as e:  # noqa: BLE001 -- raised again in the caller
+            failed.append(e)
+
+    thread = threading.Thread(target=run, name=f"import {module}", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 def take(argv: Sequence[str], conf: str) -> tuple[str, subprocess.Popen[bytes]] | None:
@@ -185,11 +239,11 @@ def remember(argv: Sequence[str], conf: str, watched: Sequence[str]) -> None:
         return
     path = _file()
     try:
-        with open(path, encoding="utf-8") as f:
-            entries = json.load(f)
+        with open(path, "rb") as f:
+            entries = marshal.load(f)
         if not isinstance(entries, dict):
             entries = {}
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, EOFError, TypeError):
         entries = {}
     entry = {"argv": list(argv), "conf": conf, "watched": [[p, stamp] for p, stamp in stamps.items()]}
     if list(entries)[-1:] == [_key] and entries[_key] == entry:
@@ -197,12 +251,14 @@ def remember(argv: Sequence[str], conf: str, watched: Sequence[str]) -> None:
     entries.pop(_key, None)
     entries[_key] = entry  # the most recent last: the oldest are forgotten first
     kept = dict(list(entries.items())[-REMEMBERED:])
+    import tempfile  # after the fork: see `new_dir`
+
     with contextlib.suppress(OSError):
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".launch-")  # 0600, a new file
         try:
-            with open(fd, "w", encoding="utf-8") as f:
-                json.dump(kept, f)
+            with open(fd, "wb") as f:
+                marshal.dump(kept, f)
             os.replace(temporary, path)
         except OSError:
             os.unlink(temporary)
@@ -231,4 +287,6 @@ def _end(forked: Forked) -> None:
                 stderr=subprocess.DEVNULL,
                 timeout=5,
             )
+    import shutil  # not before the fork: see `new_dir`
+
     shutil.rmtree(forked.dir, ignore_errors=True)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import importlib
 import os
 import sys
-import threading
 from typing import TYPE_CHECKING
 
 from cockpit.config import Config
 from cockpit.errors import UsageError
+from cockpit.remote.early_master import import_yielding
 from cockpit.targets import Target, all_targets
 from cockpit.ui.early_state import EarlyState
 
@@ -34,7 +32,7 @@ def open_app(
     early = EarlyState(reader, sys.stdout.fileno()) if reader is not None else None
     try:
         if reader is not None:
-            import_yielding_to_ssh("cockpit.ui.app")
+            import_yielding("cockpit.ui.app")
         from cockpit.ui.app import CockpitApp
 
         if target is None:
@@ -49,35 +47,6 @@ def open_app(
         early.hand_over()
     app.run()
     return 0
-
-
-YIELDING_NICE = 19
-
-
-def import_yielding_to_ssh(module: str) -> None:
-    """Import `module` in a thread that yields the CPU to the early OpenSSH master: the app's
-    imports (0.3 to 0.4 s of one core) ran beside that master's login, and on a 2-core jump box
-    they took the core ssh was waiting for (ssh took 0.33 s alone and 0.38 to 0.41 s beside
-    them, docs/facts.md). The nice value of a Linux thread is its own, so the main thread, and
-    the app it runs, keep theirs, and a process may always lower its threads' priority. It
-    weighs against the processes of the same session (the kernel's autogroups): the ssh this
-    command forked, not other users' work. The import's errors are raised in the caller."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        if sys.platform == "linux":  # elsewhere a thread's id is no process's, and nice is per process
-            with contextlib.suppress(OSError):  # a sandbox that refuses it: the usual priority
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), YIELDING_NICE)
-        try:
-            importlib.import_module(module)
-        except BaseException as e:  # noqa: BLE001 -- raised again in the caller
-            failed.append(e)
-
-    thread = threading.Thread(target=run, name=f"import {module}", daemon=True)
-    thread.start()
-    thread.join()
-    if failed:
-        raise failed[0]
 
 
 GC_THRESHOLDS = (20_000, 20, 10)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -231,8 +232,8 @@ def test_a_second_launch_logs_in_once_with_the_master_forked_before_the_cockpit_
 
     first, connections = launch()
     assert connections == (1, 0) and first["active_state"] == "active"
-    memory = tmp_path / "cockpit" / "launch.json"
-    remembered = json.loads(memory.read_text())
+    memory = tmp_path / "cockpit" / "launch.marshal"
+    remembered = marshal.loads(memory.read_bytes())
     assert [entry["argv"][-3] for entry in remembered.values()] == [lab.name]
 
     second, connections = launch()
@@ -240,7 +241,7 @@ def test_a_second_launch_logs_in_once_with_the_master_forked_before_the_cockpit_
     assert (second["main_pid"], second["invocation_id"]) == (first["main_pid"], first["invocation_id"])
 
     def remember(argv: list[str]) -> None:
-        memory.write_text(json.dumps({key: {**entry, "argv": argv} for key, entry in remembered.items()}))
+        memory.write_bytes(marshal.dumps({key: {**entry, "argv": argv} for key, entry in remembered.items()}))
 
     # what an older cockpit ran: forked, unlike, ended (so the count above can see one)
     (real,) = [entry["argv"] for entry in remembered.values()]
@@ -264,4 +265,4 @@ def test_a_second_launch_logs_in_once_with_the_master_forked_before_the_cockpit_
     assert _left_running() == ""
     assert mux_dirs() <= before
     lines = lambda memory: [(e["argv"], e["conf"]) for e in memory.values()]  # noqa: E731
-    assert lines(json.loads(memory.read_text())) == lines(remembered)  # this launch's own, remembered again
+    assert lines(marshal.loads(memory.read_bytes())) == lines(remembered)  # this launch's own, remembered again

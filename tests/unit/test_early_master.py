@@ -4,7 +4,7 @@ chose it are unchanged, kept only when the cockpit would run the same, ended oth
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import shutil
 import subprocess
@@ -50,7 +50,7 @@ def launches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def _launch_remembering(argv: list[str], conf: str, watched: list[str]) -> None:
     """A first launch: nothing to fork yet; it remembers what it ran."""
-    early_master.fork(WORDS)
+    assert early_master.fork(WORDS) is False
     assert early_master._forked is None
     assert early_master.take(argv, conf) is None
     early_master.remember(argv, conf, watched)
@@ -61,7 +61,7 @@ def test_a_second_launch_forks_what_the_first_ran_and_the_cockpit_takes_it(launc
     _launch_remembering(argv, conf, [str(launches), str(launches.parent / "absent")])
     early_master._key = None
 
-    early_master.fork(WORDS)
+    assert early_master.fork(WORDS) is True
     taken = early_master.take(argv, conf)
     assert taken is not None
     directory, process = taken
@@ -126,7 +126,7 @@ def test_a_memory_others_may_write_or_naming_another_program_forks_nothing(launc
         _launch_remembering(argv, "", [])
     finally:
         os.umask(old)
-    memory = Path(os.environ["XDG_STATE_HOME"], "cockpit", "launch.json")
+    memory = Path(os.environ["XDG_STATE_HOME"], "cockpit", "launch.marshal")
     assert memory.stat().st_mode & 0o777 == 0o600  # whatever the umask
     memory.chmod(0o660)  # the group could have written it
     early_master.fork(WORDS)
@@ -144,8 +144,8 @@ def test_a_memory_others_may_write_or_naming_another_program_forks_nothing(launc
 def test_a_broken_memory_is_no_early_master(launches: Path) -> None:
     state = Path(os.environ["XDG_STATE_HOME"], "cockpit")
     state.mkdir(parents=True)
-    for text in ("{", "[]", '{"x": 1}', "null"):
-        (state / "launch.json").write_text(text)
+    for data in (b"{", b"", marshal.dumps([]), marshal.dumps({"x": 1}), b"N" * 3, b"\xff"):
+        (state / "launch.marshal").write_bytes(data)
         early_master.fork(WORDS)
         assert early_master._forked is None
     early_master.remember(_master(launches.parent, "early"), "", [])  # and a broken file is replaced
@@ -191,13 +191,13 @@ def test_a_memory_of_another_shape_is_no_early_master(launches: Path, entry: obj
     forks nothing and raises nothing: the command goes on as on its first launch."""
     early_master.fork(WORDS)
     key = early_master._key
-    memory = Path(os.environ["XDG_STATE_HOME"], "cockpit", "launch.json")
+    memory = Path(os.environ["XDG_STATE_HOME"], "cockpit", "launch.marshal")
     memory.parent.mkdir(parents=True)
-    memory.write_text(json.dumps({key: entry}))
+    memory.write_bytes(marshal.dumps({key: entry}))
     memory.chmod(0o600)
     early_master.fork(WORDS)
     assert early_master._forked is None
-    memory.write_text("[" * 100_000)  # deeper than the parser goes
+    memory.write_bytes(b"[\x01\x00\x00\x00" * 100_000)  # deeper than the reader goes
     early_master.fork(WORDS)
     assert early_master._forked is None
 
@@ -208,7 +208,7 @@ def test_a_file_changed_while_the_command_ran_is_not_vouched_for(launches: Path)
     early_master.fork(WORDS)
     launches.write_text("[hosts.gpu1]\nuser = 'ops'\n")
     early_master.remember(_master(launches.parent, "early"), "", [str(launches)])
-    assert not Path(os.environ["XDG_STATE_HOME"], "cockpit", "launch.json").exists()
+    assert not Path(os.environ["XDG_STATE_HOME"], "cockpit", "launch.marshal").exists()
 
 
 def test_a_command_run_from_a_removed_directory_still_runs(tmp_path: Path) -> None:
@@ -224,3 +224,25 @@ def test_a_command_run_from_a_removed_directory_still_runs(tmp_path: Path) -> No
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["None", "None"]
+
+
+def test_an_import_yielding_to_the_login_runs_at_the_lowest_priority_and_raises_in_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`import_yielding` (the CLI's and the app's imports while the early master logs in): the
+    module runs in a thread of nice 19, the calling thread keeps its own, and an import that
+    fails raises in the caller."""
+    (tmp_path / "cockpit_probe_nice.py").write_text(
+        "import os, threading\n"
+        "NICE = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())\n"
+        "MAIN = threading.current_thread() is threading.main_thread()\n"
+    )
+    (tmp_path / "cockpit_probe_broken.py").write_text("raise LookupError('half a module')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    early_master.import_yielding("cockpit_probe_nice")
+    probe = sys.modules.pop("cockpit_probe_nice")
+    assert (probe.NICE, probe.MAIN) == (early_master.YIELDING_NICE, False)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before
+    with pytest.raises(LookupError, match="half a module"):
+        early_master.import_yielding("cockpit_probe_broken")

@@ -50,8 +50,15 @@ def test_a_killed_cockpits_directory_goes_and_everything_else_stays(tmp_path: Pa
 def test_a_new_directory_is_named_for_its_cockpit_and_kept_while_it_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    """In $TMPDIR, where the sweep (`tempfile.gettempdir()`) looks; where that cannot be
+    written, where `tempfile` would make it."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read $TMPDIR again
     made = Path(early_master.new_dir())
     assert made.parent == tmp_path and made.name.startswith(f"cockpit-mux-{os.getpid()}.{early_master.where()}-")
     assert made.stat().st_mode & 0o777 == 0o700
     assert sweep() == [] and made.is_dir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "absent"))
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "elsewhere"))
+    (tmp_path / "elsewhere").mkdir()
+    assert Path(early_master.new_dir()).parent == tmp_path / "elsewhere"
