@@ -195,6 +195,55 @@ async def test_the_same_failure_again_relabels_its_row_without_a_layout(monkeypa
         assert view.model.rows[view.cursor] == (newest, MAIN) and newest > newest_before  # the second copy's
 
 
+async def test_a_new_kind_of_failure_grows_the_side_list_without_laying_out_the_screen(monkeypatch) -> None:
+    """The side list's box is the stylesheet's whatever it holds: a new kind of failure (and
+    each rank's traceback while it prints) adds rows inside it with no layout of the screen
+    (61 to 66 ms under a flood, twice a crash). Once the rows outgrow the box, its scrollbar
+    comes (that one lays it out) and reaches the last row."""
+    from textual.screen import Screen
+
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await load(pilot)
+        side = app.query_one(TracebackList)
+        kinds = side.option_count
+        for _ in range(3):  # the first load's own layouts are done first (a busy machine is slower)
+            await pilot.pause(0.1)
+        layouts = []
+        refresh_layout = Screen._refresh_layout
+        monkeypatch.setattr(
+            Screen, "_refresh_layout", lambda self, *a, **k: (layouts.append(1), refresh_layout(self, *a, **k))[1]
+        )
+
+        def crash(start: int, fault: str) -> list[JournalEntry]:
+            return [
+                replace(
+                    e,
+                    cursor=f"{start}-{k}",
+                    invocation_id=f"start-{start}",
+                    message=e.message.replace(
+                        "StandinCudaError: CUDA error: an illegal memory access was encountered", fault
+                    ),
+                )
+                for k, e in enumerate(entries("journal-crash8.jsonl"))
+            ]
+
+        app.journal_view.append_entries(crash(2, "AssertionError: device-side"))
+        await pilot.pause()
+        await pilot.pause()
+        assert side.option_count == 2 * kinds and layouts == []
+        drawn = [strip.text for strip in side.render_lines(Region(0, 0, *side.outer_size))]
+        assert sum("StandinCudaError" in row for row in drawn) == kinds
+        assert sum("AssertionError" in row for row in drawn) == kinds  # the new kind, drawn
+        assert side.virtual_size.height == 2 * kinds and not side.show_vertical_scrollbar
+        for start, fault in enumerate(("MemoryError: a", "ValueError: b", "KeyError: c"), 3):
+            app.journal_view.append_entries(crash(start, fault))
+            await pilot.pause()
+        await pilot.pause()
+        assert side.option_count == 5 * kinds > side.scrollable_content_region.height
+        assert side.show_vertical_scrollbar and side.max_scroll_y == 5 * kinds - side.scrollable_content_region.height
+
+
 async def test_the_title_says_how_far_behind_the_feed_is_until_it_catches_up() -> None:
     app = recorded()
     async with app.run_test(size=(140, 40)) as pilot:

@@ -8,8 +8,9 @@ import time
 from rich.text import Text
 from textual.binding import Binding
 from textual.content import Content
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.message import Message
+from textual.reactive import Reactive
 from textual.strip import Strip
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
@@ -32,6 +33,12 @@ def label(group: Group) -> Text:
 
 class TracebackList(OptionList):
     BINDINGS = [Binding("enter", "select", "Jump", id="tracebacks.jump")]
+    # The list's box is the stylesheet's (42 columns, a share of the height), whatever it holds:
+    # a new kind of failure changes only what scrolls inside it. Textual's own `virtual_size`
+    # lays out the whole screen when it changes (61 to 66 ms under a flood, twice a crash: the
+    # ranks' tracebacks are kinds of their own while they print). The scrollbar's coming or
+    # going, which does change what is inside the box, still lays it out (`show_vertical_scrollbar`).
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
     _drawn: list[str] | None = None  # the label of each row shown
     _targets: list[int] = []  # the record each row jumps to
     _blank: Strip | None = None  # a row past the last option, this frame
