@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from msgspec.structs import replace
 from textual.geometry import Region
+from textual.screen import Screen
 from textual.scrollbar import ScrollBarRender
 
 from cockpit.config import Config
@@ -28,6 +29,19 @@ async def load(pilot, name: str = "journal-crash8.jsonl") -> JournalView:
     view.append_entries(entries(name))
     await pilot.pause()
     return view
+
+
+async def layouts_from_now(pilot, monkeypatch) -> list[int]:
+    """A list that gets an item at each layout of the screen from now on, once the first load's
+    own layouts are done (a busy machine is slower)."""
+    for _ in range(3):
+        await pilot.pause(0.1)
+    layouts: list[int] = []
+    refresh_layout = Screen._refresh_layout
+    monkeypatch.setattr(
+        Screen, "_refresh_layout", lambda self, *a, **k: (layouts.append(1), refresh_layout(self, *a, **k))[1]
+    )
+    return layouts
 
 
 async def test_enter_unfolds_then_opens_the_failing_frame() -> None:
@@ -149,7 +163,6 @@ async def test_the_same_failure_again_relabels_its_row_without_a_layout(monkeypa
     """A rebuilt side list lays out the whole screen (61 ms under a flood, for each traceback
     that arrived); a failure seen again changes only its row's count, in place, and the row
     then jumps to the newest of them."""
-    from textual.screen import Screen
 
     app = recorded()
     async with app.run_test(size=(140, 40)) as pilot:
@@ -157,13 +170,7 @@ async def test_the_same_failure_again_relabels_its_row_without_a_layout(monkeypa
         side = app.query_one(TracebackList)
         before = [str(side.get_option_at_index(i).prompt) for i in range(side.option_count)]
         newest_before = view.model.tracebacks()[0][0]
-        for _ in range(3):  # the first load's own layouts are done first (a busy machine is slower)
-            await pilot.pause(0.1)
-        layouts = []
-        refresh_layout = Screen._refresh_layout
-        monkeypatch.setattr(
-            Screen, "_refresh_layout", lambda self, *a, **k: (layouts.append(1), refresh_layout(self, *a, **k))[1]
-        )
+        layouts = await layouts_from_now(pilot, monkeypatch)
         drawn_before = [strip.text for strip in side.render_lines(Region(0, 0, *side.outer_size))]
         whole: list[int] = []
         rows: list[Region] = []
@@ -200,20 +207,13 @@ async def test_a_new_kind_of_failure_grows_the_side_list_without_laying_out_the_
     each rank's traceback while it prints) adds rows inside it with no layout of the screen
     (61 to 66 ms under a flood, twice a crash). Once the rows outgrow the box, its scrollbar
     comes (that one lays it out) and reaches the last row."""
-    from textual.screen import Screen
 
     app = recorded()
     async with app.run_test(size=(140, 40)) as pilot:
         await load(pilot)
         side = app.query_one(TracebackList)
         kinds = side.option_count
-        for _ in range(3):  # the first load's own layouts are done first (a busy machine is slower)
-            await pilot.pause(0.1)
-        layouts = []
-        refresh_layout = Screen._refresh_layout
-        monkeypatch.setattr(
-            Screen, "_refresh_layout", lambda self, *a, **k: (layouts.append(1), refresh_layout(self, *a, **k))[1]
-        )
+        layouts = await layouts_from_now(pilot, monkeypatch)
 
         def crash(start: int, fault: str) -> list[JournalEntry]:
             return [
@@ -264,15 +264,7 @@ async def test_following_a_flood_keeps_the_last_row_in_view_without_laying_out_t
     app = recorded()
     async with app.run_test(size=(140, 40)) as pilot:
         view = await load(pilot)
-        for _ in range(3):  # the first load's own layouts are done first (a busy machine is slower)
-            await pilot.pause(0.1)
-        layouts = []
-        refresh_layout = type(app.screen)._refresh_layout
-        monkeypatch.setattr(
-            type(app.screen),
-            "_refresh_layout",
-            lambda self, *a, **k: (layouts.append(1), refresh_layout(self, *a, **k)),
-        )
+        layouts = await layouts_from_now(pilot, monkeypatch)
         for k in range(20):
             view.append_entries(
                 [
