@@ -19,7 +19,11 @@ def safe_name(name: str) -> str:
 
 
 def state_path(*parts: str) -> str:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    base = os.environ.get("XDG_STATE_HOME")
+    if not base:
+        base = os.path.expanduser("~/.local/state")
+        if base.startswith("~"):  # no $HOME and no passwd entry: not a directory named `~` here
+            raise RuntimeError("Could not determine home directory.")
     return os.path.join(base, "cockpit", *(safe_name(p) for p in parts))
 
 

@@ -17,7 +17,7 @@ nothing takes it before the command ends, it is ended.
 
 Before the fork it imports only what the fork needs: the memory is `marshal`'s (built into
 the interpreter; `json` brings `re`, 6 ms), its key a `repr`, and `tempfile`, `shutil` and
-`typing` wait until after it. A wheel install forks about 25 ms after the interpreter starts.
+`typing` wait until after it. A wheel install forks about 28 ms after the interpreter starts.
 """
 
 from __future__ import annotations
@@ -57,20 +57,21 @@ _began_ns = 0  # when `fork` ran: a file changed since then is not vouched for
 _forked: Forked | None = None
 
 
-_DIR_PREFIX = "cockpit-mux-"  # then `<PID>.<where()>-` and mkdtemp's random part
+_DIR_PREFIX = "cockpit-mux-"  # then `<PID>.<where()>-` and 8 random hex digits
 
 
 def new_dir() -> str:
     """A master's directory, named for this process: one left by a cockpit that was killed
     (a signal, a dropped session) is known as such and removed by the next (`mux.sweep`).
 
-    Made here in $TMPDIR or /tmp, where `tempfile.gettempdir()` (the sweep's) finds them too:
-    `tempfile` brings `shutil`, `fnmatch` and `re` (5 ms before the fork). A place it would
-    pass over (not writable) is left to `tempfile.mkdtemp`."""
+    Made here in the first of $TMPDIR, $TEMP and $TMP that is set, else /tmp: the place
+    `tempfile.gettempdir()` (the sweep's) picks when it can be written. `tempfile` brings
+    `shutil`, `fnmatch` and `re` (5 ms before the fork); a place that cannot be written is
+    left to `tempfile.mkdtemp`, which passes over it as `gettempdir` does."""
     prefix = f"{_DIR_PREFIX}{os.getpid()}.{where()}-"
-    root = os.environ.get("TMPDIR") or "/tmp"
+    root = next((value for name in ("TMPDIR", "TEMP", "TMP") if (value := os.environ.get(name))), "/tmp")
     for _ in range(100):
-        path = os.path.join(root, prefix + os.urandom(6).hex())
+        path = os.path.join(root, prefix + os.urandom(4).hex())
         try:
             os.mkdir(path, 0o700)
         except FileExistsError:
@@ -109,6 +110,19 @@ def where() -> str:
 
 def _file() -> str:
     return state_path("launch.marshal")
+
+
+def _memory() -> dict[object, object] | None:
+    """The launch memory when only this user can have written it (it names what runs: that
+    is the boundary, for `remember`, which writes it again as this user's, as for `fork`);
+    None for one that others could have written, or that is not a dict. Raises what reading
+    and `marshal` raise (a missing file, a truncated or corrupt one, one too big)."""
+    with open(_file(), "rb") as f:
+        mine = os.fstat(f.fileno())
+        if mine.st_uid != os.getuid() or mine.st_mode & 0o022:
+            return None
+        memory = marshal.load(f)
+    return memory if isinstance(memory, dict) else None
 
 
 def _stamp(path: str) -> list[int] | None:
@@ -158,12 +172,8 @@ def fork(words: Sequence[str]) -> bool:
     try:
         _began_ns = time.time_ns()
         _key = repr([list(words), os.getcwd(), [os.environ.get(name) for name in ENVIRONMENT]])
-        with open(_file(), "rb") as f:
-            mine = os.fstat(f.fileno())
-            if mine.st_uid != os.getuid() or mine.st_mode & 0o022:
-                return False  # the boundary: a file only this user can have written (it names what runs)
-            memory = marshal.load(f)
-        found = _entry_of(memory.get(_key)) if isinstance(memory, dict) else None
+        memory = _memory()
+        found = _entry_of(memory.get(_key)) if memory is not None else None
         if found is None or os.path.basename(found[0][0]) != "ssh":
             return False
         argv, conf, watched = found
@@ -190,7 +200,8 @@ def import_yielding(module: str) -> None:
     thread, and the app it runs, keep theirs, and a process may always lower its threads'
     priority. It weighs against the processes of the same session (the kernel's autogroups):
     the ssh this command forked, not other users' work. The import's errors are raised in the
-    caller."""
+    caller. A thread or process the imported module started would keep nice 19: neither
+    `cockpit.cli` nor `cockpit.ui.app` starts one when imported."""
     import importlib
     import sys
     import threading
@@ -239,11 +250,8 @@ def remember(argv: Sequence[str], conf: str, watched: Sequence[str]) -> None:
         return
     path = _file()
     try:
-        with open(path, "rb") as f:
-            entries = marshal.load(f)
-        if not isinstance(entries, dict):
-            entries = {}
-    except (OSError, ValueError, EOFError, TypeError):
+        entries = _memory() or {}
+    except Exception:  # noqa: BLE001 -- a memory that cannot be read is written anew
         entries = {}
     entry = {"argv": list(argv), "conf": conf, "watched": [[p, stamp] for p, stamp in stamps.items()]}
     if list(entries)[-1:] == [_key] and entries[_key] == entry:

@@ -92,8 +92,10 @@ def ended_within(process: subprocess.Popen[bytes], timeout: float) -> int | None
         except subprocess.TimeoutExpired:
             return None
     try:
-        if not select.select([pidfd], [], [], timeout)[0]:
-            return None
+        waiting = select.poll()  # not `select.select`: it refuses a descriptor past 1023
+        waiting.register(pidfd, select.POLLIN)
+        if not waiting.poll(timeout * 1000):
+            return process.returncode  # None, unless another thread reaped it meanwhile
     finally:
         os.close(pidfd)
     return process.wait()

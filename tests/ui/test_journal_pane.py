@@ -242,6 +242,12 @@ async def test_a_new_kind_of_failure_grows_the_side_list_without_laying_out_the_
         await pilot.pause()
         assert side.option_count == 5 * kinds > side.scrollable_content_region.height
         assert side.show_vertical_scrollbar and side.max_scroll_y == 5 * kinds - side.scrollable_content_region.height
+        laid_out = len(layouts)  # the scrollbar's coming
+        app.journal_view.append_entries(crash(6, "OSError: d"))  # a list that scrolls grows again
+        await pilot.pause()
+        await pilot.pause()
+        assert side.option_count == 6 * kinds and len(layouts) == laid_out and side.show_vertical_scrollbar
+        assert side.max_scroll_y == 6 * kinds - side.scrollable_content_region.height
 
 
 async def test_the_title_says_how_far_behind_the_feed_is_until_it_catches_up() -> None:

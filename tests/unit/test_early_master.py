@@ -131,7 +131,14 @@ def test_a_memory_others_may_write_or_naming_another_program_forks_nothing(launc
     memory.chmod(0o660)  # the group could have written it
     early_master.fork(WORDS)
     assert early_master._forked is None
-    memory.chmod(0o600)
+    planted = marshal.loads(memory.read_bytes())
+    planted["another launch"] = {"argv": ["/tmp/theirs/ssh"], "conf": "", "watched": []}
+    memory.write_bytes(marshal.dumps(planted))
+    early_master._forked, early_master._key = None, None
+    early_master.fork(WORDS)
+    early_master.remember(argv, "", [])  # written again as this user's: nothing of theirs carried
+    assert list(marshal.loads(memory.read_bytes())) == [early_master._key]
+    assert memory.stat().st_mode & 0o777 == 0o600
     early_master.fork(WORDS)  # the same memory, this user's alone: forked
     taken = early_master.take(argv, "")
     assert taken is not None

@@ -83,3 +83,10 @@ def test_the_wait_for_the_first_answer_ends_when_ssh_does() -> None:
     reaper.start()
     reaper.join()
     assert ended_within(ended, 5) == 3
+    # ending while waited for, by this and by another thread at once
+    later = subprocess.Popen(["sh", "-c", "sleep 0.2; exit 4"])
+    reaper = threading.Thread(target=later.wait)
+    reaper.start()
+    assert ended_within(later, 5) == 4
+    reaper.join()
+    assert later.returncode == 4

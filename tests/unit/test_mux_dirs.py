@@ -62,3 +62,14 @@ def test_a_new_directory_is_named_for_its_cockpit_and_kept_while_it_runs(
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "elsewhere"))
     (tmp_path / "elsewhere").mkdir()
     assert Path(early_master.new_dir()).parent == tmp_path / "elsewhere"
+    # $TMP alone, as `tempfile` reads it after $TMPDIR and $TEMP: made there, swept there
+    monkeypatch.delenv("TMPDIR")
+    monkeypatch.delenv("TEMP", raising=False)
+    monkeypatch.setenv("TMP", str(tmp_path / "tmp"))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    (tmp_path / "tmp").mkdir()
+    made = Path(early_master.new_dir())
+    assert made.parent == tmp_path / "tmp" and len(made.name.rpartition("-")[2]) == 8
+    dead = made.with_name(made.name.replace(f"-{os.getpid()}.", f"-{_dead_pid()}.", 1))
+    made.rename(dead)
+    assert sweep() == [str(dead)] and not dead.exists()

@@ -50,8 +50,8 @@ class TracebackList(OptionList):
 
     def show(self, groups: list[Group], limit: int = 200) -> None:
         """Rows whose label changed are relabelled in place; the list is rebuilt only when its
-        length changes (a new kind of failure), as a rebuild lays out the whole screen: 61 ms a
-        time under a flood, once or twice for each traceback that arrived."""
+        length changes (a new kind of failure), as a rebuild repaints every row. Neither lays
+        out the screen (`virtual_size` above), unless the scrollbar comes or goes."""
         labels = [label(g) for g in groups[:limit]]
         self._targets = [g.newest_record for g in groups[:limit]]
         shown = [text.plain for text in labels]
@@ -63,8 +63,9 @@ class TracebackList(OptionList):
             self._relabel(changed, labels)
         else:
             highlighted = self.highlighted
-            self.clear_options()
-            self.add_options(Option(text) for text in labels)
+            # in one step: `clear_options` then `add_options` would hide a scrollbar and show it
+            # again, and each of those lays out the screen
+            self.set_options(Option(text) for text in labels)
             self.display = bool(groups)
             if highlighted is not None and highlighted < self.option_count:
                 self.highlighted = highlighted
