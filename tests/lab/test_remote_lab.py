@@ -253,8 +253,10 @@ async def test_operator_without_sudo_rights_gets_the_sudo_message(lab: LabHandle
 
 async def test_channels_stay_under_max_sessions(root: SSHHost, lab: LabHandle, monkeypatch: pytest.MonkeyPatch) -> None:
     """Six followers and six commands at once on one connection while status queries go through the
-    command channel: the queries share that one channel, the rest never hold more than the eight
-    sessions left to them, and sshd (MaxSessions 10) refuses none."""
+    command channel: the queries share that one channel, and the rest never hold more than the
+    eight sessions left to them (sshd's MaxSessions is 10). sshd may still refuse an open while a
+    closed follower's journalctl has not exited (a busy host takes a while): that open is tried
+    again, and counted apart."""
     lab.wait_ready()  # as written: the followers below read a demo that logs (the operator test restarts it)
     conn = await root.connection()
     live: set[int] = set()  # the session channels open now, by channel number
@@ -275,8 +277,20 @@ async def test_channels_stay_under_max_sessions(root: SSHHost, lab: LabHandle, m
         live.discard(number)
         remove(number)
 
+    refused = 0  # opens sshd refused and the host tried again (cockpit.remote.ssh._opened)
+    create_process = conn.create_process  # what every command, follower and query opens through
+
+    async def counting(*args: object, **kwargs: object) -> asyncssh.SSHClientProcess:
+        nonlocal refused
+        try:
+            return await create_process(*args, **kwargs)
+        except asyncssh.ChannelOpenError:
+            refused += 1
+            raise
+
     monkeypatch.setattr(conn, "add_channel", add_channel)
     monkeypatch.setattr(conn, "remove_channel", remove_channel)
+    monkeypatch.setattr(conn, "create_process", counting)
 
     for _ in range(3):
         assert (await root.query(["systemctl", "is-active", "sglang-demo"])).text.strip() == "active"
@@ -297,7 +311,9 @@ async def test_channels_stay_under_max_sessions(root: SSHHost, lab: LabHandle, m
     )
     assert [r for r in results if isinstance(r, BaseException)] == []
     assert [r.text.strip() for r in results[12:]] == ["active"] * 6
-    assert len(opened) == 1 + 12  # a channel for each follower and command; all nine queries used the first
+    # a channel for each follower and command, all nine queries on the first; and the opens sshd
+    # refused while a closed follower's journalctl had not exited yet, each tried again
+    assert len(opened) - refused == 1 + 12
     assert peak == 1 + (MAX_SESSIONS - 2)  # the command channel and eight others at most; SFTP's slot stays free
     assert live == {command_channel}  # the followers' and commands' channels are closed again
 
