@@ -76,8 +76,8 @@ def installed(where: Path) -> Path:
     shutil.copytree(ROOT / "cockpit", source / "cockpit", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip[:3], "wheel", *pip[3:], "--no-deps", "-w", str(where / "wheel"), str(source)], check=True)
+    pip, quiet = [sys.executable, "-m", "pip"], ["-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", *quiet, "--no-deps", "-w", str(where / "wheel"), str(source)], check=True)
     venv = where / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -89,12 +89,10 @@ def installed(where: Path) -> Path:
     ).stdout.strip()
     Path(purelib, "cockpit_bench_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     wheels = [str(p) for p in (where / "wheel").glob("*.whl")]
-    into = [*pip[:3], "--python", str(python), "install", *pip[3:]]
-    subprocess.run([*into, "--no-deps", "--no-index", *wheels], check=True)
+    subprocess.run([*pip, "--python", str(python), "install", *quiet, "--no-deps", "--no-index", *wheels], check=True)
     return venv / "bin"
 
 
-COCKPIT = ""  # the installed command (`installed`), set in `main`
 APP_FRAME = f"journal · {UNIT}".encode()  # the journal pane's title: only the app draws it
 
 
@@ -106,13 +104,13 @@ def environment(state: str | None = None) -> dict[str, str]:
     return env
 
 
-def launch(lab: str, timeout: float = 30, *, state: str | None = None) -> tuple[float, float, float]:
+def launch(cockpit: str, lab: str, timeout: float = 30, *, state: str | None = None) -> tuple[float, float, float]:
     """(first paint, state on screen, the app's first frame) in seconds from the fork, of one
-    launch in a pty; with `state`, a state directory of its own (a first launch: no master
-    remembered)."""
+    launch of the command `cockpit` (`installed`) in a pty; with `state`, a state directory of
+    its own (a first launch: no master remembered)."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: the cockpit on this terminal
-        os.execve(COCKPIT, [COCKPIT, "--host", lab, "--unit", UNIT], environment(state))
+        os.execve(cockpit, [cockpit, "--host", lab, "--unit", UNIT], environment(state))
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
     start = time.perf_counter()
     seen = b""
@@ -180,28 +178,27 @@ def main() -> None:
     parser.add_argument("--lab", help="the lab to bring up, use and take down (default: bench-start-<4 hex>)")
     args = parser.parse_args()
     name = args.lab or f"bench-start-{secrets.token_hex(2)}"
-    global COCKPIT
     place = tempfile.TemporaryDirectory(prefix="bench-start-")
     bin_dir = installed(Path(place.name))
-    COCKPIT, python = str(bin_dir / "cockpit"), str(bin_dir / "python")
+    cockpit, python = str(bin_dir / "cockpit"), str(bin_dir / "python")
     lab = lab_up(name)
     try:
         ssh_config = str(lab.ssh_config)
-        launch(name)  # the memory the later launches start their master from (see the docstring)
+        launch(cockpit, name)  # the memory the later launches start their master from (see the docstring)
         paints, states, frames, ssh_status, imports, status, plain = [], [], [], [], [], [], []
         first_states, first_frames = [], []
         for _ in range(args.runs):
-            painted, state, frame = launch(name)
+            painted, state, frame = launch(cockpit, name)
             paints.append(painted)
             states.append(state)
             frames.append(frame)
             with tempfile.TemporaryDirectory() as fresh:
-                _, state, frame = launch(name, state=fresh)
+                _, state, frame = launch(cockpit, name, state=fresh)
             first_states.append(state)
             first_frames.append(frame)
             ssh_status.append(timed(["ssh", "-F", ssh_config, name, "systemctl", "status", UNIT]))
             imports.append(timed([python, "-c", "import cockpit.ui.app"]))
-            status.append(timed([COCKPIT, "status", "--host", name, "--unit", UNIT, "--json"]))
+            status.append(timed([cockpit, "status", "--host", name, "--unit", UNIT, "--json"]))
             plain.append(timed(["ssh", "-F", ssh_config, name, SHOW_AND_HEALTH]))
         emit(
             {

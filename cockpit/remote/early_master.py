@@ -113,10 +113,10 @@ def _file() -> str:
 
 
 def _memory() -> dict[object, object] | None:
-    """The launch memory when only this user can have written it (it names what runs: that
-    is the boundary, for `remember`, which writes it again as this user's, as for `fork`);
-    None for one that others could have written, or that is not a dict. Raises what reading
-    and `marshal` raise (a missing file, a truncated or corrupt one, one too big)."""
+    """The launch memory when only this user can have written it, as it names what runs (the
+    boundary): `fork` runs it, and `remember` writes it again as this user's file, which `fork`
+    would then trust. None for one that others could have written, or that is not a dict.
+    Raises what reading and `marshal` raise (a missing file, a truncated or corrupt one)."""
     with open(_file(), "rb") as f:
         mine = os.fstat(f.fileno())
         if mine.st_uid != os.getuid() or mine.st_mode & 0o022:
