@@ -13,7 +13,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from cockpit.errors import CockpitError
-from cockpit.textlines import complete_lines
 
 SshConfigs = Callable[[], Sequence[str]]  # the ssh_config files beyond the user's own, asked at each connect
 
@@ -90,16 +89,28 @@ class LineStream(abc.ABC):
     async def read_chunk(self) -> bytes:
         """Whatever bytes have arrived (at most CHUNK), waiting for some; b"" at the end."""
 
+    async def blocks(self) -> AsyncIterator[bytes]:
+        """The complete lines that arrived together, as one bytes cut after their last newline
+        (a journal follow decodes such a block whole); a last line without one at the end."""
+        rest = b""
+        while chunk := await self.read_chunk():
+            cut = chunk.rfind(b"\n") + 1
+            if not cut:
+                rest += chunk
+                continue
+            yield rest + chunk[:cut] if rest else chunk[:cut]
+            rest = chunk[cut:]
+        if rest:
+            yield rest
+
     async def batches(self) -> AsyncIterator[list[bytes]]:
         """The complete lines that arrived together, without their newline; a last line
         without one is given at the end."""
-        rest = b""
-        while chunk := await self.read_chunk():
-            lines, rest = complete_lines(rest, chunk)
-            if lines:
-                yield lines
-        if rest:
-            yield [rest]
+        async for block in self.blocks():
+            lines = block.split(b"\n")
+            if block.endswith(b"\n"):
+                lines.pop()
+            yield lines
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for lines in self.batches():

@@ -200,6 +200,13 @@ class JournalFeed:
             return 0.0
         return self.lag.late_s
 
+    def rate(self) -> float:
+        """Lines a second journald wrote the journal at lately (Lag.rate): 0 when nothing came for
+        CAUGHT_UP_S, or the journal is a recorded one."""
+        if self.host_of is None or self._clock() - self._delivered_at > CAUGHT_UP_S:
+            return 0.0
+        return self.lag.rate
+
     def _set_behind(self, lines: int) -> None:
         if self._caught_up is not None:
             self._caught_up.cancel()

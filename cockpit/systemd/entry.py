@@ -29,18 +29,27 @@ UNKNOWN_PRIORITY = 8  # a line of text says no syslog priority (they are 0-7): i
 class JournalEntry(msgspec.Struct, gc=False):
     """A million of these stay alive in a folded export. A struct built in C and untracked by the
     cyclic collector (it holds only strings and numbers) is built in 150 ns, where a slotted
-    dataclass takes 410, and is 88 bytes against 104."""
+    dataclass takes 410, and is 88 bytes against 104.
 
-    message: str
-    cursor: str | None = None
-    realtime_us: int | None = None  # __REALTIME_TIMESTAMP, microseconds since the epoch
-    pid: int | None = None
-    priority: int = 6
-    invocation_id: str | None = None
-    unit: str | None = None  # UNIT (systemd's messages about a unit), else _SYSTEMD_UNIT
-    identifier: str | None = None  # SYSLOG_IDENTIFIER
-    binary: bool = False  # MESSAGE came as bytes (invalid UTF-8 or control characters)
-    node: int = 0  # the node rank of the host it came from, where a deployment's journals are merged
+    Each field is named as journalctl names it, so that a follow's block of ordinary lines
+    decodes straight into entries (`parse_json_block`). `binary` and `node` are this side's
+    own; their wire names are the keys that send a line to the general path (`_careful`),
+    with a type no such line carries: a unit's name, a string, fails to decode as either, so
+    a block holding systemd's or journald's word about the unit is read line by line, and
+    one decoded with either set (a host's `true` or `5`) is read so too."""
+
+    message: str = field(name="MESSAGE")
+    cursor: str | None = field(name="__CURSOR", default=None)
+    realtime_us: int | None = field(name="__REALTIME_TIMESTAMP", default=None)  # microseconds since the epoch
+    pid: int | None = field(name="_PID", default=None)
+    priority: int = field(name="PRIORITY", default=6)
+    invocation_id: str | None = field(name="_SYSTEMD_INVOCATION_ID", default=None)
+    unit: str | None = field(name="_SYSTEMD_UNIT", default=None)  # UNIT on systemd's messages about a unit
+    identifier: str | None = field(name="SYSLOG_IDENTIFIER", default=None)
+    # MESSAGE came as bytes (invalid UTF-8 or control characters)
+    binary: bool = field(name="UNIT", default=False)
+    # the node rank of the host it came from, where a deployment's journals are merged
+    node: int = field(name="OBJECT_SYSTEMD_UNIT", default=0)
 
     def logged_at(self) -> float:
         """When the line was logged, in seconds since the epoch: now, for a line without
@@ -198,6 +207,63 @@ class Entries(list[JournalEntry]):
     sent that was not shown."""
 
     skipped: int = 0
+
+
+_decode_block = msgspec.json.Decoder(JournalEntry, strict=False).decode_lines
+
+
+def parse_json_block(block: bytes) -> Entries:
+    """The entries of a run of `journalctl -o json` lines as one read of a follow brought them,
+    as `parse_json_lines` reads its lines.
+
+    A block of ordinary lines (the whole of a flood) is decoded in one call straight into
+    entries, with no split into lines and no second struct: 1.0 us a line of a real journal
+    against 1.7 (benchmarks/bench_fold.py, docs/facts.md). A block with anything else in it (a
+    line that is no entry, a byte-array message, systemd's word about the unit) is read line
+    by line, so each of its lines is taken, shared and counted as `parse_json_lines` does. One
+    difference: a line holding two whole entries (no journalctl prints one) gives both, where
+    the line-by-line reading skips it as no entry."""
+    try:
+        entries = _decode_block(block)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        pass
+    else:
+        if _shared_in_place(entries):
+            out = Entries()
+            out[:] = entries
+            return out
+    lines = block.split(b"\n")
+    if block.endswith(b"\n"):
+        lines.pop()
+    return parse_json_lines(lines)
+
+
+def _shared_in_place(entries: list[JournalEntry]) -> bool:
+    """One copy of each unit name, invocation and identifier among `entries`, as `parse_entry`
+    shares them (a run of lines of one start repeats the same three); False when an entry
+    was decoded with this side's own fields set (JournalEntry's docstring says why)."""
+    if len(_strings) >= _MEMO_LIMIT:
+        _strings.clear()
+    invocation = unit = identifier = None
+    for entry in entries:
+        if entry.binary or entry.node:
+            return False
+        if (value := entry.invocation_id) is not invocation:
+            if value == invocation:
+                entry.invocation_id = invocation
+            else:
+                invocation = entry.invocation_id = _share(value, value)
+        if (value := entry.unit) is not unit:
+            if value == unit:
+                entry.unit = unit
+            else:
+                unit = entry.unit = _share(value, value)
+        if (value := entry.identifier) is not identifier:
+            if value == identifier:
+                entry.identifier = identifier
+            else:
+                identifier = entry.identifier = _share(value, value)
+    return True
 
 
 def parse_json_lines(lines: Iterable[str | bytes]) -> Entries:

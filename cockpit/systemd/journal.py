@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
+import time
 from collections.abc import Awaitable, Callable
 
 from cockpit.errors import CockpitError
 from cockpit.remote.base import Host, HostError
-from cockpit.systemd.entry import Entries, JournalEntry, parse_json_lines
+from cockpit.systemd.entry import Entries, JournalEntry, parse_json_block
 
 OUTPUT_FIELDS = (
     "MESSAGE,_PID,PRIORITY,_SYSTEMD_INVOCATION_ID,INVOCATION_ID,_SYSTEMD_UNIT,UNIT,SYSLOG_IDENTIFIER,"
@@ -28,6 +30,11 @@ OUTPUT_FIELDS = (
 # How every read prints entries: JSON, long fields whole, only the fields the cockpit reads.
 OUTPUT = ("-o", "json", "--all", f"--output-fields={OUTPUT_FIELDS}", "--no-pager")
 RETRY = (0.5, 1.0, 2.0, 4.0)
+# A flood's reads came 170 a second of about 150 lines each, and every batch costs its
+# subscribers the same again whatever its size (the view's size, scroll and title, the lag's
+# timer, the throughput pane): a batch at most every GAP_S, the reads meanwhile joined to it.
+# A line after a quiet spell is delivered at once; the screen draws at most 60 times a second.
+GAP_S = 0.02
 
 
 # journalctl writes to a pipe in 4 KiB stdio blocks, and sshd sends each as its own packet: the
@@ -52,7 +59,7 @@ async def query(host: Host, argv: list[str], timeout: float = 60) -> Entries:
     result = await host.run(argv, timeout=timeout)
     if result.returncode != 0 and not result.stdout:
         raise CockpitError(f"journalctl on {host.name} failed: {result.error_text or result.returncode}")
-    return parse_json_lines(result.stdout.splitlines())
+    return parse_json_block(result.stdout)
 
 
 async def tail(host: Host, unit: str, n: int) -> Entries:
@@ -83,7 +90,7 @@ async def matching(host: Host, unit: str, pattern: str, n: int, timeout: float) 
     if result.returncode not in (0, 1):  # 1: nothing matched
         return None
     # systemd 252's journalctl prints --grep's last -n entries newest first (docs/facts.md).
-    return sorted(parse_json_lines(result.stdout.splitlines()), key=lambda e: e.realtime_us or 0)
+    return sorted(parse_json_block(result.stdout), key=lambda e: e.realtime_us or 0)
 
 
 OnBatch = Callable[[list[JournalEntry]], "Awaitable[None] | None"]
@@ -103,17 +110,21 @@ class JournalFollower:
         after_cursor: str | None = None,
         on_state: OnState | None = None,
         on_skipped: OnSkipped | None = None,
-        max_batch: int = 20_000,
+        max_pending: int = 8 << 20,
+        gap_s: float = GAP_S,
     ) -> None:
         """`on_skipped(n)`: n more lines the host's journalctl printed were not journal entries
-        (cockpit.systemd.entry.Entries); they are passed over, never a reason to reconnect."""
+        (cockpit.systemd.entry.Entries); they are passed over, never a reason to reconnect.
+        `max_pending`: bytes read and not yet delivered at which reading waits for the consumer;
+        `gap_s`: the least time between two batches of a stream that keeps coming."""
         self.host = host
         self.unit = unit
         self.backlog = backlog
         self.cursor = after_cursor
         self.on_state = on_state
         self.on_skipped = on_skipped
-        self.max_batch = max_batch
+        self.max_pending = max_pending
+        self.gap_s = gap_s
         self.delivered = 0
 
     def _state(self, state: str, detail: str | None = None) -> None:
@@ -166,17 +177,20 @@ class JournalFollower:
         one delivered before)."""
         async with self.host.stream(argv) as lines:
             self._state("following")
-            pending: list[bytes] = []
+            pending: list[bytes] = []  # blocks of complete lines (LineStream.blocks)
+            size = 0
             ready = asyncio.Event()
             drained = asyncio.Event()
             done = asyncio.Event()
 
             async def read() -> None:
+                nonlocal size
                 try:
-                    async for arrived in lines.batches():
-                        pending.extend(arrived)
+                    async for block in lines.blocks():
+                        pending.append(block)
+                        size += len(block)
                         ready.set()
-                        if len(pending) >= self.max_batch:  # back-pressure: wait for the consumer
+                        if size >= self.max_pending:  # back-pressure: wait for the consumer
                             drained.clear()
                             await drained.wait()
                 finally:
@@ -185,12 +199,16 @@ class JournalFollower:
 
             reader = asyncio.create_task(read())
             try:
+                delivered_at = -math.inf
                 while True:
                     await ready.wait()
+                    if (wait := delivered_at + self.gap_s - time.monotonic()) > 0 and not done.is_set():
+                        await asyncio.sleep(wait)  # the reads meanwhile join this batch
                     ready.clear()
-                    batch, pending[:] = pending[:], []
+                    delivered_at = time.monotonic()
+                    blocks, pending[:], size = pending[:], [], 0
                     drained.set()
-                    entries = parse_json_lines(batch)
+                    entries = parse_json_block(b"".join(blocks)) if blocks else Entries()
                     if skip is not None and entries:
                         if entries[0].cursor == skip:
                             del entries[0]

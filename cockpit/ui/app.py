@@ -39,7 +39,7 @@ from cockpit.traceback.model import Traceback
 from cockpit.traceback.render import site_title
 from cockpit.ui import inert
 from cockpit.ui.failures import said_failure
-from cockpit.ui.pacing import FLOOD_HOLD_S, FLOOD_LATE_S, FLOOD_PERIOD, PacedScreen
+from cockpit.ui.pacing import FLOOD_HOLD_S, FLOOD_LATE_S, FLOOD_PERIOD, FLOOD_RATE, PacedScreen
 from cockpit.ui.panes.attempts import AttemptsPane
 from cockpit.ui.panes.flags import FlagsPane
 from cockpit.ui.panes.journal import JournalView
@@ -223,12 +223,14 @@ class CockpitApp(App[None]):
         return PacedScreen(id="_default", period=self._frame_period)
 
     def _frame_period(self) -> float:
-        """Frames FLOOD_PERIOD apart while the journal arrives late: under a flood the cores go to
-        reading it rather than to frames of lines that scroll by unread. At 25,000 lines/s on a
-        2-core machine that also ran the host, 60 frames a second left the app 4 s behind, 10
-        kept it up (benchmarks/bench_app_flood.py --knee, docs/facts.md)."""
+        """Frames FLOOD_PERIOD apart while the journal arrives late or faster than FLOOD_RATE:
+        under a flood the cores go to reading it rather than to frames of lines that scroll by
+        unread. At 25,000 lines/s on a 2-core machine that also ran the host, 60 frames a second
+        left the app 4 s behind, 10 kept it up (benchmarks/bench_app_flood.py --knee,
+        docs/facts.md)."""
         now = time.monotonic()
-        if self.session.journal.late_s() > FLOOD_LATE_S:
+        journal = self.session.journal
+        if journal.late_s() > FLOOD_LATE_S or journal.rate() > FLOOD_RATE:
             self._flooded_at = now
         return FLOOD_PERIOD if now - self._flooded_at < FLOOD_HOLD_S else UPDATE_PERIOD
 

@@ -13,6 +13,7 @@ from textual._context import active_app
 from textual.screen import UPDATE_PERIOD, Screen
 
 from cockpit.config import Config
+from cockpit.systemd.entry import JournalEntry
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.pacing import FrameTimer, PacedScreen
@@ -154,6 +155,43 @@ async def test_the_frames_slow_down_while_the_journal_comes_late_and_for_a_while
         app_module.time.monotonic = real  # type: ignore[assignment]
     async with app.run_test(size=(120, 30)):
         assert app.screen._update_timer.period == app._frame_period  # type: ignore[attr-defined]
+
+
+def test_the_frames_slow_down_while_the_journal_is_written_faster_than_anyone_reads() -> None:
+    """On time but written faster than FLOOD_RATE lines a second (journald's stamps, as the
+    feed's lag reads them): FLOOD_PERIOD apart before the app falls behind, and FLOOD_HOLD_S
+    after the rate drops. A journal that stopped coming has no rate."""
+    from cockpit.session.journal_feed import CAUGHT_UP_S
+    from cockpit.ui import app as app_module
+    from cockpit.ui.pacing import FLOOD_HOLD_S, FLOOD_PERIOD, FLOOD_RATE
+
+    wall = [2_000_000.0]
+    app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
+    feed = app.session.journal
+    feed.host_of, feed._clock = (lambda: None), (lambda: wall[0])  # type: ignore[assignment,return-value]
+
+    def flood(rate: int) -> None:
+        """One second of journald's stamps at `rate` lines a second, in 10 batches."""
+        for k in range(10):
+            at = int((wall[0] - 0.1 * (9 - k)) * 1e6)
+            feed.lag.update([JournalEntry("x", realtime_us=at)] * (rate // 10), wall[0])
+        feed._delivered_at = wall[0]
+
+    now = [1000.0]
+    real = app_module.time.monotonic
+    app_module.time.monotonic = lambda: now[0]  # type: ignore[assignment]
+    try:
+        flood(FLOOD_RATE // 2)
+        assert feed.late_s() == 0 and app._frame_period() == UPDATE_PERIOD
+        wall[0] += 1
+        flood(FLOOD_RATE * 2)
+        assert feed.late_s() == 0 and feed.rate() > FLOOD_RATE and app._frame_period() == FLOOD_PERIOD
+        wall[0] += CAUGHT_UP_S + 0.1  # nothing since
+        assert feed.rate() == 0
+        now[0] += FLOOD_HOLD_S + 0.1
+        assert app._frame_period() == UPDATE_PERIOD
+    finally:
+        app_module.time.monotonic = real  # type: ignore[assignment]
 
 
 async def test_the_frame_timer_waits_the_period_it_is_given(clock: Clock) -> None:
