@@ -7,7 +7,9 @@ stdout entry of the lab's unit) and the reduced set the cockpit's follower asks 
 shaped: prefill/decode lines of eight ranks, uvicorn access lines, warnings, progress bars as
 byte arrays, a few 20,000 to 100,000-character lines, systemd's restart messages, and
 crashes: eight ranks with their own PIDs interleaving line by line, eight ranks sharing one
-PID (each traceback written whole), chained tracebacks.
+PID (each traceback written whole), chained tracebacks. A third, `serving`, is the reduced
+set of what the server logs between start-ups and crashes (decode, prefill and access lines):
+a flood's lines, which the follower decodes a block at a time.
 
 Each format is generated to a temporary file, then read by each front end, nothing pinned (CPU
 time is what is compared; the wall figures are this machine's at that moment):
@@ -26,7 +28,8 @@ export, both through `feed_lines` (what `cockpit fold` runs): CPU microseconds a
 their ratio (the target: text at most 2x the export), and the export's cost with the prefix layer
 against the JSON-only path it replaced (parse_json_lines + feed_batch).
 
-Usage: python benchmarks/bench_fold.py [--entries N] [--format full|reduced|both|text]
+Usage: python benchmarks/bench_fold.py [--entries N] [--format full|reduced|serving|both|text]
+(`both`: full, reduced and serving)
 """
 
 from __future__ import annotations
@@ -187,14 +190,17 @@ def stamp(t: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t // 1_000_000))
 
 
-def journal(n: int, seed: int = 7):
-    """(message, pid, is_systemd) for n entries; what an eight-rank SGLang server logs."""
+def journal(n: int, seed: int = 7, serving: bool = False):
+    """(message, pid, is_systemd) for n entries; what an eight-rank SGLang server logs, or with
+    `serving` what it logs between crashes and start-ups: decode, prefill and access lines."""
     rng = random.Random(seed)
     out = 0
     restart = 0
     while out < n:
         pid = MAIN_PID + restart * 100
         r = rng.random()
+        if serving and (r < 0.00025 or r >= 0.985):
+            continue
         if r < 0.00015:  # eight ranks with their own PIDs crash at once, lines interleaved
             blocks = [
                 [f"[{{stamp}} TP{k}] Scheduler hit an exception: {TRACEBACK[0]}", *TRACEBACK[1:], ""] for k in range(8)
@@ -277,7 +283,7 @@ def generate(path: Path, n: int, fmt: str) -> dict:
     t = 1796031916702664
     counts = {"entries": 0, "bytes": 0}
     with open(path, "wb") as f:
-        for i, (message, pid, systemd) in enumerate(itertools.islice(journal(n), n)):
+        for i, (message, pid, systemd) in enumerate(itertools.islice(journal(n, serving=fmt == "serving"), n)):
             t += 137
             if isinstance(message, str) and "{stamp}" in message:
                 message = message.replace("{stamp}", stamp(t), 1)
@@ -287,7 +293,7 @@ def generate(path: Path, n: int, fmt: str) -> dict:
                     invocation = f"{i:032x}"
             else:
                 fields = full_fields(message, pid, i, t, invocation)
-            if fmt == "reduced":
+            if fmt in ("reduced", "serving"):
                 fields = {k: v for k, v in fields.items() if k in REDUCED}
             line = msgspec.json.encode(fields) + b"\n"
             f.write(line)
@@ -458,7 +464,7 @@ def text_vs_export(entries: int, rounds: int = 3) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=1_000_000)
-    ap.add_argument("--format", choices=["full", "reduced", "both", "text"], default="both")
+    ap.add_argument("--format", choices=["full", "reduced", "serving", "both", "text"], default="both")
     ap.add_argument("--fold-file", help=argparse.SUPPRESS)
     ap.add_argument("--lines-file", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -478,7 +484,7 @@ def main() -> int:
         "target_entries_per_s": 200_000,
         "formats": {},
     }
-    formats = ["full", "reduced"] if args.format == "both" else [args.format]
+    formats = ["full", "reduced", "serving"] if args.format == "both" else [args.format]
     with tempfile.TemporaryDirectory(prefix="bench-fold-") as tmp:
         for fmt in formats:
             path = Path(tmp) / f"{fmt}.json"
