@@ -135,6 +135,7 @@ class JournalRows:
         self._last_exit: dict[int, str] = {}
         self._stopped: set[str] = set()  # starts a stop job ended (systemd's `Stopping` line names each)
         self.discarded = 0  # records dropped from the front so far: the number of records[0]
+        self.rows_dropped = 0  # rows dropped from the front with them, so far (a paused view shifts by it)
         self.tracebacks_changed = False  # set when a batch brought or changed a traceback
         # Record numbers of the tracebacks, ascending: the side list is asked for after every
         # batch a crash prints, and scanning a 200,000-record window for it took 90 ms.
@@ -173,9 +174,10 @@ class JournalRows:
             self.rebuild()
         else:
             self._append_rows(base + changes.first_new, base + len(records))
+        added = len(self.rows) - before
         if len(records) > self.window:
             self._drop(len(records) - self.window + self.window // 10)  # in chunks
-        return -1 if grew_expanded else max(0, len(self.rows) - before)
+        return -1 if grew_expanded else max(0, added)
 
     def prepend(self, entries: list[JournalEntry]) -> int:
         """Older entries, paged back from journald, before everything shown; returns the rows
@@ -207,7 +209,9 @@ class JournalRows:
     def _drop(self, count: int) -> None:
         self.folder.discard(count)
         self.discarded += count
-        del self.rows[: bisect.bisect_left(self.rows, (self.discarded, SEPARATOR))]
+        cut = bisect.bisect_left(self.rows, (self.discarded, SEPARATOR))
+        self.rows_dropped += cut
+        del self.rows[:cut]
         del self._traceback_numbers[: bisect.bisect_left(self._traceback_numbers, self.discarded)]
         self.separators = {n: t for n, t in self.separators.items() if n >= self.discarded}
 

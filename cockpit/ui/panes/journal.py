@@ -139,6 +139,7 @@ class JournalView(CursorView):
     def __init__(self, window: int = 200_000, **kwargs) -> None:
         super().__init__(**kwargs)
         self.model = JournalRows(window)
+        self._rows_dropped = 0  # the model's rows_dropped when this view last shifted by it
         self.unread = 0
         self.search: re.Pattern[str] | None = None
         self._widest = 0
@@ -172,6 +173,7 @@ class JournalView(CursorView):
         from the end, with nothing searched or filtered."""
         self.model = model
         self._strips.clear()  # the numbers of another model's records
+        self._rows_dropped = model.rows_dropped
         self.history_exhausted = False
         self._paging = False
         self.unread = 0
@@ -197,8 +199,13 @@ class JournalView(CursorView):
             # view then sat at the top of the backlog until the next line (15 s on a quiet server).
             self.call_after_refresh(self._keep_at_end)
         else:
-            self.unread += max(0, len(model.rows) - rows_before)
-            self.cursor = min(self.cursor, max(0, len(model.rows) - 1))
+            self.unread += max(0, added)
+            if (shift := model.rows_dropped - self._rows_dropped) and added >= 0:
+                # the window dropped rows above: the rows in view stay in view, where they now are
+                self.scroll_to(y=max(0, self.scroll_y - shift), animate=False, immediate=True)
+                self.cursor -= shift
+            self.cursor = max(0, min(self.cursor, len(model.rows) - 1))
+        self._rows_dropped = model.rows_dropped
         self._sync_thumb()
         if model.tracebacks_changed:
             model.tracebacks_changed = False
