@@ -220,9 +220,9 @@ def parse_json_block(block: bytes) -> Entries:
     entries, with no split into lines and no second struct: 0.93 us a line of a serving
     server's journal against 1.66 (benchmarks/bench_fold.py --format serving). A block with
     anything else in it (a line that is no entry, a byte-array message, systemd's word about
-    the unit) is read line by line, so each of its lines is taken, shared and counted as `parse_json_lines` does. One
-    difference: a line holding two whole entries (no journalctl prints one) gives both, where
-    the line-by-line reading skips it as no entry."""
+    the unit) is read line by line, so each of its lines is taken, shared and counted as
+    `parse_json_lines` does. One difference: a line holding two whole entries (no journalctl
+    prints one) gives both, where the line-by-line reading skips it as no entry."""
     try:
         entries = _decode_block(block)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):

@@ -199,7 +199,7 @@ class JournalView(CursorView):
             # view then sat at the top of the backlog until the next line (15 s on a quiet server).
             self.call_after_refresh(self._keep_at_end)
         else:
-            self.unread += max(0, added)
+            self.unread += added if added >= 0 else max(0, len(model.rows) - rows_before)
             if (shift := model.rows_dropped - self._rows_dropped) and added >= 0:
                 # the window dropped rows above: the rows in view stay in view, where they now are
                 self.scroll_to(y=max(0, self.scroll_y - shift), animate=False, immediate=True)
