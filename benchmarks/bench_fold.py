@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -302,6 +303,21 @@ def generate(path: Path, n: int, fmt: str) -> dict:
     return counts
 
 
+def blocks_of(path: str, size: int) -> Iterator[bytes]:
+    """The file as the follower reads a stream: reads of at most `size`, each cut after its last
+    newline (`complete_block`), the unfinished line carried to the next."""
+    from cockpit.textlines import complete_block
+
+    rest = b""
+    with open(path, "rb") as f:
+        while data := f.read(size):
+            block, rest = complete_block(rest, data)
+            if block:
+                yield block
+    if rest:
+        yield rest
+
+
 def fold_file(path: str) -> dict:
     """Runs in its own process: read, parse, fold as the app does; the measurements. The app
     folds each batch into its journal feed's rows (`JournalFeed.deliver`), which keep a window
@@ -334,30 +350,20 @@ def fold_file(path: str) -> dict:
 
     gc.callbacks.append(count_gc)
     wall = time.perf_counter()
-    rest = b""
-    with open(path, "rb") as f:
-        while True:
-            data = f.read(CHUNK)  # as the follower reads: at most CHUNK, cut after the last newline
-            cut = data.rfind(b"\n") + 1
-            if data and not cut:
-                rest += data
-                continue
-            block, rest = (rest + data[:cut], data[cut:]) if data else (rest, b"")
-            if not block:
-                break
-            timing[0] = True
-            t0 = clock()
-            batch = parse_json_block(block)
-            t1 = clock()
-            feed.deliver(batch)
-            t2 = clock()
-            parse_json_lines(block.split(b"\n"))  # the same lines read one by one, as before blocks
-            t3 = clock()
-            timing[0] = False
-            parse_s += t1 - t0
-            fold_s += t2 - t1
-            lines_s += t3 - t2
-            entries += len(batch)
+    for block in blocks_of(path, CHUNK):
+        timing[0] = True
+        t0 = clock()
+        batch = parse_json_block(block)
+        t1 = clock()
+        feed.deliver(batch)
+        t2 = clock()
+        parse_json_lines(block.split(b"\n"))  # the same lines read one by one, as before blocks
+        t3 = clock()
+        timing[0] = False
+        parse_s += t1 - t0
+        fold_s += t2 - t1
+        lines_s += t3 - t2
+        entries += len(batch)
     timing[0] = True
     t0 = clock()
     folder.close()

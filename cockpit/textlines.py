@@ -24,3 +24,13 @@ def complete_lines(rest: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
     their newline, and the new unfinished line: one split per chunk, not one read per line."""
     lines = (rest + chunk).split(b"\n")
     return lines, lines.pop()
+
+
+def complete_block(rest: bytes, chunk: bytes) -> tuple[bytes, bytes]:
+    """The lines that `rest` and the next `chunk` complete, as one bytes cut after their last
+    newline (b"" when the chunk holds none), and the new unfinished line: a block a follow
+    decodes whole."""
+    cut = chunk.rfind(b"\n") + 1
+    if not cut:
+        return b"", rest + chunk
+    return (rest + chunk[:cut] if rest else chunk[:cut]), chunk[cut:]

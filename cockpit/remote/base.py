@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from cockpit.errors import CockpitError
+from cockpit.textlines import complete_block
 
 SshConfigs = Callable[[], Sequence[str]]  # the ssh_config files beyond the user's own, asked at each connect
 
@@ -94,12 +95,9 @@ class LineStream(abc.ABC):
         (a journal follow decodes such a block whole); a last line without one at the end."""
         rest = b""
         while chunk := await self.read_chunk():
-            cut = chunk.rfind(b"\n") + 1
-            if not cut:
-                rest += chunk
-                continue
-            yield rest + chunk[:cut] if rest else chunk[:cut]
-            rest = chunk[cut:]
+            block, rest = complete_block(rest, chunk)
+            if block:
+                yield block
         if rest:
             yield rest
 

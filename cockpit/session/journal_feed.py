@@ -196,16 +196,17 @@ class JournalFeed:
     def late_s(self) -> float:
         """How late the journal arrives, beyond the link's own delay: 0 when nothing came for
         CAUGHT_UP_S (the stream ran dry, so nothing waits) or the journal is a recorded one."""
-        if self.host_of is None or self._clock() - self._delivered_at > CAUGHT_UP_S:
-            return 0.0
-        return self.lag.late_s
+        return 0.0 if self._dry() else self.lag.late_s
 
     def rate(self) -> float:
         """Lines a second journald wrote the journal at lately (Lag.rate): 0 when nothing came for
         CAUGHT_UP_S, or the journal is a recorded one."""
-        if self.host_of is None or self._clock() - self._delivered_at > CAUGHT_UP_S:
-            return 0.0
-        return self.lag.rate
+        return 0.0 if self._dry() else self.lag.rate
+
+    def _dry(self) -> bool:
+        """Nothing came for CAUGHT_UP_S, or the journal is a recorded one (whose stamps say
+        nothing of this moment): no lateness and no rate to go by."""
+        return self.host_of is None or self._clock() - self._delivered_at > CAUGHT_UP_S
 
     def _set_behind(self, lines: int) -> None:
         if self._caught_up is not None:

@@ -229,13 +229,8 @@ def parse_json_block(block: bytes) -> Entries:
         pass
     else:
         if _shared_in_place(entries):
-            out = Entries()
-            out[:] = entries
-            return out
-    lines = block.split(b"\n")
-    if block.endswith(b"\n"):
-        lines.pop()
-    return parse_json_lines(lines)
+            return Entries(entries)
+    return parse_json_lines(block.split(b"\n"))  # the empty piece after a last newline is no line
 
 
 def _shared_in_place(entries: list[JournalEntry]) -> bool:

@@ -174,10 +174,10 @@ class JournalRows:
             self.rebuild()
         else:
             self._append_rows(base + changes.first_new, base + len(records))
-        added = len(self.rows) - before
+        added = len(self.rows) - before  # counted before the window drops rows at the front
         if len(records) > self.window:
             self._drop(len(records) - self.window + self.window // 10)  # in chunks
-        return -1 if grew_expanded else max(0, added)
+        return -1 if grew_expanded else added
 
     def prepend(self, entries: list[JournalEntry]) -> int:
         """Older entries, paged back from journald, before everything shown; returns the rows
