@@ -15,12 +15,12 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.notifications import SeverityLevel
-from textual.screen import UPDATE_PERIOD, Screen
+from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input
 
 from cockpit.attempts import ORIGINAL, Attempt
@@ -39,7 +39,16 @@ from cockpit.traceback.model import Traceback
 from cockpit.traceback.render import site_title
 from cockpit.ui import inert
 from cockpit.ui.failures import said_failure
-from cockpit.ui.pacing import FLOOD_HOLD_S, FLOOD_LATE_S, FLOOD_PERIOD, FLOOD_RATE, PacedScreen
+from cockpit.ui.pacing import (
+    BEHIND_PERIOD,
+    FLOOD_HOLD_S,
+    FLOOD_LATE_S,
+    FLOOD_PERIOD,
+    FLOOD_RATE,
+    FRAME_PERIOD,
+    INPUT_HOLD_S,
+    PacedScreen,
+)
 from cockpit.ui.panes.attempts import AttemptsPane
 from cockpit.ui.panes.flags import FlagsPane
 from cockpit.ui.panes.journal import JournalView
@@ -145,6 +154,7 @@ class CockpitApp(App[None]):
     CSS_PATH = "cockpit.tcss"
     TITLE = "SGLang cockpit"
     _flooded_at = -math.inf  # when the journal last came late enough to slow the frames (monotonic)
+    _input_at = -math.inf  # when a person last pressed a key, clicked or scrolled (monotonic)
     # The footer shows what a new operator reaches for first and fits 160 columns beside any pane's
     # own keys; `?` and the palette list every key, the hidden ones too.
     BINDINGS = [
@@ -223,16 +233,27 @@ class CockpitApp(App[None]):
         return PacedScreen(id="_default", period=self._frame_period)
 
     def _frame_period(self) -> float:
-        """Frames FLOOD_PERIOD apart while the journal arrives late or faster than FLOOD_RATE:
-        under a flood the cores go to reading it rather than to frames of lines that scroll by
-        unread. At 25,000 lines/s on a 2-core machine that also ran the host, 60 frames a second
-        left the app 4 s behind, 10 kept it up (benchmarks/bench_app_flood.py --knee,
-        docs/facts.md)."""
+        """Frames FLOOD_PERIOD apart while the journal arrives faster than FLOOD_RATE, and
+        BEHIND_PERIOD apart while it arrives late: under a flood the cores go to reading it
+        rather than to frames of lines that scroll by unread. At 25,000 lines/s on a 2-core
+        machine that also ran the host, 60 frames a second left the app 4 s behind, 10 kept it
+        up (benchmarks/bench_app_flood.py --knee, docs/facts.md). Else, and for INPUT_HOLD_S
+        after a key, a click or a wheel, FRAME_PERIOD apart: what a person did is drawn at once."""
         now = time.monotonic()
         journal = self.session.journal
-        if journal.late_s() > FLOOD_LATE_S or journal.rate() > FLOOD_RATE:
+        late = journal.late_s() > FLOOD_LATE_S
+        if late or journal.rate() > FLOOD_RATE:
             self._flooded_at = now
-        return FLOOD_PERIOD if now - self._flooded_at < FLOOD_HOLD_S else UPDATE_PERIOD
+        if now - self._input_at < INPUT_HOLD_S:
+            return FRAME_PERIOD
+        if late:
+            return BEHIND_PERIOD
+        return FLOOD_PERIOD if now - self._flooded_at < FLOOD_HOLD_S else FRAME_PERIOD
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)):
+            self._input_at = time.monotonic()
+        await super().on_event(event)
 
     @property
     def target(self) -> Target | None:

@@ -1,4 +1,4 @@
-"""When the screen is drawn: at once when something changed, at most MAX_FPS times a second.
+"""When the screen is drawn: at once when something changed, at most 1/FRAME_PERIOD times a second.
 
 Textual draws a screen from a 60 Hz interval timer that it pauses after each update and resumes
 when a widget asks for a repaint. After an idle stretch its timer (textual/timer.py, `_skip`)
@@ -24,12 +24,25 @@ from textual.timer import EventTargetGone, Timer
 
 from cockpit.ui.compositor import CroppedCompositor
 
+# At most 120 frames a second while the journal is on time and not a flood. A change waits for
+# the end of the period the last frame began (a batch just after a status poll's frame waited up
+# to 16.7 ms at Textual's 60): at 10k lines/s the batch's wait before its frame had a p95 of 6 to
+# 8 ms against 10 to 12 at 60, for as many frames (the journal's batches, GAP_S apart, and the
+# panes' polls are what ask for them; docs/facts.md).
+FRAME_PERIOD = 1 / 120
 # The journal this late, beyond the link's own delay: the app is not keeping up with it, and its
 # frames go down to FLOOD_PERIOD apart until it has been on time for FLOOD_HOLD_S
 # (CockpitApp._frame_period): frames back at 60 a second at once put it behind again.
 FLOOD_LATE_S = 0.25
 FLOOD_PERIOD = 0.1
 FLOOD_HOLD_S = 2.0
+# While it is late, frames BEHIND_PERIOD apart: a frame costs the same whatever it shows, and a
+# screen of lines seconds old helps no one (at 40,000 lines/s frames were a quarter of the app's
+# CPU at 10 a second, docs/facts.md).
+BEHIND_PERIOD = 0.2
+# What a person did (a key, a click, a wheel) is drawn FRAME_PERIOD apart for INPUT_HOLD_S after
+# it, flood or not: a key waits for the next frame, not for the end of a flood's period.
+INPUT_HOLD_S = 0.5
 # The journal written this fast (lines a second of journald's time): at 60 frames a second each
 # frame scrolls over 300 new rows past a pane of 40, as unreadable as at 10, which cost a sixth.
 # The frames slow before the app falls behind, not only after (a frame is 5 to 8 ms of a core
@@ -39,7 +52,8 @@ FLOOD_RATE = 20_000
 
 class FrameTimer(Timer):
     """A repeating timer that ticks when resumed, never twice within one interval; `period`,
-    when given, is asked for the interval before each tick."""
+    when given, is asked for the interval before each tick, and again at least every base
+    interval of a wait (a period that shortened meanwhile, for a key pressed, is kept)."""
 
     last_tick = -math.inf
     period: Callable[[], float] | None = None
@@ -51,7 +65,7 @@ class FrameTimer(Timer):
             interval = self._interval if self.period is None else self.period()
             wait = self.last_tick + interval - _time.get_time()
             if wait > 0:
-                await _time.sleep(wait)
+                await _time.sleep(min(wait, self._interval))
                 continue  # paused meanwhile (a layout drew the screen): wait to be resumed again
             self.last_tick = _time.get_time()
             count += 1

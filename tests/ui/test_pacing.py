@@ -5,7 +5,8 @@ machine cannot move the figures."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 from textual import _time, timer
@@ -16,7 +17,7 @@ from cockpit.config import Config
 from cockpit.systemd.entry import JournalEntry
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
-from cockpit.ui.pacing import FrameTimer, PacedScreen
+from cockpit.ui.pacing import FRAME_PERIOD, FrameTimer, PacedScreen
 
 
 class Clock:
@@ -59,7 +60,9 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
-async def _ticks_of(kind: type[timer.Timer], clock: Clock, resumes: list[float]) -> list[float]:
+async def _ticks_of(
+    kind: type[timer.Timer], clock: Clock, resumes: list[float], period: Callable[[], float] | None = None
+) -> list[float]:
     """Resume a screen-update-like timer (the callback pauses it, as Screen._on_timer_update
     does) at each of `resumes`; the clock's time at each tick."""
     ticks: list[float] = []
@@ -71,6 +74,8 @@ async def _ticks_of(kind: type[timer.Timer], clock: Clock, resumes: list[float])
         paced.pause()
 
     paced = kind(target, UPDATE_PERIOD, callback=update, pause=True)  # type: ignore[arg-type]
+    if period is not None:
+        paced.period = period  # type: ignore[attr-defined]
     paced._start()
     try:
         for at in resumes:
@@ -93,6 +98,18 @@ async def test_changes_within_one_period_wait_for_its_end_and_no_longer(clock: C
     assert ticks[1] == pytest.approx(100.0 + UPDATE_PERIOD)  # not before a period has passed
     assert ticks[2] == pytest.approx(100.0 + 2 * UPDATE_PERIOD)
     assert all(b - a >= UPDATE_PERIOD - 1e-9 for a, b in zip(ticks, ticks[1:], strict=False))
+
+
+async def test_a_period_that_shortens_during_a_wait_is_kept_within_one_frame(clock: Clock) -> None:
+    """A flood's period (a key pressed meanwhile shortens it): the change waiting for the end of
+    the long period is drawn a frame after the period shortened, not at the long period's end."""
+    ticks = await _ticks_of(
+        FrameTimer, clock, [100.0, 100.01], period=lambda: 0.2 if clock.now < 100.05 else UPDATE_PERIOD
+    )
+    assert ticks[0] == 100.0
+    assert 100.05 <= ticks[1] <= 100.05 + UPDATE_PERIOD + 1e-9
+    still = await _ticks_of(FrameTimer, clock, [200.0, 200.01], period=lambda: 0.2)
+    assert still[1] == pytest.approx(200.2)  # a long period that stays long is waited out
 
 
 async def test_textuals_own_timer_still_waits_past_the_next_period(clock: Clock) -> None:
@@ -130,11 +147,11 @@ async def test_the_apps_screen_is_drawn_by_the_frame_timer() -> None:
 
 
 async def test_the_frames_slow_down_while_the_journal_comes_late_and_for_a_while_after() -> None:
-    """Under a flood the app draws FLOOD_PERIOD apart from the moment the journal arrives more
-    than FLOOD_LATE_S late, until it has been on time for FLOOD_HOLD_S; the frame timer asks
-    for the period before each tick."""
+    """The app draws BEHIND_PERIOD apart while the journal arrives more than FLOOD_LATE_S late,
+    then FLOOD_PERIOD apart until it has been on time for FLOOD_HOLD_S, and at 60 a second for
+    INPUT_HOLD_S after a key; the frame timer asks for the period before each tick."""
     from cockpit.ui import app as app_module
-    from cockpit.ui.pacing import FLOOD_HOLD_S, FLOOD_LATE_S, FLOOD_PERIOD
+    from cockpit.ui.pacing import BEHIND_PERIOD, FLOOD_HOLD_S, FLOOD_LATE_S, FLOOD_PERIOD, INPUT_HOLD_S
 
     app = CockpitApp(Config(), Target("cockpit-lab", "sglang-demo.service"), live=False)
     late = [0.0]
@@ -143,18 +160,26 @@ async def test_the_frames_slow_down_while_the_journal_comes_late_and_for_a_while
     real = app_module.time.monotonic
     app_module.time.monotonic = lambda: now[0]  # type: ignore[assignment]
     try:
-        assert app._frame_period() == UPDATE_PERIOD
+        assert app._frame_period() == FRAME_PERIOD
         late[0] = FLOOD_LATE_S + 0.01
-        assert app._frame_period() == FLOOD_PERIOD
+        assert app._frame_period() == BEHIND_PERIOD
         late[0] = 0.0
         now[0] += FLOOD_HOLD_S - 0.1
         assert app._frame_period() == FLOOD_PERIOD  # on time, but not for long enough yet
         now[0] += 0.2
-        assert app._frame_period() == UPDATE_PERIOD
+        assert app._frame_period() == FRAME_PERIOD
+        late[0] = FLOOD_LATE_S + 0.01
+        app._input_at = now[0]  # a key pressed while late: drawn at once for a while
+        assert app._frame_period() == FRAME_PERIOD
+        now[0] += INPUT_HOLD_S + 0.01
+        assert app._frame_period() == BEHIND_PERIOD
     finally:
         app_module.time.monotonic = real  # type: ignore[assignment]
-    async with app.run_test(size=(120, 30)):
+    async with app.run_test(size=(120, 30)) as pilot:
         assert app.screen._update_timer.period == app._frame_period  # type: ignore[attr-defined]
+        before = time.monotonic()
+        await pilot.press("j")
+        assert app._input_at >= before  # a key marks the input that frames hurry for
 
 
 def test_the_frames_slow_down_while_the_journal_is_written_faster_than_anyone_reads() -> None:
@@ -182,14 +207,14 @@ def test_the_frames_slow_down_while_the_journal_is_written_faster_than_anyone_re
     app_module.time.monotonic = lambda: now[0]  # type: ignore[assignment]
     try:
         flood(FLOOD_RATE // 2)
-        assert feed.late_s() == 0 and app._frame_period() == UPDATE_PERIOD
+        assert feed.late_s() == 0 and app._frame_period() == FRAME_PERIOD
         wall[0] += 1
         flood(FLOOD_RATE * 2)
         assert feed.late_s() == 0 and feed.rate() > FLOOD_RATE and app._frame_period() == FLOOD_PERIOD
         wall[0] += CAUGHT_UP_S + 0.1  # nothing since
         assert feed.rate() == 0
         now[0] += FLOOD_HOLD_S + 0.1
-        assert app._frame_period() == UPDATE_PERIOD
+        assert app._frame_period() == FRAME_PERIOD
     finally:
         app_module.time.monotonic = real  # type: ignore[assignment]
 
