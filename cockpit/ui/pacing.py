@@ -32,13 +32,13 @@ from cockpit.ui.compositor import CroppedCompositor
 FRAME_PERIOD = 1 / 120
 # The journal this late, beyond the link's own delay: the app is not keeping up with it, and its
 # frames go down to FLOOD_PERIOD apart until it has been on time for FLOOD_HOLD_S
-# (CockpitApp._frame_period): frames back at 60 a second at once put it behind again.
+# (CockpitApp._frame_period): frames back at full rate at once put it behind again.
 FLOOD_LATE_S = 0.25
 FLOOD_PERIOD = 0.1
 FLOOD_HOLD_S = 2.0
 # While it is late, frames BEHIND_PERIOD apart: a frame costs the same whatever it shows, and a
-# screen of lines seconds old helps no one (at 40,000 lines/s frames were a quarter of the app's
-# CPU at 10 a second, docs/facts.md).
+# screen of lines seconds old helps no one (py-spy at 40,000 to 45,000 lines/s: a fifth to a
+# quarter of the app's CPU at 6 to 10 frames a second, docs/facts.md).
 BEHIND_PERIOD = 0.2
 # What a person did (a key, a click, a wheel) is drawn FRAME_PERIOD apart for INPUT_HOLD_S after
 # it, flood or not: a key waits for the next frame, not for the end of a flood's period.
