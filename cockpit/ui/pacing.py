@@ -1,4 +1,5 @@
-"""When the screen is drawn: at once when something changed, at most 1/FRAME_PERIOD times a second.
+"""When the screen is drawn: at once when something changed, at most once a period (the app's
+screen asks CockpitApp._frame_period: FRAME_PERIOD, or longer under a flood; else Textual's 60 Hz).
 
 Textual draws a screen from a 60 Hz interval timer that it pauses after each update and resumes
 when a widget asks for a repaint. After an idle stretch its timer (textual/timer.py, `_skip`)

@@ -148,8 +148,8 @@ async def test_the_apps_screen_is_drawn_by_the_frame_timer() -> None:
 
 async def test_the_frames_slow_down_while_the_journal_comes_late_and_for_a_while_after() -> None:
     """The app draws BEHIND_PERIOD apart while the journal arrives more than FLOOD_LATE_S late,
-    then FLOOD_PERIOD apart until it has been on time for FLOOD_HOLD_S, and at 60 a second for
-    INPUT_HOLD_S after a key; the frame timer asks for the period before each tick."""
+    then FLOOD_PERIOD apart until it has been on time for FLOOD_HOLD_S, and FRAME_PERIOD apart
+    for INPUT_HOLD_S after a key; the frame timer asks for the period before each tick."""
     from cockpit.ui import app as app_module
     from cockpit.ui.pacing import BEHIND_PERIOD, FLOOD_HOLD_S, FLOOD_LATE_S, FLOOD_PERIOD, INPUT_HOLD_S
 
