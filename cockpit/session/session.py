@@ -43,6 +43,7 @@ from cockpit.session.feeds import POLL_S, StatusPoll, supervise
 from cockpit.session.journal_feed import BACKLOG, JournalBatch, JournalFeed, Source
 from cockpit.sglang.deployments.nodes_status import BROKEN, group_readiness
 from cockpit.sglang.server.health import DOWN, STARTING, HealthScan, Readiness, assess
+from cockpit.sglang.server.quiet import quiet_run
 from cockpit.sglang.server.ranks import node_rank, ranks_on_node
 from cockpit.sglang.server.startup import Startup, StartupMemory, StartupScan, under_way
 from cockpit.systemd import gpu_use, processes
@@ -331,8 +332,12 @@ class Session:
         merged journal, node 0's lines."""
         if self.journal.others:
             batch = replace(batch, entries=[e for e in batch.entries if not e.node])
-        self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
-        if self.poll is not None and any(e.pid == 1 for e in batch.entries):
+        quiet = quiet_run(batch.entries)  # a flood's batch: one start's lines, none the scans read
+        if quiet is not None:
+            self.invocations.add(quiet)
+        else:
+            self.invocations.update({e.invocation_id for e in batch.entries if e.invocation_id and e.pid != 1})
+        if self.poll is not None and quiet is None and any(e.pid == 1 for e in batch.entries):
             self.poll.nudge()  # systemd's own word about the unit: its state has moved
         self.endings.feed(batch.entries)
         for lost in self._losses.feed(batch.entries):
@@ -340,12 +345,12 @@ class Session:
         running = self._running
         unready = running is not None and self.health.of(running).ready_at is None
         going = running is not None and self.health.of(running).ending_at is not None
-        self.health.feed(batch.entries)
+        self.health.feed(batch.entries, quiet)
         if unready and running is not None and self.poll is not None and self.health.of(running).ready_at:
             self.poll.forget_health(running)
         if running is not None and not going and self.health.of(running).ending_at is not None:
             self._ending(running)
-        self.startups.feed(batch.entries)
+        self.startups.feed(batch.entries, quiet)
         self._remember_ready_starts()
         points = self.passive.add_entries(batch.entries)
         if points:  # once per batch: a flood of decode lines is drawn at the batches' rate

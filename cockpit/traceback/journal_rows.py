@@ -164,12 +164,8 @@ class JournalRows:
                 at = bisect.bisect_left(numbers, base + i)
                 if at == len(numbers) or numbers[at] != base + i:
                     numbers.insert(at, base + i)
-        new = [base + i for i in range(changes.first_new, len(records)) if isinstance(records[i], Traceback)]
-        numbers.extend(new)
-        if changes.updated or new:
+        if self._note_new(changes.first_new) or changes.updated:
             self.tracebacks_changed = True
-        for i in range(changes.first_new, len(records)):
-            self._note_invocation(base + i, records[i])
         if grew_expanded:
             self.rebuild()
         else:
@@ -214,6 +210,28 @@ class JournalRows:
         del self.rows[:cut]
         del self._traceback_numbers[: bisect.bisect_left(self._traceback_numbers, self.discarded)]
         self.separators = {n: t for n, t in self.separators.items() if n >= self.discarded}
+
+    def _note_new(self, first: int) -> bool:
+        """The records from index `first` on: each traceback's number noted, and each line that
+        can move a node's invocation (systemd's, or another start's) noted by _note_invocation;
+        True when there was a traceback. One loop, and a line of the start already noted passes
+        with a look at its entry (a call of _note_invocation per line was a sixth of a flood's
+        append)."""
+        records, base, current = self.folder.records, self.discarded, self._invocation
+        numbers, note = self._traceback_numbers, self._note_invocation
+        found = False
+        for i in range(first, len(records)):
+            record = records[i]
+            if type(record) is Line:
+                entry = record.entry
+                invocation = entry.invocation_id
+                if entry.pid != 1 and (invocation is None or invocation is current.get(entry.node)):
+                    continue
+            else:
+                numbers.append(base + i)
+                found = True
+            note(base + i, record)
+        return found
 
     def _note_invocation(self, number: int, record: Line | Traceback) -> None:
         if isinstance(record, Line):

@@ -93,9 +93,13 @@ class HealthScan:
         """The start's signals (a blank, kept nowhere, for a status with no invocation)."""
         return Signals() if invocation is None else self.starts.of(invocation)
 
-    def feed(self, entries: list[JournalEntry]) -> None:
+    def feed(self, entries: list[JournalEntry], quiet: str | None = None) -> None:
         """A start's last line is stamped once for each run of its lines, and a line's time read
-        only for a line it watches (a flood's lines cost this scan more than their fold did)."""
+        only for a line it watches (a flood's lines cost this scan more than their fold did).
+        `quiet`: the batch's `quiet_run`, where the caller has it; then its last line is all."""
+        if quiet is not None:
+            self.of(quiet).last_line_at = entries[-1].logged_at()
+            return
         last: Signals | None = None
         last_id: str | None = None
         newest: JournalEntry | None = None  # the last line of the run of `last`'s lines

@@ -251,10 +251,16 @@ class StartupScan:
         if timeline is not None and exec_main_start is not None:
             timeline.unit_started(shown=exec_main_start)
 
-    def feed(self, entries: list[JournalEntry]) -> None:
+    def feed(self, entries: list[JournalEntry], quiet: str | None = None) -> None:
         """A line is looked at only as far as it can matter: its start's timeline is found once
         for a run of lines of that start, and its time read only for a line that is kept (a
-        flood's lines cost this scan more than their fold did)."""
+        flood's lines cost this scan more than their fold did). `quiet`: the batch's
+        `quiet_run`, where the caller has it; then its first line is all."""
+        if quiet is not None:
+            timeline = self.starts.of(quiet)
+            if timeline.first_at is None:
+                timeline.first_at = entries[0].logged_at()
+            return
         last: Timeline | None = None
         last_id: str | None = None
         for entry in entries:
