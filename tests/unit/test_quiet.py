@@ -25,13 +25,11 @@ JOURNALS = [
     "sglang-0.5.23/real-tp1-restart.jsonl",
 ]
 INVOCATION = "0123456789abcdef0123456789abcdef"
+STAMP_US = 1_764_000_000_000_000
 
 
 def entries(name: str) -> list[JournalEntry]:
     return parse_json_lines((DATA / name).read_text().splitlines())
-
-
-STAMP_US = 1_764_000_000_000_000
 
 
 def line(message: str, pid: int = 4242, invocation: str | None = INVOCATION, us: int = STAMP_US) -> JournalEntry:
@@ -74,7 +72,7 @@ def test_a_flood_batch_is_quiet() -> None:
     assert quiet_run(flood) == INVOCATION
 
 
-@pytest.mark.parametrize("text", sorted(set(health._WATCHED) | set(startup._WATCHED)))
+@pytest.mark.parametrize("text", sorted(set(health.WATCHED) | set(startup.WATCHED)))
 def test_no_line_a_scan_reads_is_quiet(text: str) -> None:
     """Each text either scan reads after a prefix's `] `, as the last line of a flood's batch."""
     batch = [line("[2026-12-05 10:00:00 TP0] Prefill batch, #new-seq: 1") for _ in range(100)]

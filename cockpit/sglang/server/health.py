@@ -51,8 +51,8 @@ STATES = (STARTING, READY, DEGRADED, HUNG, DOWN)
 TITLES = "sglang::"  # SGLang's own processes: sglang::scheduler_TP3, sglang::detokenizer
 SCHEDULER, DETOKENIZER = "sglang::scheduler", "sglang::detokenizer"
 # Cheap first look at a line: only these messages (after the prefix's `] `) are read further.
-_WATCHED = (READY_TEXT, *(start for start, _ in ERRORS))  # the ready line and every error marker
-WATCHED_PATTERN = "|".join(re.escape(start) for start in _WATCHED)  # for journalctl --grep (PCRE2)
+WATCHED = (READY_TEXT, *(start for start, _ in ERRORS))  # the ready line and every error marker
+WATCHED_PATTERN = "|".join(re.escape(start) for start in WATCHED)  # for journalctl --grep (PCRE2)
 _KEPT = 8  # starts remembered
 STACKS_HINT = "every rank's stack: s in the cockpit, or cockpit stacks"
 
@@ -114,7 +114,7 @@ class HealthScan:
             newest = entry
             message = entry.message
             end = message.find("] ")
-            if end < 0 or not message.startswith(_WATCHED, end + 2):
+            if end < 0 or not message.startswith(WATCHED, end + 2):
                 continue
             at = entry.logged_at()
             event = parse(message)

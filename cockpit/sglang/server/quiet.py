@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 
-from cockpit.sglang.server.logparse import CAPTURE_START, ERRORS, MILESTONES, READY_TEXT
+from cockpit.sglang.server import health, startup
 from cockpit.systemd.entry import JournalEntry
 
-# A prefix's end, then the start of any line either scan reads further: a superset of each
-# scan's own (a line can match here and not there, so a match only sends the batch the slow way).
-_TEXTS = (READY_TEXT, CAPTURE_START, *(start for start, _ in ERRORS), *(start for start, _ in MILESTONES))
+# A prefix's end, then the start of a line either scan reads further: the scans' own texts, so a
+# text a scan comes to watch is never passed over here. It may match a `] ` that is not the
+# line's first, which only sends the batch the slow way.
+_TEXTS = dict.fromkeys((*health.WATCHED, *startup.WATCHED))  # each once, in a fixed order
 _READ = re.compile(r"\] (?:" + "|".join(re.escape(text) for text in _TEXTS) + ")")
 
 

@@ -79,7 +79,7 @@ _ENDS = {
 _FACTS = ("kv_cache_allocated", "engine_timings", "server_args")
 # Cheap first look at a line: only these messages (after the prefix's `] `) are parsed: logparse's
 # own markers of the lines read here, so a release's new wording learnt there is read here too.
-_WATCHED = (
+WATCHED = (
     READY_TEXT,
     *(start for start, kind in ERRORS if kind == "scheduler_exception"),
     *(start for start, kind in MILESTONES if kind in _ENDS or kind in _FACTS),
@@ -285,7 +285,7 @@ class StartupScan:
             assert last is not None
             message = entry.message
             end = message.find("] ")
-            if end < 0 or not message.startswith(_WATCHED, end + 2):
+            if end < 0 or not message.startswith(WATCHED, end + 2):
                 continue
             self._read(last, parse(message), entry.logged_at())
 
