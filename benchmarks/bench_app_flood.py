@@ -38,7 +38,8 @@ What each figure measures, and why:
   figure `bench_panes.py` printed, which timed the view's append and the visible rows'
   `render_line` only.
 - `behind_max_lines`: the most the journal's title said it trailed journald by (`behind by ~N
-  lines`) during the flood; 0 when it never fell behind.
+  lines`) during the flood; 0 when it never fell behind. `journal_late_s`: how late the feed
+  said the journal came (its `late_s`, what the frames' pacing reads), sampled every 50 ms.
 - `rss_mb`: peak resident memory of this process (`ru_maxrss`), the app's whole life.
 - `lines_sent` (the flood's own count, marker included), `lines_received` (flood lines, i.e. not
   systemd's own, in the batches the session's journal feed folded into its rows), and
@@ -98,6 +99,7 @@ from cockpit.systemd.entry import JournalEntry
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.launch import collect_less_often
+from cockpit.ui.pacing import FLOOD_LATE_S
 
 MARKER = "cockpit-bench flood end"
 KEPT_UP_S = 1.0  # a flood whose marker reaches the app within this of its printing was kept up with
@@ -455,9 +457,10 @@ async def report_progress(clock: Clock, app: CockpitApp, log: Any, every: float 
         )
 
 
-async def watch_behind(app: CockpitApp, most: list[int]) -> None:
+async def watch_behind(app: CockpitApp, most: list[int], lates: list[float]) -> None:
     while True:
         most[0] = max(most[0], app.journal_view.behind)
+        lates.append(app.session.journal.late_s())
         await asyncio.sleep(0.05)
 
 
@@ -551,6 +554,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
     profiler = cProfile.Profile() if args.profile else None
     terminal = Terminal(clock) if args.terminal else None
     behind_seen = [0]  # the most lines the journal's title said it was behind by
+    lates: list[float] = []  # the feed's late_s, every 50 ms of the flood
     try:
         if terminal is not None:
             terminal.__enter__()
@@ -584,7 +588,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             cpu0, wall0, machine0 = time.process_time(), time.monotonic(), machine_cpu()
             await asyncio.to_thread(ssh, lab, "touch", go)
             progress = asyncio.create_task(report_progress(clock, app, terminal.log if terminal else sys.stderr))
-            behind_watch = asyncio.create_task(watch_behind(app, behind_seen))
+            behind_watch = asyncio.create_task(watch_behind(app, behind_seen, lates))
             try:
                 await until(lambda: marker_in(app) is not None, args.seconds * 10 + 60, "the marker reaching the app")
             finally:
@@ -662,6 +666,12 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             "JournalFeed.deliver to the writer thread having flushed the first frame drawn after it"
         ),
         "behind_max_lines": behind_seen[0],
+        "journal_late_s": summary(lates),
+        "journal_late_measures": (
+            "the feed's late_s every 50 ms from the go to the marker: the last batch's delay beyond the "
+            f"link's own, what the frame pacing reads (frames slow above FLOOD_LATE_S = {FLOOD_LATE_S:g} s); "
+            "journald wakes its followers every 250 ms, so up to 0.25 of it is the host's own"
+        ),
         "deliver_ms": summary(clock.deliver_ms),
         "screen_update_ms": summary(clock.update_ms) if clock.update_ms else None,
         "screen_update_cpu_ms": summary(clock.update_cpu_ms),
