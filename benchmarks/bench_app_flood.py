@@ -457,7 +457,7 @@ async def report_progress(clock: Clock, app: CockpitApp, log: Any, every: float 
         )
 
 
-async def watch_behind(app: CockpitApp, most: list[int], lates: list[float]) -> None:
+async def watch_behind_and_late(app: CockpitApp, most: list[int], lates: list[float]) -> None:
     while True:
         most[0] = max(most[0], app.journal_view.behind)
         lates.append(app.session.journal.late_s())
@@ -588,7 +588,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             cpu0, wall0, machine0 = time.process_time(), time.monotonic(), machine_cpu()
             await asyncio.to_thread(ssh, lab, "touch", go)
             progress = asyncio.create_task(report_progress(clock, app, terminal.log if terminal else sys.stderr))
-            behind_watch = asyncio.create_task(watch_behind(app, behind_seen, lates))
+            behind_watch = asyncio.create_task(watch_behind_and_late(app, behind_seen, lates))
             try:
                 await until(lambda: marker_in(app) is not None, args.seconds * 10 + 60, "the marker reaching the app")
             finally:
