@@ -670,7 +670,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
         "journal_late_measures": (
             "the feed's late_s every 50 ms from the go to the marker: the last batch's delay beyond the "
             f"link's own, what the frame pacing reads (frames slow above FLOOD_LATE_S = {FLOOD_LATE_S:g} s); "
-            "journald wakes its followers every 250 ms, so up to 0.25 of it is the host's own"
+            "journald wakes its followers at most every 250 ms, so up to 0.25 of it is the host's own"
         ),
         "deliver_ms": summary(clock.deliver_ms),
         "screen_update_ms": summary(clock.update_ms) if clock.update_ms else None,

@@ -37,7 +37,7 @@ FRAME_PERIOD = 1 / 120
 # journald's own cadence: it wakes its followers at most every 250 ms, so `journalctl -f` in the
 # host reads lines up to 250 ms after their stamps at any rate (1k to 30k lines/s, docs/facts.md).
 # At 0.25 the app, 0.2 s late all through a 10k flood it kept up with, crossed it on a hiccup and
-# drew 10 frames a second for two seconds.
+# drew 5, then 10 frames a second for two to three seconds.
 FLOOD_LATE_S = 0.5
 FLOOD_PERIOD = 0.1
 FLOOD_HOLD_S = 2.0
