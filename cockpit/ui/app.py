@@ -69,6 +69,8 @@ from cockpit.ui.themes import DEFAULT_THEME, discover, remember, remembered
 # them, the load run's records) is imported where it is first opened: the app draws the unit's
 # state before it pays for them.
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+
     from cockpit.experiment.run import ExperimentRun
     from cockpit.load.passive import ThroughputPoint
     from cockpit.load.results import LevelResult
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
     from cockpit.sglang.deployments.deployment import Deployment
     from cockpit.sglang.preflight.preflight import Finding
     from cockpit.systemd.process_end import Holder
+    from cockpit.ui.early_state import EarlyState
 
 GPU_CHECK_S = 8.0  # how long the write modal waits for the host's GPU table
 _ACTION_TEXT = {
@@ -187,10 +190,12 @@ class CockpitApp(App[None]):
         session: Session | None = None,
         reader: MuxHost | None = None,
         group: str | None = None,
+        early: EarlyState | None = None,
     ) -> None:
         """`session`: the session to draw; by default a live one of `target` (`live=False`: a
         recorded one, which follows nothing), whose first status comes through `reader` (an
-        OpenSSH master started before Textual was imported) where one is given."""
+        OpenSSH master started before Textual was imported) where one is given; `early` draws
+        that status on the terminal until the first frame does."""
         inert.install()
         super().__init__()
         self.config = config
@@ -201,6 +206,7 @@ class CockpitApp(App[None]):
                 else RecordedSession(config, target, read_only=read_only, group=group)
             )
         self.session = session
+        self._early = early
         session.listener = _Panes(self)
         self._prompt_kind: str | None = None
         self._gpu_started = False
@@ -231,6 +237,14 @@ class CockpitApp(App[None]):
 
     def get_default_screen(self) -> Screen:
         return PacedScreen(id="_default", period=self._frame_period)
+
+    def _display(self, screen: Screen, renderable: RenderableType | None) -> None:
+        """Textual's, after the early state line is told that the terminal is Textual's from
+        this frame on (cockpit/ui/early_state.py): a line being written is written first."""
+        if self._early is not None and renderable is not None and not self._batch_count:
+            self._early.hand_over()
+            self._early = None
+        super()._display(screen, renderable)
 
     def _frame_period(self) -> float:
         """Frames FLOOD_PERIOD apart while the journal arrives faster than FLOOD_RATE, and

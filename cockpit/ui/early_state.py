@@ -9,9 +9,14 @@ writes the status pane's first line, where that pane will draw it, on the altern
 Textual then takes over. The app's first frame draws over it with the same line in the same
 place, and the rest of the screen around it.
 
-The line is drawn only while the terminal is still ours: `hand_over` (before Textual's driver
-starts) makes a late answer draw nothing, and `give_back` (when the app fails before it
-starts) leaves the alternate screen again. What the host sent is shown through `printable`.
+The line is drawn until the app's first frame: `hand_over`, called as that frame is about to
+be written, makes a later answer draw nothing, and `give_back` (when the app fails before it
+starts) leaves the alternate screen again. Textual's driver starts about 0.06 s before that
+frame (composing the screen and mounting the panes come between); an answer in that stretch is
+drawn too, a write of its own between the driver's opening sequences, each also one write, and
+ahead of the frame, which waits for the lock the write holds. Drawn only up to Textual's start,
+the line waited for the frame, 0.1 s after it, in one launch of three (docs/facts.md). What the
+host sent is shown through `printable`.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ if TYPE_CHECKING:
     from cockpit.remote.mux import MuxHost
 
 # The alternate screen, cursor hidden, cleared. Its cursor is put back where it came in (CSI s,
-# CSI u: control sequences only, as everything else the app writes): xterm saves the cursor
-# again at Textual's own `?1049h`, and puts the shell's prompt there when the app ends.
+# CSI u: control sequences only, as everything else the app writes): xterm saves the cursor at
+# Textual's own `?1049h` too, before or after this one, and puts the shell's prompt there when
+# the app ends (Textual moves no cursor before its first frame).
 ENTER = "\x1b[?1049h\x1b[?25l\x1b[s\x1b[H\x1b[2J"
 BACK = "\x1b[u"
 LEAVE = "\x1b[?25h\x1b[?1049l"
@@ -78,7 +84,8 @@ class EarlyState:
                 self.drawn = True
 
     def hand_over(self) -> None:
-        """Textual draws from now on: an answer that comes later draws nothing."""
+        """Textual draws from now on (its first frame, or the app has ended without one): an
+        answer that comes later draws nothing, and one being drawn is written first."""
         with self._lock:
             self._ours = False
 

@@ -38,14 +38,16 @@ def open_app(
         if target is None:
             targets = all_targets(cfg)
             target = targets[0] if len(targets) == 1 else None
-        app = CockpitApp(cfg, target, read_only=read_only, reader=reader, group=group)
+        app = CockpitApp(cfg, target, read_only=read_only, reader=reader, group=group, early=early)
     except BaseException:
         if early is not None:
             early.give_back()
         raise
-    if early is not None:
-        early.hand_over()
-    app.run()
+    try:
+        app.run()
+    finally:
+        if early is not None:
+            early.hand_over()  # the app drew its first frame, or ended without one
     return 0
 
 

@@ -4,8 +4,12 @@ tests/lab/test_app_shell_lab.py)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import replace
+
+from textual import events
+from textual.message import Message
 
 from cockpit.config import Config, HostConfig
 from cockpit.systemd.entry import parse_json_line
@@ -13,10 +17,12 @@ from cockpit.systemd.gpu_use import Gpu, GpuProcess, GpuUse
 from cockpit.systemd.status import parse_show
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
+from cockpit.ui.early_state import EarlyState
 from cockpit.ui.panes.journal import JournalView
 from cockpit.ui.panes.status import StatusPane
 from cockpit.ui.screens.confirm import ConfirmModal
 from tests.conftest import ROOT
+from tests.unit.test_early_state import SHOW, Answer
 
 DATA = ROOT / "tests" / "data"
 TARGET = Target("cockpit-lab", "sglang-demo.service")
@@ -305,3 +311,43 @@ def test_snapshot_gpu_held_by_an_orphan(snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(recorded_app(), terminal_size=(160, 30), run_before=run_before)
+
+
+async def test_the_early_state_line_is_drawn_until_the_apps_first_frame_and_never_after() -> None:
+    """cockpit/ui/early_state.py: the master's answer coming once Textual has started, while the
+    panes mount, is still drawn (the first frame waits for it); one coming after the first frame
+    draws nothing over it."""
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+
+    def drawn() -> bytes:
+        try:
+            return os.read(read, 1 << 16)
+        except BlockingIOError:
+            return b""
+
+    try:
+        mounting = Answer(SHOW.format(unit=TARGET.unit), TARGET.host)
+        early = EarlyState(mounting, write)  # type: ignore[arg-type]
+
+        def answer_while_mounting(message: Message) -> None:
+            if isinstance(message, events.Mount) and not mounting.release.is_set():
+                mounting.release.set()
+                early._thread.join(5)
+
+        async with recorded_app(early=early).run_test(message_hook=answer_while_mounting) as pilot:
+            await pilot.pause()
+        assert mounting.release.is_set() and early.drawn
+        assert "● active (running)" in drawn().decode()
+
+        late = Answer(SHOW.format(unit=TARGET.unit), TARGET.host)
+        early = EarlyState(late, write)  # type: ignore[arg-type]
+        async with recorded_app(early=early).run_test() as pilot:
+            await pilot.pause()
+            late.release.set()
+            await asyncio.to_thread(early._thread.join, 5)
+            assert not early._thread.is_alive()
+        assert not early.drawn and drawn() == b""
+    finally:
+        os.close(read)
+        os.close(write)
