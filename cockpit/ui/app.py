@@ -240,7 +240,9 @@ class CockpitApp(App[None]):
 
     def _display(self, screen: Screen, renderable: RenderableType | None) -> None:
         """Textual's, after the early state line is told that the terminal is Textual's from
-        this frame on (cockpit/ui/early_state.py): a line being written is written first."""
+        this frame on (cockpit/ui/early_state.py): a line being written is written first. A
+        private method of Textual, pinned by constraints.txt: tests/ui/test_app_shell.py fails
+        when the first frame no longer comes through it."""
         if self._early is not None and renderable is not None and not self._batch_count:
             self._early.hand_over()
             self._early = None
