@@ -21,7 +21,7 @@ from cockpit.ui.early_state import EarlyState
 from cockpit.ui.panes.journal import JournalView
 from cockpit.ui.panes.status import StatusPane
 from cockpit.ui.screens.confirm import ConfirmModal
-from tests.conftest import ROOT
+from tests.conftest import ROOT, until
 from tests.unit.test_early_state import SHOW, Answer
 
 DATA = ROOT / "tests" / "data"
@@ -342,8 +342,10 @@ async def test_the_early_state_line_is_drawn_until_the_apps_first_frame_and_neve
 
         late = Answer(SHOW.format(unit=TARGET.unit), TARGET.host)
         early = EarlyState(late, write)  # type: ignore[arg-type]
-        async with recorded_app(early=early).run_test() as pilot:
+        app = recorded_app(early=early)
+        async with app.run_test() as pilot:
             await pilot.pause()
+            await until(lambda: app._early is None, 5, "the first frame did not come through CockpitApp._display")
             late.release.set()
             await asyncio.to_thread(early._thread.join, 5)
             assert not early._thread.is_alive()
