@@ -43,6 +43,12 @@ The launches begin once the lab's server answers /health with 200, as a user's s
 does (about 6 s after the lab is up). Begun as soon as sshd answered, the first counted launch
 shared the two cores with the server's start and took 0.28 to 0.44 s in twelve runs where the
 later ones took 0.24 to 0.26, and the ssh it is compared with runs after it, on a host at rest.
+
+`--pin` puts the lab's processes on CPU 1 and this process, the launches and the ssh compared
+with them on CPU 0 once the lab's server answers, as on a jump box whose host is elsewhere
+(`bench_app_flood.py --pin`). Unpinned, the cockpit's import shares the two cores with the
+host's sshd while it logs in, and the ssh it is compared with has them to itself; `pinned` in
+the JSON says which it was.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ import time
 from pathlib import Path
 
 from _common import ROOT, emit, lab_up
+from bench_ssh_transport import pin
 
 UNIT = "sglang-demo.service"
 ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
@@ -191,6 +198,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--lab", help="the lab to bring up, use and take down (default: bench-start-<4 hex>)")
+    parser.add_argument("--pin", action="store_true", help="the lab on CPU 1, the launches on CPU 0 (the docstring)")
     args = parser.parse_args()
     name = args.lab or f"bench-start-{secrets.token_hex(2)}"
     place = tempfile.TemporaryDirectory(prefix="bench-start-")
@@ -200,6 +208,7 @@ def main() -> None:
     try:
         ssh_config = str(lab.ssh_config)
         settled(ssh_config, name)
+        pinned = pin(lab) if args.pin else None
         launch(cockpit, name)  # the memory the later launches start their master from (see the docstring)
         paints, states, frames, ssh_status, imports, status, plain = [], [], [], [], [], [], []
         first_states, first_frames = [], []
@@ -249,6 +258,7 @@ def main() -> None:
                     "ssh_show_s": plain,
                 },
                 "cpus": os.cpu_count(),
+                "pinned": None if pinned is None else {"lab_cpu": 1, "app_cpu": 0, "lab_processes": pinned},
                 "root": str(ROOT),
                 "command": "a wheel of the working tree, installed by pip in a venv of its own",
             }
