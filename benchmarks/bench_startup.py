@@ -6,8 +6,8 @@ sglang-demo.service` runs in a pseudo-terminal of 160x50 that this process reads
 would, so Textual's real driver writes its frames there. Figures, each over `--runs` launches:
 
 - `first_paint_s`: from the fork to the first thing drawn that names the unit: the early state
-  line (cockpit/ui/early_state.py) when the master's answer beats the app's imports, else the
-  app's first frame.
+  line (cockpit/ui/early_state.py) when the master's answer beats the app's first frame, else
+  that frame.
 - `state_on_screen_s`: from the fork to the unit's state (`active (running)`) on screen: the
   connection made, the first `systemctl show` read and drawn (by the early line or the app).
 - `app_frame_s`: from the fork to the app's first frame (the journal pane's title): Textual and
