@@ -22,7 +22,7 @@ from cockpit.ui.panes.journal import JournalView
 from cockpit.ui.panes.status import StatusPane
 from cockpit.ui.screens.confirm import ConfirmModal
 from tests.conftest import ROOT, until
-from tests.unit.test_early_state import SHOW, Answer
+from tests.unit.test_early_state import SHOW, Answer, read_now
 
 DATA = ROOT / "tests" / "data"
 TARGET = Target("cockpit-lab", "sglang-demo.service")
@@ -319,13 +319,6 @@ async def test_the_early_state_line_is_drawn_until_the_apps_first_frame_and_neve
     draws nothing over it."""
     read, write = os.pipe()
     os.set_blocking(read, False)
-
-    def drawn() -> bytes:
-        try:
-            return os.read(read, 1 << 16)
-        except BlockingIOError:
-            return b""
-
     try:
         mounting = Answer(SHOW.format(unit=TARGET.unit), TARGET.host)
         early = EarlyState(mounting, write)  # type: ignore[arg-type]
@@ -338,7 +331,7 @@ async def test_the_early_state_line_is_drawn_until_the_apps_first_frame_and_neve
         async with recorded_app(early=early).run_test(message_hook=answer_while_mounting) as pilot:
             await pilot.pause()
         assert mounting.release.is_set() and early.drawn
-        assert "● active (running)" in drawn().decode()
+        assert "● active (running)" in read_now(read).decode()
 
         late = Answer(SHOW.format(unit=TARGET.unit), TARGET.host)
         early = EarlyState(late, write)  # type: ignore[arg-type]
@@ -349,7 +342,7 @@ async def test_the_early_state_line_is_drawn_until_the_apps_first_frame_and_neve
             late.release.set()
             await asyncio.to_thread(early._thread.join, 5)
             assert not early._thread.is_alive()
-        assert not early.drawn and drawn() == b""
+        assert not early.drawn and read_now(read) == b""
     finally:
         os.close(read)
         os.close(write)

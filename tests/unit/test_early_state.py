@@ -27,6 +27,14 @@ class Answer:
         return RunResult(("systemctl",), 0, self.text.encode(), b"")
 
 
+def read_now(fd: int) -> bytes:
+    """What the non-blocking pipe `fd` holds now (nothing drawn: b"")."""
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return b""
+
+
 def _drawn(reader: Answer, *, hand_over_first: bool = False, give_back: bool = False) -> bytes:
     read, write = os.pipe()
     os.set_blocking(read, False)
@@ -38,10 +46,7 @@ def _drawn(reader: Answer, *, hand_over_first: bool = False, give_back: bool = F
         early._thread.join(5)
         if give_back:
             early.give_back()
-        try:
-            return os.read(read, 1 << 16)
-        except BlockingIOError:
-            return b""
+        return read_now(read)
     finally:
         os.close(read)
         os.close(write)
