@@ -15,7 +15,7 @@ starts) leaves the alternate screen again. Textual's driver starts about 0.06 s 
 frame (composing the screen and mounting the panes come between); an answer in that stretch is
 drawn too, a write of its own between the driver's opening sequences, each also one write, and
 ahead of the frame, which waits for the lock the write holds. Drawn only up to Textual's start,
-the line waited for the frame, 0.1 s after it, in two launches of nine (docs/facts.md). What the
+the line waited for the frame, 0.1 s after it, in 7 launches of 45 (docs/facts.md). What the
 host sent is shown through `printable`.
 """
 
