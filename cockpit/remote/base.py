@@ -134,6 +134,9 @@ class Host(abc.ABC):
     # Set by the pool that hands the host out (the session's --read-only, or the host's own
     # read_only = true): the parts that change a host each ask it (`refuse_changes`) themselves.
     read_only: bool = False
+    # Set by the pool when the connection closes next (the session is closing): a stream's end
+    # then leaves the command's ending to that close instead of waiting for it (SSHHost.stream).
+    closing: bool = False
 
     @abc.abstractmethod
     async def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = 30.0) -> RunResult:

@@ -57,6 +57,13 @@ class HostPool:
         self._hosts[name] = host
         return host
 
+    def closing(self) -> None:
+        """Say the connections close next, before the tasks using them are stopped: each stream
+        the stop ends would otherwise wait for the host to end its command (nvidia-smi's loop
+        ends only at its next block, seconds later), and quitting would wait for all of them."""
+        for host in self._hosts.values():
+            host.closing = True
+
     async def close(self) -> None:
         for host in self._hosts.values():
             await host.close()

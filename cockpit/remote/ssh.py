@@ -70,6 +70,7 @@ KEEPALIVE_COUNT = 3  # a frozen host is declared dead after about 6 to 8 s
 SFTP_TIMEOUT = 30.0
 BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
 REFUSED_RETRY_S = (0.1, 0.2, 0.4, 0.8, 1.6)  # pauses before opening a refused channel again
+CHANNEL_CLOSE_WAIT_S = 2.0  # how long a stream's end waits for sshd to close its channel too
 USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")  # OpenSSH's defaults
 GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 # What a broken transport raises: asyncssh's own errors and the socket's (a reset is a
@@ -166,9 +167,7 @@ class _Client(asyncssh.SSHClient):
         return False
 
 
-async def _release_when_closed(
-    process: asyncssh.SSHClientProcess, slot: asyncio.Semaphore, wait_s: float = 2.0
-) -> None:
+async def _release_when_closed(process: asyncssh.SSHClientProcess, slot: asyncio.Semaphore, wait_s: float) -> None:
     """Give the session slot back once sshd has closed the channel too. A close still under way
     after `wait_s` (a busy host) keeps its slot until it completes: given back at once, the next
     channel made the eleventh sshd holds, and MaxSessions refused it."""
@@ -478,7 +477,7 @@ class SSHHost(Host):
             yield _ChannelLines(self, conn, process)
         finally:
             process.close()  # closing the channel ends the remote command (docs/facts.md)
-            await _release_when_closed(process, sessions)
+            await _release_when_closed(process, sessions, 0.0 if self.closing else CHANNEL_CLOSE_WAIT_S)
 
     # -- files ----------------------------------------------------------------------------
 

@@ -1440,6 +1440,7 @@ class Session:
         return incident
 
     async def close(self) -> None:
+        self.pool.closing()
         await self.stop()
         if self.reader is not None:
             await self.reader.close()

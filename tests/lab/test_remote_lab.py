@@ -21,7 +21,7 @@ from cockpit.remote.ssh import MAX_SESSIONS, SSHHost
 from cockpit.systemd import journal, status
 from cockpit.systemd.control import ControlError, ReadOnlyError, UnitControl
 from cockpit.systemd.entry import JournalEntry
-from tests.conftest import TEST_LAB, LabHandle
+from tests.conftest import TEST_LAB, LabHandle, until
 
 TICKER = (
     "[Unit]\nDescription=cockpit test ticker\n[Service]\n"
@@ -108,6 +108,25 @@ async def test_no_remote_journalctl_remains_after_cancel(lab: LabHandle, root: S
     await asyncio.gather(task, return_exceptions=True)
     await asyncio.sleep(0.7)
     assert lab.ssh("pgrep", "-a", "journalctl", check=False).stdout.strip() == ""
+
+
+async def test_only_a_closing_hosts_stream_ends_before_its_command(root: SSHHost, lab: LabHandle) -> None:
+    """A stream's end waits for sshd to close the channel, which it does once the command has
+    exited: the next channel would otherwise be an eleventh. A host whose connection closes next
+    (the session quitting) has no next channel, so its streams end at once: a quit no longer waits
+    seconds for nvidia-smi's loop to reach its next block and notice its channel is gone."""
+    for closing in (False, True):
+        end = f"/tmp/stream-end-{closing}"
+        # writes a line every 1.5 s (under the 2 s bound); the first write after the channel
+        # closed fails, and the command stamps its end on the host's clock, which is this one's
+        loop = f"rm -f {end}; trap '' PIPE; while echo tick; do sleep 1.5; done; date +%s.%N > {end}"
+        root.closing = closing
+        async with root.stream(["sh", "-c", loop]) as lines:
+            assert (await lines.read_chunk()).startswith(b"tick")
+        stream_ended = time.time()
+        await until(lambda end=end: lab.ssh("test", "-s", end, check=False).returncode == 0, 15, f"{end} never written")
+        command_ended = float(lab.ssh("cat", end).stdout)
+        assert (stream_ended < command_ended) is closing, (closing, stream_ended, command_ended)
 
 
 async def test_follow_resumes_after_the_link_goes_down(lab: LabHandle, root: SSHHost, ticker: str) -> None:

@@ -78,7 +78,7 @@ def test_a_slow_channel_close_keeps_its_session_slot_until_it_completes() -> Non
         fast = Closing()
         fast.closed.set()
         await slot.acquire()
-        await _release_when_closed(fast, slot)  # type: ignore[arg-type]
+        await _release_when_closed(fast, slot, wait_s=1.0)  # type: ignore[arg-type]
         await asyncio.sleep(0)
         assert not slot.locked()
 
