@@ -441,11 +441,19 @@ async def test_a_paused_view_keeps_its_lines_while_the_window_drops_older_ones()
         view.place_cursor(view.scroll_y + 5)
         await pilot.pause()
         shown, under = view.model.text(view.scroll_y), view.model.text(view.cursor)
+        top = int(view.scroll_y) + view.model.rows_dropped  # the row number of the view's top line
         for k in range(3, 9):  # 1,800 more lines: the window of 1,000 drops the oldest in chunks
             view.append_entries(batch(k))
             await pilot.pause()
             if view.model.discarded and view.scroll_y > 0:
                 assert (view.model.text(view.scroll_y), view.model.text(view.cursor)) == (shown, under)
         assert view.model.rows_dropped > 0 and view.unread == 1800
-        # once its lines are dropped too, the view holds the oldest row kept
+        # once its lines are dropped too, the view holds the oldest row kept, and says so
         assert view.scroll_y == 0 and view.cursor >= 0
+        gone = view.model.rows_dropped - top
+        assert gone > 0
+        said = f"paused · {gone:,} lines in view dropped: the window keeps 1,000 · ▼ 1800 new lines · G to follow"
+        assert view.title_text().endswith(said)
+        view.action_bottom()
+        await pilot.pause()
+        assert "dropped" not in view.title_text() and view.title_text().endswith("following")

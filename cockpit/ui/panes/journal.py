@@ -141,6 +141,9 @@ class JournalView(CursorView):
         self.model = JournalRows(window)
         self._rows_dropped = 0  # the model's rows_dropped when this view last shifted by it
         self.unread = 0
+        # Rows the window dropped from the view's top row on, while paused: the view can keep
+        # its rows only while they are in the window, and the title says when it could not.
+        self.dropped_in_view = 0
         self.search: re.Pattern[str] | None = None
         self._widest = 0
         self.history_exhausted = False  # journald has nothing older than the first row
@@ -176,7 +179,7 @@ class JournalView(CursorView):
         self._rows_dropped = model.rows_dropped
         self.history_exhausted = False
         self._paging = False
-        self.unread = 0
+        self.unread = self.dropped_in_view = 0
         self._widest = 0
         self.cursor = 0
         self.follow = True
@@ -202,6 +205,7 @@ class JournalView(CursorView):
             self.unread += added if added >= 0 else max(0, len(model.rows) - rows_before)
             if (shift := model.rows_dropped - self._rows_dropped) and added >= 0:
                 # the window dropped rows above: the rows in view stay in view, where they now are
+                self.dropped_in_view += max(0, shift - int(self.scroll_y))  # ...unless they went too
                 self.scroll_to(y=max(0, self.scroll_y - shift), animate=False, immediate=True)
                 self.cursor -= shift
             self.cursor = max(0, min(self.cursor, len(model.rows) - 1))
@@ -329,10 +333,13 @@ class JournalView(CursorView):
             parts.append("start of the journal")
         if self.fixed:
             return " · ".join(parts)
-        if self.unread and not self.follow:
-            parts.append(f"paused · ▼ {self.unread} new line{'s' * (self.unread != 1)} · G to follow")
-        elif not self.follow:
-            parts.append("paused · G to follow")
+        if not self.follow:
+            parts.append("paused")
+            if n := self.dropped_in_view:
+                parts.append(f"{n:,} line{'s' * (n != 1)} in view dropped: the window keeps {self.model.window:,}")
+            if n := self.unread:
+                parts.append(f"▼ {n} new line{'s' * (n != 1)}")
+            parts.append("G to follow")
         elif not self.feed_trouble:
             parts.append("following")
         return " · ".join(parts)
@@ -511,7 +518,7 @@ class JournalView(CursorView):
 
     def watch_follow(self, follow: bool) -> None:
         if follow:
-            self.unread = 0
+            self.unread = self.dropped_in_view = 0
             self.cursor = max(0, len(self.model.rows) - 1)
             self.scroll_end(animate=False)
         self._update_title()
