@@ -5,7 +5,9 @@ journal: the pane holds a 200,000-line window (full of 8-rank tracebacks and log
 and call `render_line` for every visible row. It is not a frame: it leaves out the app's
 handler, Textual's style pass and compositor, the side list and the write to the terminal,
 and read 8 to 13 ms while real frames took 60 to 107 ms (issue 14). What a person waits for is
-`frame_to_terminal_ms` of `bench_app_flood.py --terminal`.
+`frame_to_terminal_ms` of `bench_app_flood.py --terminal`. `rows_to_screen_ms`: the view's
+rows of one frame, every row new, as the view hands them to the screen and through Textual's
+style pass (which it skips), alternating in the same run.
 
 source: opening the failing frame in the lab: the key to the file shown with its statement
 marked, for a file already cached (target 500 ms) and for a 400 KB file not yet fetched,
@@ -20,6 +22,7 @@ import sys
 import time
 
 from _common import emit, lab_up, pct
+from textual.geometry import Region
 
 from cockpit.config import Config
 from cockpit.systemd.entry import JournalEntry
@@ -102,6 +105,7 @@ async def journal_frames() -> dict:
             await asyncio.sleep(1 / BATCHES_PER_S)
         rows = len(view.model.rows)
         records = len(view.model.records)
+        to_screen = rows_to_screen(view)
     return {
         "window_lines": WINDOW,
         "records": records,
@@ -115,7 +119,29 @@ async def journal_frames() -> dict:
             "mean": round(statistics.mean(frames), 2),
         },
         "not_a_frame": "see bench_app_flood.py --terminal, frame_to_terminal_ms",
+        "rows_to_screen_ms": to_screen,
+        "rows_to_screen_measures": (
+            "the view's render_lines over all its rows, every row new (scrolled a screen between "
+            "calls), as a flood's frame asks for them: `view` as the app draws them, `textual_style_pass` "
+            "the same call through Textual's style pass, which the view skips (JournalView.render_lines); "
+            "alternating, p50 and p95 of 200 each"
+        ),
     }
+
+
+def rows_to_screen(view: JournalView) -> dict:
+    crop = Region(0, 0, *view.outer_size)
+    times: dict[str, list[float]] = {"view": [], "textual_style_pass": []}
+    bare = view._bare
+    for k in range(400):
+        way = "view" if k % 2 == 0 else "textual_style_pass"
+        view.scroll_to(y=(k * crop.height) % (len(view.model.rows) - crop.height), animate=False, immediate=True)
+        view._bare = bare if way == "view" else lambda: False  # type: ignore[method-assign]
+        t = time.perf_counter()
+        view.render_lines(crop)
+        times[way].append((time.perf_counter() - t) * 1000)
+    view._bare = bare  # type: ignore[method-assign]
+    return {way: {"p50": round(pct(ms, 50), 3), "p95": round(pct(ms, 95), 3)} for way, ms in times.items()}
 
 
 async def source_open(lab_name: str) -> dict:

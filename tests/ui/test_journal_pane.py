@@ -65,6 +65,50 @@ async def test_enter_unfolds_then_opens_the_failing_frame() -> None:
         assert opened and opened[0][0].frames[opened[0][1]].line == 1162
 
 
+async def test_the_rows_go_out_as_textuals_style_pass_draws_them() -> None:
+    """The view hands its rows to the screen without Textual's style pass, which has nothing to
+    add to them: what it returns is Textual's output, cell for cell and style for style, in every
+    state a row is drawn in (folded and open tracebacks, frames, the cursor, a search's matches,
+    the time column, scrolled sideways, a crop of some columns). Given padding, the view goes
+    through Textual's pass, and the padding is drawn."""
+    from textual.widget import Widget
+
+    app = recorded()
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = await load(pilot)
+
+        def drawn(render, crop: Region) -> list[list[tuple[str, object]]]:
+            view._styles_cache.clear()
+            view._read_frame()
+            view._in_frame = True
+            try:
+                return [[(seg.text, seg.style) for seg in strip.simplify()] for strip in render(crop)]
+            finally:
+                view._in_frame = False
+
+        def same(*crops: Region) -> None:
+            for crop in (Region(0, 0, *view.outer_size), *crops):
+                ours = drawn(view.render_lines, crop)
+                assert ours == drawn(lambda c: Widget.render_lines(view, c), crop), crop
+                assert len(ours) == crop.height
+
+        same()
+        await pilot.press("g", "right_square_bracket", "enter", "j", "j")  # a traceback open, the cursor in it
+        same(Region(3, 2, 50, 10))
+        await pilot.press("T", "slash", *"Load weight", "enter")
+        await pilot.pause()
+        view.scroll_to(x=7, animate=False, immediate=True)
+        await pilot.pause()
+        assert view.search is not None and view.scroll_x == 7
+        same(Region(0, 5, 30, 3), Region(60, 0, 40, 20))
+        view.styles.padding = (0, 2)
+        await pilot.pause()
+        assert not view._bare()
+        rows = drawn(view.render_lines, Region(0, 0, *view.outer_size))
+        assert rows == drawn(lambda c: Widget.render_lines(view, c), Region(0, 0, *view.outer_size))
+        assert all(row[0][0].startswith("  ") for row in rows)  # the padding, drawn
+
+
 async def test_next_and_previous_traceback_keys() -> None:
     app = recorded()
     async with app.run_test(size=(140, 40)) as pilot:
