@@ -496,7 +496,7 @@ async def test_a_paused_view_keeps_its_lines_while_the_window_drops_older_ones()
         assert view.scroll_y == 0 and view.cursor >= 0
         gone = view.model.rows_dropped - top
         assert gone > 0
-        said = f"paused · {gone:,} lines in view dropped: the window keeps 1,000 · ▼ 1800 new lines · G to follow"
+        said = f"paused · {gone:,} lines in view dropped: the window keeps 1,000 · ▼ 1,800 new lines · G to follow"
         assert view.title_text().endswith(said)
         view.action_bottom()
         await pilot.pause()

@@ -338,7 +338,7 @@ class JournalView(CursorView):
             if n := self.dropped_in_view:
                 parts.append(f"{n:,} line{'s' * (n != 1)} in view dropped: the window keeps {self.model.window:,}")
             if n := self.unread:
-                parts.append(f"▼ {n} new line{'s' * (n != 1)}")
+                parts.append(f"▼ {n:,} new line{'s' * (n != 1)}")
             parts.append("G to follow")
         elif not self.feed_trouble:
             parts.append("following")
