@@ -86,11 +86,14 @@ async def test_the_rows_go_out_as_textuals_style_pass_draws_them() -> None:
             finally:
                 view._in_frame = False
 
-        def same(*crops: Region) -> None:
-            for crop in (Region(0, 0, *view.outer_size), *crops):
+        def same(*crops: Region) -> list[list[tuple[str, object]]]:
+            """The view's rows, whole and in each crop, are Textual's; the whole view's, returned."""
+            whole = Region(0, 0, *view.outer_size)
+            for crop in (*crops, whole):
                 ours = drawn(view.render_lines, crop)
                 assert ours == drawn(lambda c: Widget.render_lines(view, c), crop), crop
                 assert len(ours) == crop.height
+            return ours
 
         same()
         await pilot.press("g", "right_square_bracket", "enter", "j", "j")  # a traceback open, the cursor in it
@@ -104,9 +107,7 @@ async def test_the_rows_go_out_as_textuals_style_pass_draws_them() -> None:
         view.styles.padding = (0, 2)
         await pilot.pause()
         assert not view._bare()
-        rows = drawn(view.render_lines, Region(0, 0, *view.outer_size))
-        assert rows == drawn(lambda c: Widget.render_lines(view, c), Region(0, 0, *view.outer_size))
-        assert all(row[0][0].startswith("  ") for row in rows)  # the padding, drawn
+        assert all(row[0][0].startswith("  ") for row in same())  # the padding, drawn
 
 
 async def test_next_and_previous_traceback_keys() -> None:
