@@ -50,14 +50,15 @@ What each figure measures, and why:
 `--knee R1,R2,...` runs one flood a rate (fresh app, fresh unit, the same lab), lowest first, and
 prints each rate's lag and backlog and `knee_lines_per_s`: the highest rate up to which every
 flood kept up (the marker in the app within KEPT_UP_S of its printing, nothing lost). Its
-anchor is measured in the same run: after each flood, `journalctl -u UNIT` with the follower's
-own output options (cockpit.systemd.journal.OUTPUT) reads the flood's lines in the lab to
-/dev/null, timed there: `journalctl_lines_per_s`, what the host's journalctl sustains with the
-cockpit's fields (the median over the floods), and `knee_over_journalctl`. That anchor reads a
-journal already written, with no flood running; the live one: each rate is flooded once more, a
-fresh unit read by OpenSSH running the follower's very command with `--follow` from this machine
-(`ssh LAB journalctl -u UNIT ... -f`, nothing of the cockpit), and `openssh_knee_lines_per_s` is
-the highest rate that kept up with (the marker within KEPT_UP_S), `knee_over_openssh` the ratio.
+anchors are measured in the same run. After each flood, `journalctl -u UNIT -o json` with the
+cockpit's fields (cockpit.systemd.journal.OUTPUT) reads the flood's lines in the lab to
+/dev/null, timed there: `journalctl_lines_per_s` (the median over the floods) and
+`knee_over_journalctl`; that one reads a journal already written, with no flood running. The
+live ones: each rate is flooded again for each of two commands, a fresh unit each, read by
+OpenSSH from this machine with nothing of the cockpit: `openssh_json_follow`, the command the
+issue names (`journalctl -f -o json` with the cockpit's fields), and `openssh_follower_command`,
+the follower's very command (export). `<name>_knee_lines_per_s` is the highest rate each kept up
+with (the marker within KEPT_UP_S), `knee_over_<name>` the app's knee over it.
 
 `--pin` puts the lab's processes on CPU 1 and this process (its threads, the `cat` reading its
 terminal, OpenSSH's reader in `--knee`) on CPU 0 once the lab is up: the GPU host's journald,
@@ -96,6 +97,7 @@ from textual.screen import Screen
 from cockpit.config import Config
 from cockpit.lab.lab import Lab
 from cockpit.systemd.entry import JournalEntry
+from cockpit.systemd.journal import follow_argv, journal_argv
 from cockpit.targets import Target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.launch import collect_less_often
@@ -724,40 +726,45 @@ def journalctl_rate(lab: Lab, unit: str) -> float:
     return int(n) / (float(ended) - float(began))
 
 
-async def openssh_flood(lab: Lab, unit: str, args: argparse.Namespace, site_packages: str) -> dict[str, Any]:
-    """The same flood read by OpenSSH running the follower's very command (`journal_argv`, with
-    `--follow`), as `ssh host journalctl -f ...` would, this process only looking for the marker
-    in what arrives: what the host, its journald, journalctl and sshd sustain live, on this same
-    machine, with nothing of the cockpit in the way."""
+# The live anchors: OpenSSH running, with nothing of the cockpit in the way, the command the issue
+# names (`journalctl -f -o json` with the cockpit's fields, as `journal_argv` prints them) and the
+# follower's very command (`follow_argv`, the export format).
+ANCHORS = {
+    "openssh_json_follow": lambda unit: journal_argv(unit, "-n", "all", "--follow"),
+    "openssh_follower_command": lambda unit: follow_argv(unit, "-n", "all"),
+}
+
+
+async def openssh_flood(
+    lab: Lab, unit: str, argv: list[str], args: argparse.Namespace, site_packages: str
+) -> dict[str, Any]:
+    """The same flood read by OpenSSH running `argv` in the lab, as `ssh host journalctl -f ...`
+    would, this process only looking for the marker in what arrives: what the host, its
+    journald, journalctl and sshd sustain live, on this same machine."""
     go, summary_file = await start_flood(lab, unit, args, site_packages)
     before = machine_cpu()
-    seen_at, lines = await asyncio.to_thread(follow_until_marker, lab, unit, go, args.seconds * 10 + 60)
+    seen_at = await asyncio.to_thread(follow_until_marker, lab, argv, go, args.seconds * 10 + 60)
     busy = machine_busy_pct(before, machine_cpu())
     sent = await asyncio.to_thread(read_summary, lab, summary_file)
     return {
         "achieved_lines_per_s": round((sent["lines_sent"] - 1) / sent["flood_s"]),
         "lag_s_at_end": round(seen_at - sent["marker_at"], 3),
-        "lines_before_the_marker": lines,
         "machine_busy_pct": busy,
     }
 
 
-def follow_until_marker(lab: Lab, unit: str, go: str, timeout: float) -> tuple[float, int]:
-    """Follow `unit` through OpenSSH, give the flood its go, and read until its marker: the
-    moment (this clock, the flood's clock) it arrived, and the lines up to it."""
-    from cockpit.systemd.journal import journal_argv
-
-    argv = lab.ssh_argv("root", journal_argv(unit, "-n", "all", "--follow"))
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL) as reader:
+def follow_until_marker(lab: Lab, argv: list[str], go: str, timeout: float) -> float:
+    """Run `argv` in the lab through OpenSSH, give the flood its go, and read until its marker:
+    the moment (this clock, the flood's clock) it arrived."""
+    with subprocess.Popen(lab.ssh_argv("root", argv), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL) as reader:
         assert reader.stdout is not None
         try:
             time.sleep(1)  # journalctl is following
             ssh(lab, "touch", go)
-            deadline, lines, tail, mark = time.monotonic() + timeout, 0, b"", MARKER.encode()
+            deadline, tail, mark = time.monotonic() + timeout, b"", MARKER.encode()
             while time.monotonic() < deadline and (chunk := reader.stdout.read1(1 << 20)):
-                lines += chunk.count(b"\n")
                 if mark in tail + chunk:
-                    return time.time(), lines
+                    return time.time()
                 tail = chunk[-len(mark) :]
             raise RuntimeError("OpenSSH's journalctl gave no marker")
         finally:
@@ -771,17 +778,19 @@ async def knee(lab: Lab, lab_name: str, suffix: str, args: argparse.Namespace, s
     for k, rate in enumerate(rates):
         unit = f"flood-{suffix}-{k}.service"
         one = argparse.Namespace(**{**vars(args), "rate": rate, "profile": False})
-        live = f"flood-{suffix}-{k}-openssh.service"
+        lives = {name: f"flood-{suffix}-{k}-{n}.service" for n, name in enumerate(ANCHORS)}
+        plain: dict[str, dict[str, Any]] = {}
         try:
             result = await flood(lab, lab_name, unit, one, site_packages)
             anchors.append(await asyncio.to_thread(journalctl_rate, lab, unit))
-            plain = await openssh_flood(lab, live, one, site_packages)
+            for name, live in lives.items():
+                plain[name] = await openssh_flood(lab, live, ANCHORS[name](live), one, site_packages)
+                plain[name]["kept_up"] = plain[name]["lag_s_at_end"] <= KEPT_UP_S
         finally:
-            for each in (unit, live):
+            for each in (unit, *lives.values()):
                 await asyncio.to_thread(ssh, lab, "systemctl", "stop", each, check=False)
                 await asyncio.to_thread(ssh, lab, "systemctl", "reset-failed", each, check=False)
         kept = result["lag_s_at_end"] <= KEPT_UP_S and result["lost"] == 0
-        plain["kept_up"] = plain["lag_s_at_end"] <= KEPT_UP_S
         floods.append(
             {
                 "rate_lines_per_s": rate,
@@ -794,7 +803,7 @@ async def knee(lab: Lab, lab_name: str, suffix: str, args: argparse.Namespace, s
                 "lost": result["lost"],
                 "kept_up": kept,
                 "journalctl_lines_per_s": round(anchors[-1]),
-                "openssh_journalctl_follow": plain,
+                **plain,
             }
         )
 
@@ -808,8 +817,9 @@ async def knee(lab: Lab, lab_name: str, suffix: str, args: argparse.Namespace, s
         return max(rates, default=0)
 
     knee_rate = highest([(f["kept_up"], f["achieved_lines_per_s"]) for f in floods])
-    plain = [f["openssh_journalctl_follow"] for f in floods]
-    plain_knee = highest([(p["kept_up"], p["achieved_lines_per_s"]) for p in plain])
+    plain_knees = {
+        name: highest([(f[name]["kept_up"], f[name]["achieved_lines_per_s"]) for f in floods]) for name in ANCHORS
+    }
     anchor = sorted(anchors)[len(anchors) // 2]
     return {
         "benchmark": "app_flood_knee",
@@ -822,10 +832,11 @@ async def knee(lab: Lab, lab_name: str, suffix: str, args: argparse.Namespace, s
         "journalctl_measures": "journalctl -u UNIT with the follower's output options to /dev/null in the lab, "
         "the median over the floods' units",
         "knee_over_journalctl": round(knee_rate / anchor, 3),
-        "openssh_knee_lines_per_s": plain_knee,
-        "openssh_knee_measures": "the same floods, each read live by OpenSSH running the follower's own "
-        "journalctl command with --follow (nothing of the cockpit): the highest rate it kept up with",
-        "knee_over_openssh": round(knee_rate / plain_knee, 3) if plain_knee else None,
+        **{f"{name}_knee_lines_per_s": knee for name, knee in plain_knees.items()},
+        "openssh_knee_measures": "the same rates, each flooded again and read live by OpenSSH running a "
+        "command (nothing of the cockpit): openssh_json_follow the issue's `journalctl -f -o json` with the "
+        "cockpit's fields, openssh_follower_command the follower's own (export); the highest rate it kept up with",
+        **{f"knee_over_{name}": round(knee_rate / knee, 3) if knee else None for name, knee in plain_knees.items()},
         "cpus": os.cpu_count(),
     }
 

@@ -6,9 +6,10 @@
 - follow: a unit logs N lines as fast as it can; then, alternating, ROUNDS times each:
   - the follower reads them all through its SSH connection and parses them (`JournalFollower`,
     the app's own reader, from `-n all --follow`);
-  - OpenSSH runs the follower's very command (`journal_argv(UNIT, "-n", "all", "--follow")`,
-    buffering included) through `ssh -F <the lab's ssh_config> LAB`, live, and this process
-    only counts the lines that arrive, until all N are in: the anchor. `ratio_vs_openssh` is the
+  - OpenSSH runs the follower's very command (`follow_argv(UNIT, "-n", "all")`, the export
+    format, buffering included) through `ssh -F <the lab's ssh_config> LAB`, live, and this
+    process only counts the entries that arrive (their blank lines), until all N are in: the
+    anchor. `ratio_vs_openssh` is the
     median of the rounds' ratios (each pair ran back to back, under the same load). Target: the
     follower at least as fast (ratio >= 1.0).
   - `journalctl -u UNIT -o json --all` to /dev/null timed inside the host is printed as well,
@@ -131,14 +132,16 @@ async def follower_rate(host: SSHHost, count: int) -> float:
 
 
 def openssh_rate(lab: Lab, count: int) -> float:
-    """Lines a second OpenSSH delivers the follower's own command's output at, counted here."""
-    argv = lab.ssh_argv("root", journal.journal_argv("flood.service", "-n", "all", "--follow"))
+    """Entries a second OpenSSH delivers the follower's own command's output at, counted here
+    (an export entry ends with a blank line; the flood's lines hold no field sent as bytes)."""
+    argv = lab.ssh_argv("root", journal.follow_argv("flood.service", "-n", "all"))
     t = time.perf_counter()
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL) as ssh:
         assert ssh.stdout is not None
-        got = 0
+        got, last = 0, b""
         while got < count and (chunk := ssh.stdout.read1(1 << 20)):
-            got += chunk.count(b"\n")
+            got += (last + chunk).count(b"\n\n")
+            last = chunk[-1:]
         elapsed = time.perf_counter() - t
         ssh.kill()
     return got / elapsed

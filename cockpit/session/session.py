@@ -311,17 +311,20 @@ class Session:
         return feed
 
     def _skipped(self, lines: int) -> None:
-        """Lines the host's journalctl printed that are no journal entry (a hostile host's, or
-        cut): passed over by the follower, and said here with their count, at most once every
-        UNREAD_NOTICE_S (a host printing them in a flood is said once, not per batch)."""
+        """What the host's journalctl printed that is no journal entry the cockpit can read (a
+        hostile host's, or cut): passed over by the follower, and said here with its count, at
+        most once every UNREAD_NOTICE_S (a host printing them in a flood is said once, not per
+        batch)."""
         self._unread += lines
         now = time.monotonic()
         if now - self._unread_said < UNREAD_NOTICE_S:
             return
         said, self._unread, self._unread_said = self._unread, 0, now
         unit = self.target.unit if self.target is not None else "the unit"
-        told = "1 line that is not a journal entry" if said == 1 else f"{said} lines that are not journal entries"
-        self.listener.notice(f"{unit}'s journal: skipped {told} the cockpit can read (cut, or nested too deep)")
+        told = "1 entry" if said == 1 else f"{said} entries"
+        self.listener.notice(
+            f"{unit}'s journal: skipped {told} the cockpit cannot read (cut, broken, or nested too deep)"
+        )
 
     def _host_getter(self, name: str) -> Callable[[], Host]:
         return lambda: self.pool.get(name)

@@ -16,6 +16,7 @@ systemd's own messages about a unit, take the slower general path.
 from __future__ import annotations
 
 import gc
+import re
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -33,7 +34,7 @@ class JournalEntry(msgspec.Struct, gc=False):
 
     Each field is named as journalctl names it, so that a follow's block of ordinary lines
     decodes straight into entries (`parse_json_block`). `binary` and `node` are this side's
-    own; their wire names are the keys that send a line to the general path (`_careful`),
+    own; their wire names are the keys that send a line to the general path (`entry_from_fields`),
     with a type no such line carries: a unit's name, a string, fails to decode as either, so
     a block holding systemd's or journald's word about the unit is read line by line, and
     one decoded with either set (a host's `true` or `5`) is read so too."""
@@ -73,7 +74,14 @@ _MEMO_LIMIT = 65536
 # One copy of each unit name, identifier, invocation ID; parse_entry's fast path shares a
 # missing field too, so None is a key (mapped to itself).
 _strings: dict[str | None, str | None] = {}
-_share = _strings.setdefault
+share = _strings.setdefault
+
+
+def trim_shared() -> None:
+    """Forget the shared strings once they are _MEMO_LIMIT many, so that the memo stays bounded;
+    called once a batch, not per entry."""
+    if len(_strings) >= _MEMO_LIMIT:
+        _strings.clear()
 
 
 class _Wire(msgspec.Struct, gc=False):
@@ -97,6 +105,8 @@ LEFT_OUT = "[journalctl left this message out: over 4096 bytes, a field comes wh
 
 _decode_wire = msgspec.json.Decoder(_Wire, strict=False).decode  # strict=False: "4100" -> 4100
 _decode_any = msgspec.json.Decoder().decode
+# What systemd counts as a control character (is_unicode_control): a value holding one is bytes.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _message_from(value: Any) -> tuple[str, bool]:
@@ -105,10 +115,20 @@ def _message_from(value: Any) -> tuple[str, bool]:
     stored twice); a number or an object written by some other tool is shown as its JSON."""
     if isinstance(value, str):
         return value, False
+    if isinstance(value, bytes):
+        # journalctl -o export sends any value but one printable line as bytes, json only one
+        # that is no printable text: a newline or a tab leaves it text, as json says.
+        try:
+            text = value.decode()
+        except UnicodeDecodeError:
+            return value.decode("utf-8", "replace"), True
+        return text, _CONTROL.search(text) is not None
     if value is None:  # journalctl without --all sends a field over 4096 bytes as null
         return LEFT_OUT, False
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return "\n".join(value), False  # MESSAGE stored more than once
+    if isinstance(value, list) and value and all(isinstance(v, (str, bytes)) for v in value):
+        return "\n".join(_message_from(v)[0] for v in value), True  # ...one of them as bytes (export)
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 256 for v in value):
         return bytes(value).decode("utf-8", "replace"), True
     return msgspec.json.encode(value).decode(), False
@@ -124,12 +144,11 @@ def _int(value: Any) -> int | None:
 def _shared(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
-    if len(_strings) >= _MEMO_LIMIT:
-        _strings.clear()
-    return _strings.setdefault(value, value)
+    trim_shared()
+    return share(value, value)
 
 
-def _careful(fields: dict[str, Any]) -> JournalEntry:
+def entry_from_fields(fields: dict[str, Any]) -> JournalEntry:
     """Any other field types, missing fields, byte-array messages, systemd's own messages."""
     message, binary = _message_from(fields.get("MESSAGE"))
     pid = fields.get("_PID")
@@ -168,7 +187,7 @@ def parse_entry(line: str | bytes) -> JournalEntry | None:
             fields = _decode_any(line)
         except RecursionError:
             return None
-        return _careful(fields) if isinstance(fields, dict) and "MESSAGE" in fields else None
+        return entry_from_fields(fields) if isinstance(fields, dict) and "MESSAGE" in fields else None
     except (msgspec.DecodeError, RecursionError):
         return None
     message = wire.message
@@ -178,7 +197,7 @@ def parse_entry(line: str | bytes) -> JournalEntry | None:
         or wire.about_object is not UNSET
         or wire.priority is None
     ):
-        return None if message is UNSET else _careful(_decode_any(line))
+        return None if message is UNSET else entry_from_fields(_decode_any(line))
     invocation, unit, identifier = wire.invocation_id, wire.unit, wire.identifier
     return JournalEntry(
         message,
@@ -186,9 +205,9 @@ def parse_entry(line: str | bytes) -> JournalEntry | None:
         wire.realtime_us,
         wire.pid,
         wire.priority,
-        _share(invocation, invocation),
-        _share(unit, unit),
-        _share(identifier, identifier),
+        share(invocation, invocation),
+        share(unit, unit),
+        share(identifier, identifier),
     )
 
 
@@ -237,8 +256,7 @@ def _shared_in_place(entries: list[JournalEntry]) -> bool:
     """One copy of each unit name, invocation and identifier among `entries`, as `parse_entry`
     shares them (a run of lines of one start repeats the same three); False when an entry
     was decoded with this side's own fields set (JournalEntry's docstring says why)."""
-    if len(_strings) >= _MEMO_LIMIT:
-        _strings.clear()
+    trim_shared()
     invocation = unit = identifier = None
     for entry in entries:
         if entry.binary or entry.node:
@@ -247,17 +265,17 @@ def _shared_in_place(entries: list[JournalEntry]) -> bool:
             if value == invocation:
                 entry.invocation_id = invocation
             else:
-                invocation = entry.invocation_id = _share(value, value)
+                invocation = entry.invocation_id = share(value, value)
         if (value := entry.unit) is not unit:
             if value == unit:
                 entry.unit = unit
             else:
-                unit = entry.unit = _share(value, value)
+                unit = entry.unit = share(value, value)
         if (value := entry.identifier) is not identifier:
             if value == identifier:
                 entry.identifier = identifier
             else:
-                identifier = entry.identifier = _share(value, value)
+                identifier = entry.identifier = share(value, value)
     return True
 
 
@@ -270,8 +288,7 @@ def parse_json_lines(lines: Iterable[str | bytes]) -> Entries:
     out = Entries()
     append, parse = out.append, parse_entry
     skipped = 0
-    if len(_strings) >= _MEMO_LIMIT:  # checked per batch, not per entry
-        _strings.clear()
+    trim_shared()
     collecting = gc.isenabled()
     gc.disable()
     try:

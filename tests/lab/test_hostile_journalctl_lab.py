@@ -1,6 +1,6 @@
-"""A journalctl that prints a line nested 100,000 deep: a real one prints every field as a string,
-so only the host's own tools can (here a journalctl earlier on the PATH), and the follower must
-pass over it, count it, and go on."""
+"""A journalctl that prints what no real one prints (a host's own tools can: here a journalctl
+earlier on the PATH): in json a line nested 100,000 deep, in the follow's export an entry whose
+field size is larger than any journal holds. The follower must pass over it, count it, and go on."""
 
 from __future__ import annotations
 
@@ -15,17 +15,24 @@ from tests.conftest import LabHandle, until
 from tests.listeners import Notices
 
 HOSTILE_JOURNALCTL = "/usr/local/bin/journalctl"  # before /usr/bin on root's PATH over ssh
-# After the entry whose message is "poison", a line nested 100,000 deep; every other line as it came
+# After the entry whose message is "poison", the broken one; every other line as it came
 # (systemd's "Started sglang-poisoned.service" has the word too, and must not get one).
 JOURNALCTL_SCRIPT = """#!/usr/bin/python3
 import subprocess, sys
 
 deep = b'{"MESSAGE":' + b"[" * 100_000 + b"]" * 100_000 + b"}\\n"
+huge = b"__CURSOR=x\\nMESSAGE\\n" + (1 << 62).to_bytes(8, "little") + b"\\n\\n"
+export = "export" in sys.argv
 real = subprocess.Popen(["/usr/bin/journalctl", *sys.argv[1:]], stdout=subprocess.PIPE)
+poisoned = False
 for line in real.stdout:
     sys.stdout.buffer.write(line)
-    if b'"MESSAGE":"poison"' in line:
+    if not export and b'"MESSAGE":"poison"' in line:
         sys.stdout.buffer.write(deep)
+    poisoned = poisoned or line == b"MESSAGE=poison\\n"
+    if export and poisoned and line == b"\\n":
+        sys.stdout.buffer.write(huge)
+        poisoned = False
     sys.stdout.buffer.flush()
 """
 POISONED = "sglang-poisoned.service"
@@ -64,11 +71,13 @@ class Heard(Notices):
         self.states.append(state)
 
 
-async def test_a_line_nested_too_deep_is_skipped_with_a_count_and_the_follow_goes_on(
+async def test_an_entry_no_journal_holds_is_skipped_with_a_count_and_the_follow_goes_on(
     lab: LabHandle, hostile_journalctl: str
 ) -> None:
-    """The RecursionError of parsing that line dropped its batch, and the follower resumed at the
-    same cursor, met the same line, and never delivered another entry."""
+    """The follower waits for the rest of an entry still arriving: a size no journal holds must
+    not make it wait for 4 EiB, and the entries after it must come. (In json, the RecursionError
+    of a line nested too deep dropped its batch, and the follower resumed at the same cursor,
+    met the same line, and never delivered another entry: tests/unit/test_entry_block.py.)"""
     heard = Heard()
     session = Session(Config(), Target(lab.name, hostile_journalctl))
     session.listener = heard
@@ -81,8 +90,7 @@ async def test_a_line_nested_too_deep_is_skipped_with_a_count_and_the_follow_goe
         assert "reconnecting" not in heard.states
         skipped = [s for s in heard.said if "journal: skipped" in s]
         assert skipped == [
-            f"{hostile_journalctl}'s journal: skipped 1 line that is not a journal entry the cockpit can read "
-            "(cut, or nested too deep)"
+            f"{hostile_journalctl}'s journal: skipped 1 entry the cockpit cannot read (cut, broken, or nested too deep)"
         ]
     finally:
         await session.close()

@@ -23,6 +23,7 @@ from cockpit.systemd.control import ControlError, ReadOnlyError, UnitControl
 from cockpit.systemd.entry import JournalEntry
 from tests.conftest import TEST_LAB, LabHandle, until
 
+EDGE_WRITER = Path(__file__).resolve().parent.parent / "data" / "journal-edge-writer.py"
 TICKER = (
     "[Unit]\nDescription=cockpit test ticker\n[Service]\n"
     'ExecStart=/usr/bin/python3 -u -c "import time, itertools\\nfor i in itertools.count():\\n'
@@ -97,6 +98,28 @@ async def test_follow_delivers_every_line_of_a_restart(lab: LabHandle, root: SSH
     started = max(i for i, e in enumerate(got) if e.message.startswith("Started sglang-demo.service"))
     assert any(e.message.startswith("Stopping sglang-demo.service") for e in got[first_new:started])
     assert sum("Load weight begin" in e.message for e in got[started:]) == 8  # every rank's line
+
+
+async def test_the_follow_reads_what_a_json_read_of_the_same_journal_reads(lab: LabHandle, root: SSHHost) -> None:
+    """The follow reads export, a finished read json: a unit writing every kind of line the
+    export sends differently (colours, `\\r`, invalid UTF-8, newlines in native messages, a
+    field stored twice, a forged entry inside a message) is delivered live as json reads it."""
+    lab.ssh("tee", "/tmp/journal-edge-writer.py", input=EDGE_WRITER.read_text())  # noqa: ASYNC240 - a small file
+    unit = f"journal-edge-{os.getpid()}.service"
+    got: list[JournalEntry] = []
+    states: list[str] = []
+    follower = journal.JournalFollower(root, unit, backlog=0, on_state=lambda state, detail: states.append(state))
+    task = asyncio.create_task(follower.run(got.extend))
+    try:
+        await until(lambda: "following" in states, 15, states)
+        lab.ssh("systemd-run", f"--unit={unit}", "--quiet", "--wait", "/usr/bin/python3", "/tmp/journal-edge-writer.py")
+        await until(lambda: any("Deactivated successfully" in e.message for e in got), 30, got)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    truth = await journal.query(root, journal.journal_argv(unit))
+    assert got == list(truth) and len(got) >= 19
+    assert [e.binary for e in got].count(True) == 3  # colours, `\r`, invalid UTF-8; a newline is text
 
 
 async def test_no_remote_journalctl_remains_after_cancel(lab: LabHandle, root: SSHHost) -> None:
