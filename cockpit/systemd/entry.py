@@ -128,7 +128,8 @@ def _message_from(value: Any) -> tuple[str, bool]:
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return "\n".join(value), False  # MESSAGE stored more than once
     if isinstance(value, list) and value and all(isinstance(v, (str, bytes)) for v in value):
-        return "\n".join(_message_from(v)[0] for v in value), True  # ...one of them as bytes (export)
+        parts = [_message_from(v) for v in value]  # ...some of them as bytes (export)
+        return "\n".join(text for text, _ in parts), any(binary for _, binary in parts)
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 256 for v in value):
         return bytes(value).decode("utf-8", "replace"), True
     return msgspec.json.encode(value).decode(), False

@@ -50,9 +50,9 @@ GAP_S = 0.02
 BUFFERED = 'if command -v stdbuf >/dev/null 2>&1; then exec stdbuf -o 256K "$@"; fi; exec "$@"'
 
 
-def journalctl_argv(unit: str, *extra: str) -> list[str]:
+def journalctl_argv(unit: str, *extra: str, output: tuple[str, ...] = OUTPUT) -> list[str]:
     """journalctl's own argv for the unit's entries (`journal_argv` runs it buffered)."""
-    return ["journalctl", "-u", unit, *OUTPUT, *extra]
+    return ["journalctl", "-u", unit, *output, *extra]
 
 
 def journal_argv(unit: str, *extra: str) -> list[str]:
@@ -61,7 +61,7 @@ def journal_argv(unit: str, *extra: str) -> list[str]:
 
 def follow_argv(unit: str, *extra: str) -> list[str]:
     """The follow's command: `journal_argv`'s, in the export format, following."""
-    return ["sh", "-c", BUFFERED, "sh", "journalctl", "-u", unit, *FOLLOW_OUTPUT, *extra, "--follow"]
+    return ["sh", "-c", BUFFERED, "sh", *journalctl_argv(unit, *extra, "--follow", output=FOLLOW_OUTPUT)]
 
 
 async def query(host: Host, argv: list[str], timeout: float = 60) -> Entries:

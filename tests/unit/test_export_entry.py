@@ -84,3 +84,12 @@ def test_an_entry_still_arriving_is_left_for_the_next_read(tail: bytes) -> None:
     (ten bytes), not an entry's end."""
     entries, taken = parse_export(EXPORT + b"__CURSOR=y\n" + tail)
     assert entries == JSON and taken == len(EXPORT)
+
+
+@pytest.mark.parametrize(("second", "is_binary"), [(b"two\nlines", False), (b"\x1b[0mcoloured", True)])
+def test_a_message_stored_twice_one_value_as_bytes_is_binary_as_json_would_say(second: bytes, is_binary: bool) -> None:
+    """json sends a value with a newline as text and one with a control character as bytes;
+    export sends both as bytes: the entry says what json would."""
+    head = b"__CURSOR=c\n__REALTIME_TIMESTAMP=1\n__MONOTONIC_TIMESTAMP=1\n_BOOT_ID=b\n"
+    entries, _ = parse_export(head + b"MESSAGE=one\n" + binary(b"MESSAGE", second) + b"\n")
+    assert [(e.message, e.binary) for e in entries] == [("one\n" + second.decode(), is_binary)]
