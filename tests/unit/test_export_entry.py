@@ -9,11 +9,14 @@ two newlines, a binary field the cockpit does not read, and systemd's own lines 
 
 from __future__ import annotations
 
+import importlib.util
 import random
+import sys
 from pathlib import Path
 
 import pytest
 
+from cockpit.systemd import export
 from cockpit.systemd.entry import JournalEntry, parse_json_block
 from cockpit.systemd.export import parse_export
 
@@ -93,3 +96,17 @@ def test_a_message_stored_twice_one_value_as_bytes_is_binary_as_json_would_say(s
     head = b"__CURSOR=c\n__REALTIME_TIMESTAMP=1\n__MONOTONIC_TIMESTAMP=1\n_BOOT_ID=b\n"
     entries, _ = parse_export(head + b"MESSAGE=one\n" + binary(b"MESSAGE", second) + b"\n")
     assert [(e.message, e.binary) for e in entries] == [("one\n" + second.decode(), is_binary)]
+
+
+def test_the_expression_python_3_10_builds_reads_as_3_11s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.10 has no possessive quantifiers (`*+` is an error there): the module builds its
+    expression without them there, and it must find the same entries."""
+    monkeypatch.setattr(sys, "version_info", (3, 10, 13, "final", 0))
+    spec = importlib.util.spec_from_file_location("export_as_on_3_10", export.__file__)
+    assert spec is not None and spec.loader is not None
+    as_on_3_10 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(as_on_3_10)
+    plain, possessive = as_on_3_10._ENTRY, export._ENTRY
+    assert "*+" not in plain.pattern and "++" not in plain.pattern and "*+" in possessive.pattern
+    text = EXPORT.decode("utf-8", "replace")  # its fields sent as bytes read as text too: any input
+    assert plain.findall(text) == possessive.findall(text) and len(plain.findall(text)) >= 19
