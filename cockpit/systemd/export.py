@@ -75,10 +75,7 @@ def _text(text: str) -> Entries:
                 if not equals:
                     raise _NotText
                 _add(fields, name, value)
-            if "MESSAGE" in fields:
-                append(entry_from_fields(fields))
-            else:
-                out.skipped += 1
+            _close(out, fields)
             continue
         append(
             JournalEntry(
@@ -105,6 +102,15 @@ def _add(fields: dict[str, Any], name: str, value: str | bytes) -> None:
         fields[name] = [had, value]
 
 
+def _close(out: Entries, fields: dict[str, Any]) -> None:
+    """An entry's fields all read: its entry, or one more skipped when it has no MESSAGE (a
+    blank line with no fields before it is no entry at all)."""
+    if "MESSAGE" in fields:
+        out.append(entry_from_fields(fields))
+    elif fields:
+        out.skipped += 1
+
+
 def _fields(buffer: bytes) -> tuple[Entries, int]:
     """Field by field, for a buffer holding fields sent as bytes: the slow path, taken by the
     few lines with a control character or invalid UTF-8 (a progress bar's `\\r`, colours)."""
@@ -114,10 +120,7 @@ def _fields(buffer: bytes) -> tuple[Entries, int]:
     while (newline := buffer.find(b"\n", pos)) >= 0:
         line = buffer[pos:newline]
         if not line:  # a blank line ends an entry
-            if "MESSAGE" in fields:
-                out.append(entry_from_fields(fields))
-            elif fields:
-                out.skipped += 1
+            _close(out, fields)
             fields, pos = {}, newline + 1
             taken = pos
             continue
