@@ -63,17 +63,28 @@ def test_random_reads_joined_as_the_follower_joins_them() -> None:
     assert got == JSON and rest == b""
 
 
-def test_a_size_journald_cannot_hold_passes_over_that_entry_only() -> None:
-    """A hostile host's export: a field name without `=` and then text (a size of
-    0x4141414141414141), or a size whose bytes are not followed by a newline."""
-    first, last = EXPORT.split(b"\n\n")[1] + b"\n\n", EXPORT.split(b"\n\n")[2] + b"\n\n"
-    for broken in (
+@pytest.mark.parametrize(
+    "broken",
+    [
         b"__CURSOR=x\nMESSAGE\nAAAAAAAAAAAAAAAA\n\n",
+        b"__CURSOR=x\nMESSAGE\n" + (1 << 62).to_bytes(8, "little") + b"\n\n",  # the hostile lab test's
         b"__CURSOR=x\n" + binary(b"MESSAGE", b"12345")[:-1] + b"X\n\n",
         b"NO EQUALS HERE\nMESSAGE=m\n\n",
-    ):
-        entries, taken = parse_export(first + broken + last)
-        assert entries == JSON[1:3] and entries.skipped == 1 and taken == len(first + broken + last), broken
+    ],
+)
+def test_a_size_journald_cannot_hold_passes_over_that_entry_only(broken: bytes) -> None:
+    """A hostile host's export: a field name without `=` and then text (a size of
+    0x4141414141414141), a size of 4 EiB, or a size whose bytes are not followed by a newline;
+    read whole, and in two reads cut at every byte."""
+    first, last = EXPORT.split(b"\n\n")[1] + b"\n\n", EXPORT.split(b"\n\n")[2] + b"\n\n"
+    stream = first + broken + last
+    entries, taken = parse_export(stream)
+    assert entries == JSON[1:3] and entries.skipped == 1 and taken == len(stream)
+    for cut in range(len(stream) + 1):
+        head, taken = parse_export(stream[:cut])
+        tail, taken_after = parse_export(stream[taken:])
+        assert [*head, *tail] == JSON[1:3] and head.skipped + tail.skipped == 1, cut
+        assert taken_after == len(stream) - taken, cut
 
 
 def test_an_entry_without_a_message_is_counted_not_shown() -> None:
