@@ -10,9 +10,10 @@ under the view (docs/facts.md). `CroppedCompositor` picks a widget when its visi
 the update and no widget in front of it covers that part, and asks it for the update's rows
 alone. An update of several parts (the journal and the status pane) is one rectangle around
 them in Textual, and everything in it rendered (the side list of tracebacks, beside the journal
-and under the pane); here each widget renders only where a changed part meets it. What the
-terminal gets is the same: a row outside the update, a cell outside every changed part, a widget
-wholly outside them and a widget wholly behind another were never written.
+and under the pane); here each widget renders only where a changed part meets it, in bands of
+rows (`bands`). What the terminal shows is the same: a row outside the update, a cell outside
+every changed part, a widget wholly outside them and a widget wholly behind another were never
+written.
 
 Like cockpit.ui.pacing, this overrides a private method of Textual, pinned by constraints.txt;
 tests/ui/test_compositor.py holds it to Textual's own output.
@@ -52,13 +53,28 @@ class CroppedCompositor(Compositor):
         for widget, (region, clip) in self.visible_widgets.items():
             shown = region.intersection(clip)
             here = crop.intersection(shown)  # the cells of it the update writes
-            if here and parts is not None:  # around the cells of it in a changed part
-                here = Region.from_union([cells for part in parts if (cells := here.intersection(part))] or [Region()])
-            if not here or covered(here, drawn):
+            if not here:
                 continue
-            drawn.append(here)
-            rows = Region(shown.x - region.x, here.y - region.y, shown.width, here.height)
-            yield Region(region.x, here.y, region.width, here.height), clip, widget.render_lines(rows)
+            for area in bands([cells for part in parts if (cells := here.intersection(part))]) if parts else [here]:
+                if covered(area, drawn):
+                    continue
+                drawn.append(area)
+                rows = Region(shown.x - region.x, area.y - region.y, shown.width, area.height)
+                yield Region(region.x, area.y, region.width, area.height), clip, widget.render_lines(rows)
+
+
+def bands(cells: list[Region]) -> list[Region]:
+    """The cells of a widget in the changed parts, as bands of rows that touch, each the
+    rectangle around its cells: a widget renders each band, not every row from the first changed
+    to the last (the side list's count in its title and a relabelled row 8 rows down rendered 9
+    rows, 2 ms, once a second in a 10k lines/s flood)."""
+    out: list[Region] = []
+    for cell in sorted(cells, key=lambda cell: cell.y):
+        if out and cell.y <= out[-1].bottom:
+            out[-1] = out[-1].union(cell)
+        else:
+            out.append(cell)
+    return out
 
 
 def covered(area: Region, fronts: list[Region]) -> bool:
