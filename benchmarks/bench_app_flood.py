@@ -316,17 +316,20 @@ class Clock:
 
     def to_terminal_ms(self) -> tuple[list[float], dict[str, list[float]]]:
         """Per batch: from reaching the feed to the terminal holding the frame drawn after it;
-        and that time's parts: the wait for the screen update that drew it (`wait`), that
-        update (`update`), and from its end to the writer thread's flush (`write`)."""
+        and that time's parts: the wait for the screen update that drew it (`wait`: the batch's
+        own `deliver`, then the loop's other work and the frame period, `queued`), that update
+        (`update`), and from its end to the writer thread's flush (`write`)."""
         out: list[float] = []
-        parts: dict[str, list[float]] = {"wait": [], "update": [], "write": []}
+        parts: dict[str, list[float]] = {"wait": [], "deliver": [], "queued": [], "update": [], "write": []}
         flushed_at = self.flushed_at()
-        for started, write in zip(self.batch_started, self.batch_write, strict=True):
+        for started, write, deliver in zip(self.batch_started, self.batch_write, self.deliver_ms, strict=True):
             if not write or (flushed := flushed_at(write)) is None:
                 continue
             out.append((flushed - started) * 1000)
             if (update := self.update_at.get(write)) is not None:
                 parts["wait"].append((update[0] - started) * 1000)
+                parts["deliver"].append(deliver)
+                parts["queued"].append((update[0] - started) * 1000 - deliver)
                 parts["update"].append((update[1] - update[0]) * 1000)
                 parts["write"].append((flushed - update[1]) * 1000)
         return out, parts
