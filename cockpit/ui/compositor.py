@@ -55,7 +55,8 @@ class CroppedCompositor(Compositor):
             here = crop.intersection(shown)  # the cells of it the update writes
             if not here:
                 continue
-            for area in bands([cells for part in parts if (cells := here.intersection(part))]) if parts else [here]:
+            areas = [here] if parts is None else bands([cells for part in parts if (cells := here.intersection(part))])
+            for area in areas:
                 if covered(area, drawn):
                     continue
                 drawn.append(area)
