@@ -832,8 +832,8 @@ async def knee(lab: Lab, lab_name: str, suffix: str, args: argparse.Namespace, s
         "floods": floods,
         "knee_lines_per_s": knee_rate,
         "journalctl_lines_per_s": round(anchor),
-        "journalctl_measures": "journalctl -u UNIT with the follower's output options to /dev/null in the lab, "
-        "the median over the floods' units",
+        "journalctl_measures": "journalctl -u UNIT -o json with the cockpit's fields (cockpit.systemd.journal.OUTPUT) "
+        "to /dev/null in the lab, the median over the floods' units",
         "knee_over_journalctl": round(knee_rate / anchor, 3),
         **{f"{name}_knee_lines_per_s": knee for name, knee in plain_knees.items()},
         "openssh_knee_measures": "the same rates, each flooded again and read live by OpenSSH running a "
