@@ -327,9 +327,10 @@ class Clock:
                 continue
             out.append((flushed - started) * 1000)
             if (update := self.update_at.get(write)) is not None:
-                parts["wait"].append((update[0] - started) * 1000)
+                waited = (update[0] - started) * 1000
+                parts["wait"].append(waited)
                 parts["deliver"].append(deliver)
-                parts["queued"].append((update[0] - started) * 1000 - deliver)
+                parts["queued"].append(waited - deliver)
                 parts["update"].append((update[1] - update[0]) * 1000)
                 parts["write"].append((flushed - update[1]) * 1000)
         return out, parts
