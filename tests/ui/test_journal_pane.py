@@ -355,6 +355,34 @@ async def test_while_following_each_plain_line_is_drawn_once_not_on_every_batch(
         assert 100 <= len(drawn) < 20 * 5 + 20 * 3 < 20 * height  # the new rows, and the cursor's old and new row
 
 
+async def test_a_page_back_and_forth_draws_no_row_twice_on_a_tall_screen(monkeypatch) -> None:
+    """The view keeps three screens of drawn rows, however tall the terminal (no more: a kept
+    row is what the cyclic collector walks at each young collection, docs/facts.md)."""
+    app = recorded()
+    async with app.run_test(size=(140, 120)) as pilot:
+        view = app.journal_view
+        view.append_entries([JournalEntry(f"line {i}", cursor=f"t{i}", pid=41) for i in range(2000)])
+        await pilot.pause()
+        height = view.scrollable_content_region.height
+        assert height > 64
+        view.focus()
+        await pilot.press("pageup", "pageup")  # the cursor to the top row, then a page back
+        back = view.scroll_y
+        assert back < view.max_scroll_y - height / 2
+        drawn: list[int] = []
+        render_row = JournalView._render_row
+        monkeypatch.setattr(JournalView, "_render_row", lambda self, *a: (drawn.append(a[0]), render_row(self, *a))[1])
+        await pilot.press("end", "pageup", "pageup")
+        assert view.scroll_y == back
+        assert len(drawn) <= 6, drawn  # the cursor's row, where it leaves and where it lands
+        await pilot.press("end")
+        for k in range(10):  # following a flood: a screen of new rows a frame, three screens kept
+            view.append_entries([JournalEntry(f"more {k}.{i}", cursor=f"m{k}.{i}", pid=41) for i in range(300)])
+            await pilot.pause()
+        assert view.scroll_y == view.max_scroll_y
+        assert 2 * height < len(view._strips) <= 3 * view.size.height
+
+
 async def test_the_scrollbar_is_at_the_end_after_the_first_backlog() -> None:
     """The backlog is one batch that lands before the scrollbar is laid out: the thumb must
     still be drawn at the end, where the view is (it stayed at the top until the next line)."""
