@@ -346,3 +346,28 @@ async def test_the_early_state_line_is_drawn_until_the_apps_first_frame_and_neve
     finally:
         os.close(read)
         os.close(write)
+
+
+async def test_a_status_that_changes_one_row_repaints_that_row_and_the_same_status_none(monkeypatch) -> None:
+    """Two statuses come a second and the GPU table every few: each repainted the pane's every
+    row beside a flood's frames. The screen still shows each change (the row read back)."""
+    app = recorded_app()
+    async with app.run_test(size=(130, 30)) as pilot:
+        status = recorded_status()
+        await _feed(pilot, status)
+        pane = app.query_one(StatusPane)
+        rendered: list[int] = []
+        render_lines = StatusPane.render_lines
+        monkeypatch.setattr(
+            StatusPane, "render_lines", lambda self, crop: (rendered.append(crop.height), render_lines(self, crop))[1]
+        )
+        await _feed(pilot, replace(status, checked_at=status.checked_at))  # another poll, nothing new
+        assert rendered == []
+        await _feed(pilot, replace(status, checked_at=status.checked_at + 60))  # a minute more of uptime
+        assert rendered == [1]
+        shown = "".join(s.text for s in pane.render_line(1))
+        assert "up 5m51s" in shown, shown
+        rendered.clear()
+        await _feed(pilot, replace(status, checked_at=status.checked_at + 60, sub_state="auto-restart"))
+        assert rendered == [1]  # the state's row alone
+        assert "active (auto-restart)" in "".join(s.text for s in pane.render_line(0))
