@@ -19,9 +19,11 @@ What each figure measures, and why:
   the flood lines received. The app's cost of keeping up, whatever the machine's core count.
   `cpu_pct_of_one_core` is the same CPU time over the window's wall time.
 - `lag_s_at_end`: from the moment the unit printed its marker (the flood's own `time.time()`:
-  the lab is a container on this kernel, so its clock is this clock) to the moment the marker
-  is in the app's journal rows (`app.journal_view.model`, which is `app.session.rows`, polled
-  every 5 ms). Zero-ish means the app kept up; seconds mean a backlog queued somewhere
+  the lab is a container on this kernel, so its clock is this clock) to the moment the batch
+  holding it has been folded into the app's journal rows (`JournalFeed.deliver` returned; the
+  rows are `app.session.rows`, which the journal view draws). Taken there, not by polling the
+  rows, which woke the app's loop 200 times a second beside what it measured. Zero-ish means
+  the app kept up; seconds mean a backlog queued somewhere
   (journald, SSH, or the app's loop). `lag_journald_to_app_s` starts at journald's receipt stamp.
 - `frame_ms_p50`/`frame_ms_p95`: main-thread time per screen update: the update itself
   (`Screen._on_timer_update`: layout, the journal view's visible lines rendered, the compositor)
@@ -40,6 +42,9 @@ What each figure measures, and why:
 - `behind_max_lines`: the most the journal's title said it trailed journald by (`behind by ~N
   lines`) during the flood; 0 when it never fell behind. `journal_late_s`: how late the feed
   said the journal came (its `late_s`, what the frames' pacing reads), sampled every 50 ms.
+- `gc_collections`: the cyclic collector's collections during the flood, by generation, each
+  timed from `gc.callbacks` (`gc_collected_objects`: what they freed). A collection stops the
+  main thread wherever an allocation set it off, so a long one is a frame's tail.
 - `rss_mb`: peak resident memory of this process (`ru_maxrss`), the app's whole life.
 - `lines_sent` (the flood's own count, marker included), `lines_received` (flood lines, i.e. not
   systemd's own, in the batches the session's journal feed folded into its rows), and
@@ -77,6 +82,7 @@ import asyncio
 import bisect
 import contextlib
 import cProfile
+import gc
 import io
 import json
 import os
@@ -248,6 +254,11 @@ class Clock:
         self.update_ms: list[float] = []
         self.batch_lines: list[int] = []
         self.received = 0
+        # The flood's marker line, set once a batch holding it has been delivered (folded into
+        # the app's rows): the moment is taken there, not by polling the rows from the loop.
+        self.marker: JournalEntry | None = None
+        self.marker_seen_at = 0.0
+        self.marker_in = asyncio.Event()
         self.arrivals: list[tuple[float, int]] = []  # (monotonic, flood lines) per batch
         self._pending_ms = 0.0  # the batches delivered since the last screen update
         # On a terminal (--terminal): when each batch reached the feed, which driver write
@@ -260,6 +271,17 @@ class Clock:
         self.update_at: dict[int, tuple[float, float]] = {}  # write -> (start, end) of the update that made it
         self.slow: dict[str, int] = {}  # updates over SLOW_UPDATE_MS, by what they drew
         self.update_cpu_ms: list[float] = []  # the main thread's CPU time in each update
+        self.gc_ms: dict[int, list[float]] = {0: [], 1: [], 2: []}  # each collection, by generation
+        self.gc_collected = 0
+        self._gc_started = 0.0
+
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        """A `gc.callbacks` hook: each collection's time, while `active`."""
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        elif self.active:
+            self.gc_ms[info["generation"]].append((time.perf_counter() - self._gc_started) * 1000)
+            self.gc_collected += info["collected"]
 
     def timed_deliver(self, deliver: Callable[[list[JournalEntry]], None]) -> Callable[[list[JournalEntry]], None]:
         def timed(entries: list[JournalEntry]) -> None:
@@ -269,7 +291,13 @@ class Clock:
             if self.active:
                 self.batch_started.append(t)
                 self.batch_write.append(None)
-                flood = sum(1 for e in entries if e.pid != 1)
+                flood = 0
+                for entry in entries:
+                    if entry.pid != 1:
+                        flood += 1
+                        if MARKER in entry.message:
+                            self.marker, self.marker_seen_at = entry, time.time()
+                            self.marker_in.set()
                 self.received += flood
                 self.arrivals.append((time.monotonic(), flood))
                 self.deliver_ms.append(took)
@@ -470,15 +498,6 @@ async def watch_behind_and_late(app: CockpitApp, most: list[int], lates: list[fl
         await asyncio.sleep(0.05)
 
 
-def marker_in(app: CockpitApp) -> JournalEntry | None:
-    """The marker's entry, when it is among the last records of the journal view's rows."""
-    for record in reversed(app.journal_view.model.records[-50:]):
-        entry = getattr(record, "entry", None)
-        if entry is not None and entry.pid != 1 and f"{MARKER}: seq=" in entry.message:
-            return entry
-    return None
-
-
 def lab_journal_count(lab: Lab, unit: str) -> int:
     """The unit's journal lines in the lab, systemd's own (PID 1) left out."""
     out = ssh(
@@ -561,6 +580,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
     terminal = Terminal(clock) if args.terminal else None
     behind_seen = [0]  # the most lines the journal's title said it was behind by
     lates: list[float] = []  # the feed's late_s, every 50 ms of the flood
+    gc.callbacks.append(clock.on_gc)
     try:
         if terminal is not None:
             terminal.__enter__()
@@ -596,12 +616,14 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             progress = asyncio.create_task(report_progress(clock, app, terminal.log if terminal else sys.stderr))
             behind_watch = asyncio.create_task(watch_behind_and_late(app, behind_seen, lates))
             try:
-                await until(lambda: marker_in(app) is not None, args.seconds * 10 + 60, "the marker reaching the app")
+                try:
+                    await asyncio.wait_for(clock.marker_in.wait(), args.seconds * 10 + 60)
+                except TimeoutError:
+                    raise RuntimeError("the marker never reached the app") from None
             finally:
                 progress.cancel()
                 behind_watch.cancel()
-            seen_at = time.time()
-            marker = marker_in(app)
+            seen_at, marker = clock.marker_seen_at, clock.marker
             assert marker is not None
             sent = await asyncio.to_thread(read_summary, lab, summary_file)
             # Rank lines may still trail the marker: wait for every line, or 5 s without progress.
@@ -618,6 +640,7 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             model = app.journal_view.model
             held = {"records": len(model.records), "rows": len(model.rows), "dropped_records": model.discarded}
     finally:
+        gc.callbacks.remove(clock.on_gc)
         Screen._on_timer_update = original_update  # type: ignore[method-assign]
         if terminal is not None:
             terminal.__exit__(None, None, None)
@@ -685,6 +708,16 @@ async def flood(lab: Lab, lab_name: str, unit: str, args: argparse.Namespace, si
             "the main thread's CPU time (time.thread_time) in each screen update: what the update itself "
             "costs; screen_update_ms minus it is the time the thread waited for a core (the lab's flood, "
             "journald, sshd and this process's other threads share this machine's cores)"
+        ),
+        "gc_collections": {
+            name: {"count": len(clock.gc_ms[generation]), "ms": summary(clock.gc_ms[generation])}
+            for generation, name in enumerate(("young", "middle", "full"))
+        },
+        "gc_collected_objects": clock.gc_collected,
+        "gc_measures": (
+            "the cyclic collector's collections from the go to the last line, by generation, each timed by "
+            "gc.callbacks: the main thread's pauses wherever an allocation set one off (in a batch's deliver, "
+            "a screen update or the loop between)"
         ),
         "batches": len(clock.deliver_ms),
         "screen_updates": len(clock.update_ms),
