@@ -62,8 +62,10 @@ cockpit's fields (cockpit.systemd.journal.OUTPUT) reads the flood's lines in the
 live ones: each rate is flooded again for each of two commands, a fresh unit each, read by
 OpenSSH from this machine with nothing of the cockpit: `openssh_json_follow`, the command the
 issue names (`journalctl -f -o json` with the cockpit's fields), and `openssh_follower_command`,
-the follower's very command (export). `<name>_knee_lines_per_s` is the highest rate each kept up
-with (the marker within KEPT_UP_S), `knee_over_<name>` the app's knee over it.
+the follower's very command (export); and `in_host_json_follow`, the issue's command as it
+sustains the flood in the host: its output read there by `grep -m 1` for the marker, so only
+that line crosses SSH (a few ms of the lag). `<name>_knee_lines_per_s` is the highest rate each
+kept up with (the marker within KEPT_UP_S), `knee_over_<name>` the app's knee over it.
 
 `--pin` puts the lab's processes on CPU 1 and this process (its threads, the `cat` reading its
 terminal, OpenSSH's reader in `--knee`) on CPU 0 once the lab is up: the GPU host's journald,
@@ -89,6 +91,7 @@ import os
 import pstats
 import resource
 import secrets
+import shlex
 import subprocess
 import sys
 import time
@@ -765,10 +768,16 @@ def journalctl_rate(lab: Lab, unit: str) -> float:
 
 # The live anchors: OpenSSH running, with nothing of the cockpit in the way, the command the issue
 # names (`journalctl -f -o json` with the cockpit's fields, as `journal_argv` prints them) and the
-# follower's very command (`follow_argv`, the export format).
+# follower's very command (`follow_argv`, the export format); and the issue's command read in the
+# host itself, by grep there, so that only the marker's line crosses SSH.
 ANCHORS = {
     "openssh_json_follow": lambda unit: journal_argv(unit, "-n", "all", "--follow"),
     "openssh_follower_command": lambda unit: follow_argv(unit, "-n", "all"),
+    "in_host_json_follow": lambda unit: [
+        "sh",
+        "-c",
+        f"{shlex.join(journal_argv(unit, '-n', 'all', '--follow'))} | grep -m 1 -F -e {shlex.quote(MARKER)}",
+    ],
 }
 
 
@@ -872,7 +881,9 @@ async def knee(lab: Lab, lab_name: str, suffix: str, args: argparse.Namespace, s
         **{f"{name}_knee_lines_per_s": knee for name, knee in plain_knees.items()},
         "openssh_knee_measures": "the same rates, each flooded again and read live by OpenSSH running a "
         "command (nothing of the cockpit): openssh_json_follow the issue's `journalctl -f -o json` with the "
-        "cockpit's fields, openssh_follower_command the follower's own (export); the highest rate it kept up with",
+        "cockpit's fields, openssh_follower_command the follower's own (export), in_host_json_follow the "
+        "issue's command read in the host by grep for the marker (only that line crosses SSH); the highest "
+        "rate each kept up with",
         **{f"knee_over_{name}": round(knee_rate / knee, 3) if knee else None for name, knee in plain_knees.items()},
         "cpus": os.cpu_count(),
     }
