@@ -59,7 +59,7 @@ anchors are measured in the same run. After each flood, `journalctl -u UNIT -o j
 cockpit's fields (cockpit.systemd.journal.OUTPUT) reads the flood's lines in the lab to
 /dev/null, timed there: `journalctl_lines_per_s` (the median over the floods) and
 `knee_over_journalctl`; that one reads a journal already written, with no flood running. The
-live ones: each rate is flooded again for each of two commands, a fresh unit each, read by
+live ones: each rate is flooded again for each of three commands, a fresh unit each, run by
 OpenSSH from this machine with nothing of the cockpit: `openssh_json_follow`, the command the
 issue names (`journalctl -f -o json` with the cockpit's fields), and `openssh_follower_command`,
 the follower's very command (export); and `in_host_json_follow`, the issue's command as it
