@@ -48,14 +48,17 @@ class CroppedCompositor(Compositor):
             self._parts = None
 
     def _get_renders(self, crop: Region | None = None) -> Iterable[tuple[Region, Region, list[Strip]]]:
+        """The renders `_render_chops` divides (`_cropped_renders`; a whole screen: Textual's
+        own), each render's strips uncycled once it has taken their pieces."""
+        renders = super()._get_renders(None) if crop is None else self._cropped_renders(crop)
+        for render in renders:
+            yield render
+            uncycle(render[2])
+
+    def _cropped_renders(self, crop: Region) -> Iterable[tuple[Region, Region, list[Strip]]]:
         """(the widget's region cut to the update's rows, its clip, those rows' strips), front
         first, leaving out a widget that one in front of it covers there: the compositor keeps
         the front one's cells (`_render_chops`: the first strip for a cut wins)."""
-        if crop is None:  # a whole screen: Textual's own
-            for render in super()._get_renders(None):
-                yield render
-                uncycle(render[2])
-            return
         drawn: list[Region] = []
         parts = self._parts
         for widget, (region, clip) in self.visible_widgets.items():
@@ -69,9 +72,7 @@ class CroppedCompositor(Compositor):
                     continue
                 drawn.append(area)
                 rows = Region(shown.x - region.x, area.y - region.y, shown.width, area.height)
-                strips = widget.render_lines(rows)
-                yield Region(region.x, area.y, region.width, area.height), clip, strips
-                uncycle(strips)
+                yield Region(region.x, area.y, region.width, area.height), clip, widget.render_lines(rows)
 
 
 def uncycle(strips: list[Strip]) -> None:
