@@ -16,19 +16,20 @@ always and keeps the early master only when the two are the same (`take`); other
 nothing takes it before the command ends, it is ended.
 
 Before the fork it imports only what the fork needs: the memory is `marshal`'s (built into
-the interpreter; `json` brings `re`, 6 ms), its key a `repr`, and `tempfile`, `shutil` and
-`typing` wait until after it. A wheel install forks about 28 ms after the interpreter starts.
+the interpreter; `json` brings `re`, 6 ms), its key a `repr`, the process `os.posix_spawnp`'s
+(cockpit/remote/spawned.py: `subprocess` and `contextlib` cost 13 ms), and `tempfile`,
+`shutil` and `typing` wait until after it. A wheel install forks about 13 ms after the
+interpreter starts (it was 28 ms with `subprocess`).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import marshal
 import os
-import subprocess
 import time
 
+from cockpit.remote.spawned import Spawned, spawn
 from cockpit.statedir import state_path
 
 TYPE_CHECKING = False  # `typing` costs 3 ms before the fork (cockpit/statedir.py)
@@ -49,7 +50,7 @@ class Forked:
 
     def __init__(self, directory: str, argv: list[str], conf: str) -> None:
         self.dir, self.argv, self.conf = directory, argv, conf  # argv with DIR for the directory
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: Spawned | None = None
 
 
 _key: str | None = None  # this command's words, directory and environment, when `fork` ran
@@ -140,14 +141,12 @@ def filled(argv: Sequence[str], directory: str) -> list[str]:
     return [directory + word[len(DIR) :] if word.startswith(DIR + "/") else word for word in argv]
 
 
-def start(argv: Sequence[str], conf: str, directory: str) -> subprocess.Popen[bytes]:
+def start(argv: Sequence[str], conf: str, directory: str) -> Spawned:
     """The master `argv` (DIR for `directory`) with `conf` as its ssh_config, its output in
     files (a pipe that nobody reads would stall ssh once full)."""
     with open(os.path.join(directory, SSH_CONFIG), "w") as f:
         f.write(conf)
-    out, said = os.path.join(directory, STDOUT), os.path.join(directory, STDERR)
-    with open(out, "wb") as out_file, open(said, "wb") as said_file:
-        return subprocess.Popen(filled(argv, directory), stdin=subprocess.DEVNULL, stdout=out_file, stderr=said_file)
+    return spawn(filled(argv, directory), os.path.join(directory, STDOUT), os.path.join(directory, STDERR))
 
 
 def _entry_of(entry: object) -> tuple[list[str], str, list[tuple[str, object]]] | None:
@@ -184,9 +183,11 @@ def fork(words: Sequence[str]) -> bool:
         return False
     _forked = forked
     atexit.register(_end_untaken)
-    with contextlib.suppress(Exception):
+    try:
         forked.process = start(argv, conf, forked.dir)
-    return forked.process is not None
+    except Exception:  # noqa: BLE001 -- no ssh, a directory gone: the cockpit starts its own
+        return False
+    return True
 
 
 YIELDING_NICE = 19
@@ -210,8 +211,10 @@ def import_yielding(module: str) -> None:
 
     def run() -> None:
         if sys.platform == "linux":  # elsewhere a thread's id is no process's, and nice is per process
-            with contextlib.suppress(OSError):  # a sandbox that refuses it: the usual priority
+            try:  # noqa: SIM105 -- `contextlib` is not imported before the fork (the module's docstring)
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), YIELDING_NICE)
+            except OSError:  # a sandbox that refuses it: the usual priority
+                pass
         try:
             importlib.import_module(module)
         except BaseException as e:  # noqa: BLE001 -- raised again in the caller
@@ -224,7 +227,7 @@ def import_yielding(module: str) -> None:
         raise failed[0]
 
 
-def take(argv: Sequence[str], conf: str) -> tuple[str, subprocess.Popen[bytes]] | None:
+def take(argv: Sequence[str], conf: str) -> tuple[str, Spawned] | None:
     """The early master's directory and process when it runs `argv` (DIR for its directory)
     with `conf` as its ssh_config; None when there is none, or it runs something else (it is
     ended then)."""
@@ -259,7 +262,8 @@ def remember(argv: Sequence[str], conf: str, watched: Sequence[str]) -> None:
     entries.pop(_key, None)
     entries[_key] = entry  # the most recent last: the oldest are forgotten first
     kept = dict(list(entries.items())[-REMEMBERED:])
-    import tempfile  # after the fork: see `new_dir`
+    import contextlib  # after the fork, as `tempfile` (see `new_dir`)
+    import tempfile
 
     with contextlib.suppress(OSError):
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
@@ -285,6 +289,10 @@ def _end(forked: Forked) -> None:
     if process is not None and process.poll() is None:
         process.kill()
         process.wait()
+    import contextlib  # after the fork: see `new_dir`
+    import shutil
+    import subprocess
+
     socket = os.path.join(forked.dir, SOCKET)
     if os.path.exists(socket):
         with contextlib.suppress(OSError, subprocess.SubprocessError):
@@ -295,6 +303,4 @@ def _end(forked: Forked) -> None:
                 stderr=subprocess.DEVNULL,
                 timeout=5,
             )
-    import shutil  # not before the fork: see `new_dir`
-
     shutil.rmtree(forked.dir, ignore_errors=True)

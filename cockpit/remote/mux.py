@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import shlex
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -42,6 +40,7 @@ from cockpit.remote.base import (
     RunResult,
 )
 from cockpit.remote.early_master import DIR, SOCKET, SSH_CONFIG, STDERR, STDOUT
+from cockpit.remote.spawned import Spawned
 from cockpit.timeouts import within
 
 if TYPE_CHECKING:
@@ -78,29 +77,6 @@ def sweep(root: str | None = None) -> list[str]:
     return removed
 
 
-def ended_within(process: subprocess.Popen[bytes], timeout: float) -> int | None:
-    """The process's exit status if it ends within `timeout` s, the moment it does; else None.
-    `Popen.wait(timeout)` polls with sleeps that grow to 50 ms: an answer that came 0.2 s into
-    the wait was seen 0 to 50 ms late (on screen as late). A pidfd is readable once it ends."""
-    if process.returncode is not None:
-        return process.returncode
-    try:
-        pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):  # not Linux 5.3 or later, or reaped by another thread
-        try:
-            return process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-    try:
-        waiting = select.poll()  # not `select.select`: it refuses a descriptor past 1023
-        waiting.register(pidfd, select.POLLIN)
-        if not waiting.poll(timeout * 1000):
-            return process.returncode  # None, unless another thread reaped it meanwhile
-    finally:
-        os.close(pidfd)
-    return process.wait()
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -134,7 +110,7 @@ class MuxHost(Host):
         # the master's command line, DIR for its directory (cockpit/remote/early_master.py remembers it)
         self.master = [*base, "-M", "-S", socket, "-o", f"ControlPersist={PERSIST_S}", "-T", client[-1], *command]
         self._first = tuple(first)
-        self._master: subprocess.Popen[bytes] | None = None
+        self._master: Spawned | None = None
         early = early_master.take(self.master, self.conf)
         if early is not None:
             self._dir, self._master = early
@@ -178,9 +154,10 @@ class MuxHost(Host):
         master = self._master
         if master is None:
             return None
-        if master.poll() is None:
-            await asyncio.to_thread(master.wait)
-        return self._answer(argv, master.returncode)
+        returncode = master.poll()
+        if returncode is None:
+            returncode = await asyncio.to_thread(master.wait)
+        return self._answer(argv, returncode)
 
     def first_answer_in(self, timeout: float) -> RunResult | None:
         """The answer to `first`, waited for up to `timeout` s in the calling thread (not the
@@ -190,7 +167,7 @@ class MuxHost(Host):
         master, argv = self._master, self._first
         if master is None or not argv:
             return None
-        returncode = ended_within(master, timeout)
+        returncode = master.ended_within(timeout)
         return None if returncode is None else self._answer(argv, returncode)
 
     def _answer(self, argv: tuple[str, ...], returncode: int) -> RunResult | None:

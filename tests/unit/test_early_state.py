@@ -4,12 +4,9 @@ cockpit's, taken back when the app does not start, and inert whatever the host s
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import threading
 
 from cockpit.remote.base import RunResult
-from cockpit.remote.mux import ended_within
 from cockpit.ui.early_state import ENTER, LEAVE, EarlyState, headline
 
 SHOW = "Id={unit}\nLoadState=loaded\nActiveState=active\nSubState=running\n"
@@ -69,29 +66,3 @@ def test_what_the_host_sent_is_shown_by_its_escapes() -> None:
     line = headline("active\x1b]52;c;cm0gLXJmIC8=\x07", "running", "u\x1b[2J.service", "h")
     assert "\x1b]" not in line and "\x07" not in line and "\x1b[2J" not in line
     assert "\\x1b]52;c;cm0gLXJmIC8=\\x07" in line and "u\\x1b[2J.service" in line
-
-
-def test_the_wait_for_the_first_answer_ends_when_ssh_does() -> None:
-    """`ended_within` (what the early line waits with): None while the process runs, its status
-    once it ended, also when another thread reaped it first (the app's own wait for the answer)."""
-    running = subprocess.Popen(["sleep", "30"])
-    try:
-        assert ended_within(running, 0.05) is None
-        running.kill()
-        assert ended_within(running, 5) == -signal.SIGKILL
-        assert ended_within(running, 0) == -signal.SIGKILL  # asked again: the status kept
-    finally:
-        running.kill()
-        running.wait()
-    ended = subprocess.Popen(["sh", "-c", "exit 3"])
-    reaper = threading.Thread(target=ended.wait)
-    reaper.start()
-    reaper.join()
-    assert ended_within(ended, 5) == 3
-    # ending while waited for, by this and by another thread at once
-    later = subprocess.Popen(["sh", "-c", "sleep 0.2; exit 4"])
-    reaper = threading.Thread(target=later.wait)
-    reaper.start()
-    assert ended_within(later, 5) == 4
-    reaper.join()
-    assert later.returncode == 4
