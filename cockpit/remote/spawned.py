@@ -21,8 +21,8 @@ class Spawned:
     """A child process, reaped by whichever thread asks first (one `waitpid` at a time: a second
     would find no child, as `subprocess.Popen` guards it too)."""
 
-    def __init__(self, argv: list[str], pid: int) -> None:
-        self.args, self.pid = argv, pid
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
         self.returncode: int | None = None
         self._reaping = _thread.allocate_lock()
 
@@ -111,7 +111,7 @@ def spawn(argv: list[str], stdout: str, stderr: str) -> Spawned:
             ],
             setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
         )
-    return Spawned(argv, pid)
+    return Spawned(pid)
 
 
 def _inherit_nothing() -> None:
